@@ -1,0 +1,28 @@
+# Two commands do everything on a fresh machine:  `make run`  and  `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SCENARIO ?= scenarios/quickstart.yaml
+
+.PHONY: setup run test provision bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	# torch first, pinned: its CPU wheel lies on disk here; anything else pulls a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[all,test]'
+	touch $@
+
+run: setup
+	$(VENV)/bin/edgebed run $(SCENARIO)
+
+# System capabilities the tests use (docker engine, Fashion-MNIST); idempotent, needs root.
+provision:
+	bash .ci/provision
+
+test: setup provision
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) -m benchmarks.run_all

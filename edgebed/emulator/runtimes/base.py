@@ -1,0 +1,135 @@
+"""Runtime interface: where and how device agents run (processes, containers, Spark tasks, events).
+
+A runtime is handed ``AgentSpec``s by the engine and returns ``AgentHandle``s that mirror
+``subprocess.Popen`` (``poll``, ``wait``, ``send_signal``, ``kill``) plus ``freeze`` for fail-stop
+crashes. It declares its ``Capabilities`` so the engine refuses a scenario it can't honour before
+anything starts, and reports in ``applied()`` which link property it applied at which level, for the
+manifest. The engine's run loop is the only caller of every method here.
+"""
+from __future__ import annotations
+
+import signal
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from ...scenario import Scenario
+
+
+class RuntimeError_(RuntimeError):
+    """A runtime that can't start: the message says what is missing and how to get it."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    # Level at which each link property can be applied: "kernel", "app" (in the agent's send path),
+    # "model" (computed by a virtual clock) or "none" (ignored; a scenario asking for it is refused).
+    link_rate: str = "none"
+    link_delay: str = "none"
+    link_jitter: str = "none"
+    link_loss: str = "none"
+    cpu_quota: bool = False          # speed classes enforced by CPU quotas (else by sleeping)
+    freeze: str = "signal"           # how fail-stop is enforced: signal | pause | protocol | model
+    max_agents: Optional[int] = None
+
+
+@dataclass
+class AgentSpec:
+    """What the engine asks a runtime to start: one device agent."""
+    device: int
+    speed_class: str
+    ps_address: str                   # endpoint the agent connects to, e.g. tcp://127.0.0.1:5555
+    env: dict = field(default_factory=dict)
+
+
+class AgentHandle(ABC):
+    """A running agent; mirrors subprocess.Popen. Called by the engine's run loop only."""
+
+    device: int
+
+    @abstractmethod
+    def poll(self) -> Optional[int]:
+        """Exit code if the agent ended, else None (a frozen agent is still running)."""
+
+    @abstractmethod
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        """Block until the agent ends or timeout; returns poll()."""
+
+    @abstractmethod
+    def send_signal(self, sig: int) -> None: ...
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    @abstractmethod
+    def kill(self) -> None:
+        """End the agent for good, frozen or not."""
+
+    @abstractmethod
+    def freeze(self) -> None:
+        """Fail-stop: the agent never runs again (SIGSTOP, docker pause, ...)."""
+
+
+class NoSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Runtime(ABC):
+    """One way of running agents. Subclasses set ``name``, ``capabilities`` and ``Spec``."""
+
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    Spec: ClassVar[type[BaseModel]] = NoSpec   # validates scenario.runtime.<name>
+
+    def __init__(self, scenario: Scenario, run_dir: Path):
+        self.scenario = scenario
+        self.run_dir = Path(run_dir)
+        self.spec = self.Spec.model_validate(getattr(scenario.runtime, name_attr(self.name), {}) or {})
+
+    def check(self) -> list[str]:
+        """Problems that make this scenario impossible on this runtime (empty list: fine).
+
+        The default compares every non-trivial link property against ``capabilities``."""
+        problems = []
+        caps = self.capabilities
+        for cls in self.scenario.workers.classes:
+            for direction in ("uplink", "downlink"):
+                link = getattr(cls, direction)
+                asked = {"link_rate": link.rate is not None, "link_delay": link.delay > 0,
+                         "link_jitter": link.jitter > 0, "link_loss": link.loss > 0}
+                for prop, wanted in asked.items():
+                    if wanted and getattr(caps, prop) == "none":
+                        problems.append(f"workers.classes.{cls.name}.{direction}.{prop[5:]}: runtime "
+                                        f"{self.name!r} can't apply it; remove it or choose another runtime")
+        if caps.max_agents is not None and self.scenario.workers.n > caps.max_agents:
+            problems.append(f"workers.n={self.scenario.workers.n} exceeds the {self.name} runtime's "
+                            f"limit of {caps.max_agents}")
+        return problems
+
+    def applied(self) -> dict:
+        """For the manifest: level at which each link property / speed mechanism was applied."""
+        c = self.capabilities
+        return {"link_rate": c.link_rate, "link_delay": c.link_delay, "link_jitter": c.link_jitter,
+                "link_loss": c.link_loss, "cpu_quota": c.cpu_quota, "freeze": c.freeze}
+
+    def ps_bind(self) -> str:
+        """ZeroMQ endpoint the PS binds (port 0 → the OS picks)."""
+        return "tcp://127.0.0.1:0"
+
+    def agent_endpoint(self, bound: str) -> str:
+        """Endpoint agents connect to, given the one the PS actually bound."""
+        return bound
+
+    @abstractmethod
+    def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
+        """Start one agent per spec and return their handles (same order)."""
+
+    def cleanup(self) -> None:
+        """Remove everything this runtime created for the run (idempotent)."""
+
+
+def name_attr(name: str) -> str:
+    return name.replace("-", "_")

@@ -1,0 +1,178 @@
+"""Run directory: the one on-disk record of a run, written crash-safely and read back for analysis.
+
+Layout of ``runs/<name>-<YYYYmmdd-HHMMSS>/``::
+
+    scenario.yaml      the resolved scenario (defaults + file + --set overrides)
+    manifest.json      seed, versions, host, runtime, which link property was applied at which level
+    summary.json       {"status": "running" | "complete" | "incomplete" | "failed", ...final numbers}
+    traffic.json       PS bytes in/out per message type, per device, per speed class
+    updates/part-NNNNN.parquet   one row per applied update          (+ updates.csv at the end)
+    evals/part-NNNNN.parquet     one row per evaluation of Θ          (+ evals.csv)
+    events/part-NNNNN.parquet    worker start/crash/lost/exit, run stop (+ events.csv)
+
+Every file is written to a temporary name and ``os.replace``d, so a crash or a kill at any moment
+leaves only whole files: a table is the concatenation of its complete parts.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# Columns of each table and their arrow types; writers must give exactly these keys.
+SCHEMAS: dict[str, pa.Schema] = {
+    "updates": pa.schema([
+        ("update", pa.int64()),          # index i of the update (Θ version after applying it), 1-based
+        ("wall_time", pa.float64()),     # seconds since the run started
+        ("virtual_time", pa.float64()),  # seconds of emulated time (sim runtime), NaN otherwise
+        ("device", pa.int32()),
+        ("speed_class", pa.string()),
+        ("staleness", pa.int32()),       # global staleness τ = i_at_receipt − j_pulled
+        ("sigma_mean", pa.float64()),    # AdaComp: mean per-parameter staleness σ_k over sent k; NaN otherwise
+        ("sigma_max", pa.float64()),
+        ("entries", pa.int64()),         # gradient entries in the push
+        ("bytes_in", pa.int64()),        # bytes of this push message as received by the PS
+        ("loss", pa.float64()),          # training loss the device reported for its batch
+    ]),
+    "evals": pa.schema([
+        ("update", pa.int64()),          # Θ evaluated exactly as it was after this update
+        ("wall_time", pa.float64()),
+        ("virtual_time", pa.float64()),
+        ("ingress_bytes", pa.int64()),   # cumulative bytes received by the PS up to this update (all types)
+        ("push_bytes", pa.int64()),      # cumulative bytes of push messages only
+        ("accuracy", pa.float64()),      # test accuracy in [0, 1]
+        ("loss", pa.float64()),          # mean test cross-entropy
+    ]),
+    "events": pa.schema([
+        ("wall_time", pa.float64()),
+        ("virtual_time", pa.float64()),
+        ("update", pa.int64()),          # Θ version when the event happened
+        ("device", pa.int32()),          # -1 for run-level events
+        ("event", pa.string()),          # start | hello | crash | lost | exit | bye | stop | warning | ...
+        ("detail", pa.string()),
+    ]),
+}
+TABLES = tuple(SCHEMAS)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=_json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+class RunWriter:
+    """Buffers rows in memory and flushes them as new, atomically renamed Parquet parts.
+
+    Thread-safe: the PS thread appends, the engine thread flushes. ``flush`` is cheap to call often.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+        self._parts: dict[str, int] = {}
+        self._lock = threading.Lock()
+        for t in TABLES:
+            (self.path / t).mkdir(parents=True, exist_ok=True)
+            self._parts[t] = len(list((self.path / t).glob("part-*.parquet")))
+
+    def append(self, table: str, row: dict) -> None:
+        with self._lock:
+            self._rows[table].append(row)
+
+    def flush(self) -> None:
+        with self._lock:
+            pending = {t: rows for t, rows in self._rows.items() if rows}
+            self._rows = {t: [] for t in TABLES}
+        for table, rows in pending.items():
+            arrow = pa.Table.from_pylist(rows, schema=SCHEMAS[table])
+            final = self.path / table / f"part-{self._parts[table]:05d}.parquet"
+            tmp = final.with_name(f".{final.name}.tmp")
+            pq.write_table(arrow, tmp)
+            os.replace(tmp, final)
+            self._parts[table] += 1
+
+    def export_csv(self) -> None:
+        for t in TABLES:
+            df = read_table(self.path, t)
+            tmp = self.path / f".{t}.csv.tmp"
+            df.to_csv(tmp, index=False)
+            os.replace(tmp, self.path / f"{t}.csv")
+
+
+def read_table(run: str | Path, table: str) -> pd.DataFrame:
+    """The whole table of a run (complete parts only), sorted in record order."""
+    if table not in SCHEMAS:
+        raise ValueError(f"unknown table {table!r}; tables are {TABLES}")
+    parts = sorted((Path(run) / table).glob("part-*.parquet"))
+    if not parts:
+        return SCHEMAS[table].empty_table().to_pandas()
+    return pa.concat_tables([pq.read_table(p, schema=SCHEMAS[table]) for p in parts]).to_pandas()
+
+
+def read_json(run: str | Path, name: str) -> dict:
+    p = Path(run) / name
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def is_run_dir(path: str | Path) -> bool:
+    p = Path(path)
+    return (p / "scenario.yaml").exists() and (p / "summary.json").exists()
+
+
+def new_run_dir(out: str | Path, name: str, now: Optional[float] = None) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now or time.time()))
+    base = Path(out) / f"{name}-{stamp}"
+    path, k = base, 1
+    while path.exists():
+        path, k = Path(f"{base}-{k}"), k + 1
+    path.mkdir(parents=True)
+    return path
+
+
+def host_facts() -> dict:
+    import importlib.metadata as md
+
+    def ver(pkg: str) -> Optional[str]:
+        try:
+            return md.version(pkg)
+        except md.PackageNotFoundError:
+            return None
+
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) * 1024
+    except OSError:
+        pass
+    return {
+        "hostname": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+        "cores": os.cpu_count(), "memory_bytes": mem,
+        "packages": {p: ver(p) for p in ("edgebed", "torch", "numpy", "pyzmq", "pyarrow", "pandas",
+                                          "pydantic", "pyroute2", "docker", "pyspark")},
+    }
+
+
+def nan_if_none(x: Optional[float]) -> float:
+    return math.nan if x is None else float(x)
+
+
+def rows_to_frame(rows: Iterable[dict], table: str) -> pd.DataFrame:
+    return pa.Table.from_pylist(list(rows), schema=SCHEMAS[table]).to_pandas()

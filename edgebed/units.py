@@ -1,0 +1,79 @@
+"""Human unit strings (``10mbit``, ``20ms``, ``1%``, ``64MiB``) parsed into SI numbers.
+
+Rates become bits per second, durations seconds, percentages fractions in [0, 1], sizes bytes.
+Every parser raises ``ValueError`` with a message that says what a valid value looks like.
+"""
+from __future__ import annotations
+
+import re
+
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+_RATE_UNITS = {
+    "bit": 1, "bps": 1, "kbit": 1e3, "kbps": 1e3, "mbit": 1e6, "mbps": 1e6,
+    "gbit": 1e9, "gbps": 1e9,
+}
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
+_SIZE_UNITS = {
+    "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024, "mib": 1024**2, "gib": 1024**3,
+}
+
+
+def _split(value: object, what: str, example: str) -> tuple[float, str]:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a {what}; use e.g. {example}")
+    if isinstance(value, (int, float)):
+        return float(value), ""
+    m = re.fullmatch(_NUM + r"\s*([a-zA-Z%]*)", str(value).strip())
+    if not m:
+        raise ValueError(f"{value!r} is not a {what}; use e.g. {example}")
+    return float(m.group(1)), m.group(2).lower()
+
+
+def parse_rate(value: object) -> float:
+    """Link rate in bits per second. A bare number is bits per second."""
+    num, unit = _split(value, "rate", "10mbit, 512kbit, 1gbit")
+    if unit and unit not in _RATE_UNITS:
+        raise ValueError(f"{value!r} has unknown rate unit {unit!r}; use one of "
+                         f"{', '.join(_RATE_UNITS)} (e.g. 10mbit)")
+    rate = num * _RATE_UNITS.get(unit, 1)
+    if rate <= 0:
+        raise ValueError(f"rate {value!r} must be positive")
+    return rate
+
+
+def parse_duration(value: object) -> float:
+    """Duration in seconds. A bare number is seconds."""
+    num, unit = _split(value, "duration", "20ms, 1.5s, 10min")
+    if unit and unit not in _TIME_UNITS:
+        raise ValueError(f"{value!r} has unknown time unit {unit!r}; use one of "
+                         f"{', '.join(_TIME_UNITS)} (e.g. 20ms)")
+    return num * _TIME_UNITS.get(unit, 1.0)
+
+
+def parse_fraction(value: object) -> float:
+    """A probability or share in [0, 1]: ``1%`` → 0.01, ``0.3`` → 0.3."""
+    num, unit = _split(value, "fraction", "0.3 or 30%")
+    if unit not in ("", "%"):
+        raise ValueError(f"{value!r} is not a fraction; use e.g. 0.3 or 30%")
+    frac = num / 100.0 if unit == "%" else num
+    if not 0.0 <= frac <= 1.0:
+        raise ValueError(f"{value!r} is outside [0, 1] (0%..100%)")
+    return frac
+
+
+def parse_size(value: object) -> int:
+    """Size in bytes: ``64MiB``, ``1mb``; a bare number is bytes."""
+    num, unit = _split(value, "size", "64MiB, 500kb, 1048576")
+    if unit and unit not in _SIZE_UNITS:
+        raise ValueError(f"{value!r} has unknown size unit {unit!r}; use one of "
+                         f"{', '.join(_SIZE_UNITS)}")
+    return int(num * _SIZE_UNITS.get(unit, 1))
+
+
+def fmt_bytes(n: float) -> str:
+    """Human-readable byte count (decimal MB, as network people count)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"
