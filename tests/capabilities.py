@@ -1,0 +1,81 @@
+"""Capability checks for system tests: skip on a laptop without the capability, fail in CI.
+
+A test (or fixture) calls ``require_docker()`` etc. first. When the capability is missing the test is
+skipped, unless ``EDGEBED_REQUIRE_CAPS=1`` is set (CI sets it): then it fails with what is missing and
+how to get it, so a green CI always means the docker, tc and Spark tests really ran.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+
+import pytest
+
+
+def strict() -> bool:
+    """True when a missing capability must fail the test instead of skipping it (CI)."""
+    return os.environ.get("EDGEBED_REQUIRE_CAPS", "").strip().lower() in ("1", "true", "yes")
+
+
+def require(cond: bool, what: str, hint: str = "") -> None:
+    """Skip (or, with EDGEBED_REQUIRE_CAPS=1, fail) the calling test unless ``cond`` holds.
+
+    ``what`` names the missing capability ("a running Docker engine"); ``hint`` says how to get it."""
+    if cond:
+        return
+    msg = f"needs {what}" + (f" ({hint})" if hint else "")
+    if strict():
+        pytest.fail(f"EDGEBED_REQUIRE_CAPS=1 but this test {msg}", pytrace=False)
+    pytest.skip(msg)
+
+
+@functools.lru_cache(maxsize=None)
+def _docker_problem() -> str:
+    try:
+        import docker  # noqa: F401
+    except ImportError:
+        return "the docker Python package is not installed: pip install -e '.[docker]'"
+    try:
+        client = docker.from_env(timeout=10)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as err:  # any failure to reach the engine means: no docker here
+        return f"the Docker engine does not answer ({type(err).__name__}: {err}); run `make provision`"
+    return ""
+
+
+def docker_available() -> bool:
+    return not _docker_problem()
+
+
+def require_docker() -> None:
+    """A reachable Docker engine and the docker SDK."""
+    problem = _docker_problem()
+    require(not problem, "a running Docker engine", problem)
+
+
+def require_root() -> None:
+    """Root (network namespaces, tc qdiscs) and pyroute2."""
+    require(os.geteuid() == 0, "root (network namespaces and tc)", "run the tests as root, e.g. in CI")
+    try:
+        import pyroute2  # noqa: F401
+        ok = True
+    except ImportError:
+        ok = False
+    require(ok, "pyroute2", "pip install -e '.[docker]'")
+
+
+def require_spark() -> None:
+    """pyspark importable and a Java runtime on PATH."""
+    try:
+        import pyspark  # noqa: F401
+        has_pyspark = True
+    except ImportError:
+        has_pyspark = False
+    require(has_pyspark, "pyspark", "pip install -e '.[spark]'")
+    java = shutil.which("java") or (os.environ.get("JAVA_HOME") and
+                                    os.path.exists(os.path.join(os.environ["JAVA_HOME"], "bin", "java")))
+    require(bool(java), "a Java runtime for Spark", "apt-get install -y default-jre-headless (make provision)")
