@@ -1,0 +1,244 @@
+"""Links: kernel shaping of a device's access link with pyroute2 (tbf for rate, netem when present).
+
+A device's uplink is shaped on egress of the container's ``eth0`` inside its network namespace, its
+downlink on egress of the host-side veth peer; both are plain root qdiscs with handle ``1:``. Whatever
+the kernel cannot do (this kernel has no netem) is reported per property as ``"app"`` so the runtime
+hands it to the agent's application-level link instead. Interface byte counters are read here too.
+No ``tc`` or ``ip`` binary is run: everything goes through netlink.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Optional, Union
+
+LINK_PROPS = ("rate", "delay", "jitter", "loss")
+ROOT_HANDLE = 0x10000          # "1:" — root qdisc installed by edgebed
+NETEM_CHILD_HANDLE = 0x20000   # "2:" — tbf below netem when both are used
+TC_H_ROOT = 0xFFFFFFFF
+
+NetnsRef = Union[None, str, int]   # None: the host's namespace; "/proc/PID/ns/net", a name, or a pid
+
+
+class LinkError(RuntimeError):
+    """A qdisc or interface operation failed; the message names the interface and namespace."""
+
+
+def _netns_arg(netns: NetnsRef) -> Optional[str]:
+    if netns is None:
+        return None
+    if isinstance(netns, int):
+        return f"/proc/{netns}/ns/net"
+    return netns
+
+
+@contextmanager
+def iproute(netns: NetnsRef = None) -> Iterator["object"]:
+    """An ``IPRoute`` socket in the host namespace or in ``netns`` (pid, path or name)."""
+    from pyroute2 import IPRoute
+    ns = _netns_arg(netns)
+    ipr = IPRoute(netns=ns) if ns else IPRoute()
+    try:
+        yield ipr
+    finally:
+        ipr.close()
+
+
+def ifindex(ifname: str, netns: NetnsRef = None) -> int:
+    with iproute(netns) as ipr:
+        found = ipr.link_lookup(ifname=ifname)
+    if not found:
+        raise LinkError(f"no interface {ifname!r} in namespace {netns or 'host'}")
+    return found[0]
+
+
+# --- what the kernel can do ---------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def kernel_qdiscs() -> dict[str, bool]:
+    """Which qdisc kinds this kernel accepts: {"tbf": .., "htb": .., "netem": ..}.
+
+    Probed once per process by adding each kind to ``lo`` in a throwaway network namespace (needs
+    root); without root every kind reports False, so callers fall back to application level."""
+    result = {"tbf": False, "htb": False, "netem": False}
+    if os.geteuid() != 0:
+        return result
+    try:
+        from pyroute2 import netns as pnetns
+    except ImportError:
+        return result
+    name = f"edgebed-probe-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    pnetns.create(name)
+    try:
+        with iproute(name) as ipr:
+            lo = ipr.link_lookup(ifname="lo")[0]
+            probes = {
+                "tbf": dict(rate=_rate_arg(1e6), burst=16000, latency="100ms"),
+                "htb": dict(default=1),
+                "netem": dict(delay=1000),
+            }
+            for kind, kw in probes.items():
+                try:
+                    ipr.tc("add", kind, lo, handle=ROOT_HANDLE, **kw)
+                    result[kind] = True
+                    ipr.tc("del", index=lo, handle=ROOT_HANDLE, parent=TC_H_ROOT)
+                except Exception:  # NetlinkError ENOENT: the kernel lacks this qdisc
+                    pass
+    finally:
+        pnetns.remove(name)
+    return result
+
+
+def levels(profile, qdiscs: Optional[dict] = None) -> dict[str, str]:
+    """Level at which each property of a ``LinkProfile`` would be applied: kernel | app | none.
+
+    "none" means the property is not asked for (rate unset, delay/jitter/loss zero)."""
+    q = kernel_qdiscs() if qdiscs is None else qdiscs
+    out = {}
+    asked = {"rate": profile.rate is not None, "delay": profile.delay > 0,
+             "jitter": profile.jitter > 0, "loss": profile.loss > 0}
+    for prop, wanted in asked.items():
+        if not wanted:
+            out[prop] = "none"
+        elif prop == "rate":
+            out[prop] = "kernel" if q.get("tbf") else "app"
+        else:
+            out[prop] = "kernel" if q.get("netem") else "app"
+    return out
+
+
+# --- shaping ------------------------------------------------------------------------------------
+
+def _rate_arg(rate_bps: float) -> str:
+    return f"{max(int(rate_bps), 8)}bit"
+
+
+def tbf_burst(rate_bps: float) -> int:
+    """Token-bucket depth in bytes: 10 ms worth of data, at least two full-size segments."""
+    return max(int(rate_bps / 8 * 0.010), 2 * 1514 + 200, 3200)
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """What ``shape`` installed on one interface: property → "kernel" | "app" | "none"."""
+    ifindex: int
+    netns: Optional[str]
+    qdisc: Optional[str]          # kind of the root qdisc installed, None if nothing was installed
+    levels: dict
+
+    def as_dict(self) -> dict:
+        return {"ifindex": self.ifindex, "netns": self.netns, "qdisc": self.qdisc, "levels": self.levels}
+
+
+def shape(index: int, profile, netns: NetnsRef = None, latency: float = 0.1) -> Shaped:
+    """Shape egress of interface ``index`` (in ``netns``) to ``profile`` (an edgebed LinkProfile).
+
+    Rate → tbf (queue sized for ``latency`` seconds at that rate); delay/jitter/loss → netem when the
+    kernel has it (tbf as netem's child then), else left to the application ("app"). Replaces any root
+    qdisc edgebed installed before. Returns what was applied at which level."""
+    lv = levels(profile)
+    want_netem = any(lv[p] == "kernel" for p in ("delay", "jitter", "loss"))
+    want_tbf = lv["rate"] == "kernel"
+    ns = _netns_arg(netns)
+    if not (want_netem or want_tbf):
+        return Shaped(index, ns, None, lv)
+    unshape(index, netns)
+    try:
+        with iproute(netns) as ipr:
+            tbf = dict(rate=_rate_arg(profile.rate), burst=tbf_burst(profile.rate),
+                       latency=f"{int(latency * 1000)}ms") if want_tbf else None
+            if want_netem:
+                ipr.tc("add", "netem", index, handle=ROOT_HANDLE,
+                       delay=int(profile.delay * 1e6), jitter=int(profile.jitter * 1e6),
+                       loss=profile.loss * 100)
+                if tbf:
+                    ipr.tc("add", "tbf", index, handle=NETEM_CHILD_HANDLE, parent=ROOT_HANDLE + 1, **tbf)
+                kind = "netem+tbf" if tbf else "netem"
+            else:
+                ipr.tc("add", "tbf", index, handle=ROOT_HANDLE, **tbf)
+                kind = "tbf"
+    except Exception as err:
+        raise LinkError(f"could not shape interface #{index} in namespace {ns or 'host'}: {err}") from err
+    return Shaped(index, ns, kind, lv)
+
+
+def unshape(index: int, netns: NetnsRef = None) -> bool:
+    """Remove the root qdisc edgebed installed (handle 1:) on ``index``; True if one was removed.
+
+    Deletes by handle/parent without a kind: pyroute2 0.9.7's ``tc("del", "tbf", ...)`` raises
+    KeyError 'rate'. An interface that is gone (its container removed) counts as already clean."""
+    try:
+        with iproute(netns) as ipr:
+            if root_qdisc(index, netns=None, _ipr=ipr) is None:
+                return False
+            ipr.tc("del", index=index, handle=ROOT_HANDLE, parent=TC_H_ROOT)
+            return True
+    except (OSError, LinkError):
+        return False
+    except Exception as err:
+        if _is_gone(err):
+            return False
+        raise
+
+
+def root_qdisc(index: int, netns: NetnsRef = None, _ipr=None) -> Optional[str]:
+    """Kind of the edgebed root qdisc (handle 1:) on ``index``, or None."""
+    def look(ipr):
+        for q in ipr.get_qdiscs(index):
+            if q["handle"] == ROOT_HANDLE and q["parent"] == TC_H_ROOT:
+                return q.get_attr("TCA_KIND")
+        return None
+    if _ipr is not None:
+        return look(_ipr)
+    with iproute(netns) as ipr:
+        return look(ipr)
+
+
+def _is_gone(err: Exception) -> bool:
+    code = getattr(err, "code", None)
+    return code in (19, 2, 22)    # ENODEV, ENOENT, EINVAL (interface vanished mid-call)
+
+
+# --- interfaces and counters --------------------------------------------------------------------
+
+def counters(index: int, netns: NetnsRef = None) -> dict[str, int]:
+    """Kernel byte/packet counters of one interface (cumulative since it was created).
+
+    rx/tx are seen from that interface: a container's eth0 tx_bytes is the device's uplink on the wire
+    (payload + TCP/IP/Ethernet headers)."""
+    with iproute(netns) as ipr:
+        msgs = ipr.link("get", index=index)
+    st = msgs[0].get_attr("IFLA_STATS64") or msgs[0].get_attr("IFLA_STATS")
+    return {k: int(st[k]) for k in ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "tx_dropped")}
+
+
+def veth_peer(pid: int, ifname: str = "eth0") -> tuple[int, int, str]:
+    """For the process ``pid`` (a container's init): (ifindex of its ``ifname``, ifindex and name of
+    the host-side veth peer). The peer index comes from IFLA_LINK and is cross-checked (the host link
+    must be a veth whose own IFLA_LINK points back), since an index alone may name another namespace's
+    interface."""
+    with iproute(pid) as ipr:
+        found = ipr.link("get", ifname=ifname)
+    inner = found[0]["index"]
+    peer = found[0].get_attr("IFLA_LINK")
+    if not peer:
+        raise LinkError(f"{ifname} of pid {pid} is not a veth (no IFLA_LINK)")
+    with iproute(None) as ipr:
+        try:
+            host = ipr.link("get", index=peer)[0]
+        except Exception as err:
+            raise LinkError(f"host-side peer #{peer} of pid {pid}'s {ifname} not found: {err}") from err
+    info = host.get_attr("IFLA_LINKINFO")
+    kind = info.get_attr("IFLA_INFO_KIND") if info else None
+    if kind != "veth" or host.get_attr("IFLA_LINK") != inner:
+        raise LinkError(f"host-side peer of pid {pid}'s {ifname} not found: host #{peer} is "
+                        f"{host.get_attr('IFLA_IFNAME')} ({kind}), not its veth peer")
+    return inner, peer, host.get_attr("IFLA_IFNAME")
+
+
+def bridge_ifname(network_id: str) -> str:
+    """Linux name of the bridge Docker creates for a user-defined network (``br-`` + 12 hex)."""
+    return "br-" + network_id[:12]
