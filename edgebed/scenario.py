@@ -118,6 +118,7 @@ class WorkersSpec(_Strict):
 
 class FailureSpec(_Strict):
     crash_probability: Fraction = Field(0.0, description="fail-stop probability per push")
+    lost_after: Duration = Field(60.0, description="a device silent this long is recorded as lost")
 
 
 class StopSpec(_Strict):
@@ -137,13 +138,9 @@ class EvalSpec(_Strict):
     test_samples: Optional[int] = Field(None, ge=1, description="use the first N test samples")
 
 
-class LocalRuntimeSpec(_Strict):
-    pass
-
-
 class RuntimeSpec(_Strict):
     name: Literal["local", "docker", "sim", "spark"] = "local"
-    local: LocalRuntimeSpec = LocalRuntimeSpec()
+    local: dict[str, Any] = Field(default_factory=dict)
     # Sections of the other runtimes are free-form here and validated by the runtime itself
     # (its class has a `Spec` pydantic model), so an optional backend adds no import cost.
     docker: dict[str, Any] = Field(default_factory=dict)

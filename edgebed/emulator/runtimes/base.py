@@ -9,6 +9,7 @@ manifest. The engine's run loop is the only caller of every method here.
 from __future__ import annotations
 
 import signal
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,18 @@ class Runtime(ABC):
         c = self.capabilities
         return {"link_rate": c.link_rate, "link_delay": c.link_delay, "link_jitter": c.link_jitter,
                 "link_loss": c.link_loss, "cpu_quota": c.cpu_quota, "freeze": c.freeze}
+
+    # Socket runtimes run the PS serve loop on a thread and their agents elsewhere; a runtime that
+    # drives the PS itself (the virtual clock) sets this False and overrides ``drive``.
+    uses_sockets: ClassVar[bool] = True
+
+    def drive(self, ps, seconds: float) -> None:
+        """Called by the engine's run loop every tick: make progress for about ``seconds``."""
+        time.sleep(seconds)
+
+    def make_evaluator(self, scenario_dict: dict):
+        from ...ps.evaluator import ProcessEvaluator
+        return ProcessEvaluator(scenario_dict)
 
     def ps_bind(self) -> str:
         """ZeroMQ endpoint the PS binds (port 0 → the OS picks)."""

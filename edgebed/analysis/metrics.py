@@ -1,0 +1,178 @@
+"""Metrics of a run: pure functions from its tables (pandas DataFrames) to the numbers a report shows.
+
+Units: bytes are bytes (never MB here; ``tables`` converts), accuracy is a fraction in [0, 1],
+times are seconds. A missing value is ``None`` (no such event) or NaN (no data), never 0.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+
+class TargetHit(NamedTuple):
+    """The first evaluation at which Θ reached the target accuracy."""
+    update: int           # applied updates at that evaluation
+    ingress_bytes: int    # cumulative PS ingress (all message types) up to that update
+    wall_time: float      # seconds since the run started
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One row of the report table: what a run achieved and what it cost at the PS."""
+    run: str                      # run dir name (unique among the compared runs)
+    algorithm: str
+    c: float                      # compression ratio (fraction of entries sent); NaN if unknown
+    n: int                        # workers; 0 if unknown
+    status: str                   # running | complete | incomplete | failed | unknown
+    evals: int                    # evaluations recorded
+    final_accuracy: float         # NaN when there are no evals
+    best_accuracy: float
+    updates: int                  # applied updates
+    ingress_bytes: int            # total PS ingress in bytes
+    target: float
+    updates_to_target: Optional[int]     # None: target not reached
+    ingress_to_target: Optional[int]     # bytes; None: target not reached
+    wall_time_to_target: Optional[float]
+
+
+def _by_update(evals: pd.DataFrame) -> pd.DataFrame:
+    return evals.sort_values("update", kind="stable")
+
+
+def to_target(evals: pd.DataFrame, target: float) -> Optional[TargetHit]:
+    """First eval (in update order) whose accuracy is ≥ ``target``; None if never reached."""
+    ev = _by_update(evals)
+    hit = ev[ev["accuracy"] >= target]
+    if hit.empty:
+        return None
+    row = hit.iloc[0]
+    return TargetHit(int(row["update"]), int(row["ingress_bytes"]), float(row["wall_time"]))
+
+
+def final_accuracy(evals: pd.DataFrame) -> float:
+    """Accuracy at the last evaluation (highest update); NaN with no evals."""
+    if evals.empty:
+        return math.nan
+    return float(_by_update(evals)["accuracy"].iloc[-1])
+
+
+def best_accuracy(evals: pd.DataFrame) -> float:
+    """Highest accuracy over all evaluations; NaN with no evals."""
+    return math.nan if evals.empty else float(evals["accuracy"].max())
+
+
+def applied_updates(updates: pd.DataFrame, evals: pd.DataFrame, summary: dict) -> int:
+    """Applied updates: the highest index seen in either table, or the summary's count if larger."""
+    seen = [int(t["update"].max()) for t in (updates, evals) if not t.empty]
+    claimed = summary.get("updates")
+    if isinstance(claimed, (int, float)) and not isinstance(claimed, bool):
+        seen.append(int(claimed))
+    return max(seen, default=0)
+
+
+def total_ingress(updates: pd.DataFrame, evals: pd.DataFrame, summary: dict) -> int:
+    """Total PS ingress in bytes.
+
+    The summary's ``ingress_bytes`` when the run wrote it (it counts every message to the end);
+    otherwise the larger of the last eval's cumulative ingress (all message types, but only up to
+    that eval) and the sum of push sizes (every push, but pushes only).
+    """
+    claimed = summary.get("ingress_bytes")
+    if isinstance(claimed, (int, float)) and not isinstance(claimed, bool):
+        return int(claimed)
+    last_eval = int(evals["ingress_bytes"].max()) if not evals.empty else 0
+    pushes = int(updates["bytes_in"].sum()) if not updates.empty else 0
+    return max(last_eval, pushes)
+
+
+def summarize(run: str, scenario: dict, summary: dict, updates: pd.DataFrame,
+              evals: pd.DataFrame, target: float) -> RunSummary:
+    """The report row of one run from its resolved scenario, summary.json and tables."""
+    algo = scenario.get("algorithm") or {}
+    workers = scenario.get("workers") or {}
+    hit = to_target(evals, target)
+    return RunSummary(
+        run=run,
+        algorithm=str(algo.get("name", "unknown")),
+        c=float(algo["c"]) if isinstance(algo.get("c"), (int, float)) else math.nan,
+        n=int(workers.get("n") or 0),
+        status=str(summary.get("status", "unknown")),
+        evals=len(evals),
+        final_accuracy=final_accuracy(evals),
+        best_accuracy=best_accuracy(evals),
+        updates=applied_updates(updates, evals, summary),
+        ingress_bytes=total_ingress(updates, evals, summary),
+        target=target,
+        updates_to_target=hit.update if hit else None,
+        ingress_to_target=hit.ingress_bytes if hit else None,
+        wall_time_to_target=hit.wall_time if hit else None,
+    )
+
+
+def ingress_ratio(baseline_bytes: Optional[int], run_bytes: Optional[int]) -> float:
+    """How many times less PS ingress the run needed than the baseline: baseline / run.
+
+    ``191.0`` means the run reached the target with 1/191 of the baseline's bytes. NaN when either
+    did not reach the target (or the run needed no bytes at all).
+    """
+    if baseline_bytes is None or run_bytes is None or run_bytes <= 0:
+        return math.nan
+    return baseline_bytes / run_bytes
+
+
+def ratios_vs(baseline: RunSummary, runs: list[RunSummary]) -> dict[str, float]:
+    """Each run's ingress-to-target ratio against ``baseline`` (see ``ingress_ratio``), by run name."""
+    return {r.run: ingress_ratio(baseline.ingress_to_target, r.ingress_to_target) for r in runs}
+
+
+def class_shares(updates: pd.DataFrame) -> pd.DataFrame:
+    """Per speed class: applied updates, their share, devices seen, and realized rate ratios.
+
+    Columns: ``speed_class, updates, share`` (fraction of all applied updates), ``devices``
+    (distinct devices with ≥ 1 applied update), ``updates_per_device`` and ``rate_ratio``
+    (updates per device relative to the slowest class, so 100:10:1 classes give 100, 10, 1).
+    Sorted by rate, fastest first. Empty frame when there are no updates.
+    """
+    cols = ["speed_class", "updates", "share", "devices", "updates_per_device", "rate_ratio"]
+    if updates.empty:
+        return pd.DataFrame(columns=cols)
+    g = updates.groupby("speed_class", sort=True)
+    out = pd.DataFrame({"updates": g.size(), "devices": g["device"].nunique()}).reset_index()
+    out["share"] = out["updates"] / out["updates"].sum()
+    out["updates_per_device"] = out["updates"] / out["devices"]
+    out["rate_ratio"] = out["updates_per_device"] / out["updates_per_device"].min()
+    return out.sort_values("rate_ratio", ascending=False, kind="stable")[cols].reset_index(drop=True)
+
+
+def band(frames: list[pd.DataFrame], x: str, y: str, points: int = 200,
+         log: bool = False) -> pd.DataFrame:
+    """Mean and min/max of ``y`` over several runs (seeds), on a common grid of ``x``.
+
+    Each frame is interpolated linearly at the grid points. The grid spans only the x range that
+    *every* frame covers, so each point of the band is computed from all seeds (a seed that
+    stopped early narrows the range instead of silently dropping out). ``log`` spaces the grid
+    geometrically (for ingress bytes); it then ignores x ≤ 0. Columns: ``x, mean, min, max, runs``.
+    Empty when the frames share no range.
+    """
+    curves = []
+    for f in frames:
+        f = f[[x, y]].dropna().sort_values(x, kind="stable")
+        if log:
+            f = f[f[x] > 0]
+        if not f.empty:
+            curves.append((f[x].to_numpy(float), f[y].to_numpy(float)))
+    empty = pd.DataFrame(columns=["x", "mean", "min", "max", "runs"])
+    if not curves:
+        return empty
+    lo = max(cx[0] for cx, _ in curves)
+    hi = min(cx[-1] for cx, _ in curves)
+    if lo > hi:
+        return empty
+    grid = np.geomspace(lo, hi, points) if log and lo < hi else np.linspace(lo, hi, points)
+    ys = np.vstack([np.interp(grid, cx, cy) for cx, cy in curves])
+    return pd.DataFrame({"x": grid, "mean": ys.mean(axis=0), "min": ys.min(axis=0),
+                         "max": ys.max(axis=0), "runs": len(curves)})

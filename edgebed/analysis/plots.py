@@ -1,0 +1,133 @@
+"""Plots of runs as PNG files: several runs' curves on one axes, or a mean + min/max band over seeds.
+
+Uses matplotlib's object API with the Agg canvas (no pyplot, no display, no global state), so it
+runs headless and from any thread. Axes are named by eval columns; ``AXES`` gives each its label,
+scale to human units (ingress bytes → MB, accuracy → %) and whether it is drawn on a log scale.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .metrics import band
+
+MB = 1e6  # bytes; "MB" throughout the report is 10^6 bytes
+
+
+class Axis(NamedTuple):
+    label: str
+    scale: float
+    log: bool
+
+
+AXES: dict[str, Axis] = {
+    "update": Axis("applied updates", 1.0, False),
+    "ingress_bytes": Axis("cumulative PS ingress (MB, log)", 1 / MB, True),
+    "push_bytes": Axis("cumulative push bytes at the PS (MB, log)", 1 / MB, True),
+    "wall_time": Axis("wall time (s)", 1.0, False),
+    "virtual_time": Axis("virtual time (s)", 1.0, False),
+    "accuracy": Axis("test accuracy (%)", 100.0, False),
+    "loss": Axis("test loss", 1.0, False),
+}
+
+
+def _axis(col: str) -> Axis:
+    return AXES.get(col, Axis(col, 1.0, False))
+
+
+def _xy(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """The finite (x, y) points of a frame in x order; positive x only on a log axis."""
+    f = frame[[x, y]].dropna().sort_values(x, kind="stable")
+    return f[f[x] > 0] if _axis(x).log else f
+
+
+def _new_axes(x: str, y: str, title: Optional[str]):
+    fig = Figure(figsize=(7, 4.5), dpi=100)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.92)  # fixed: tight_layout costs a draw
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_xlabel(_axis(x).label)
+    ax.set_ylabel(_axis(y).label)
+    if _axis(x).log:
+        ax.set_xscale("log")
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    return fig, ax
+
+
+def _save(fig: Figure, ax, path: Path, target: Optional[float], y: str) -> Path:
+    if target is not None:
+        ax.axhline(target * _axis(y).scale, color="grey", linestyle="--", linewidth=1,
+                   label=f"target {target * _axis(y).scale:g}")
+    ax.legend(loc="lower right", fontsize="small")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png")
+    tmp.replace(path)  # a killed report never leaves half a PNG
+    return path
+
+
+def plot_curves(curves: dict[str, pd.DataFrame], x: str, y: str, path: str | Path,
+                title: Optional[str] = None, target: Optional[float] = None) -> Optional[Path]:
+    """One line per labelled frame, ``y`` against ``x`` (column names, see ``AXES``).
+
+    ``target`` draws the target accuracy as a dashed line. Frames without a finite point are left
+    out; returns None (and writes nothing) when no frame has one, else the PNG's path.
+    """
+    points = {label: _xy(f, x, y) for label, f in curves.items()}
+    points = {label: p for label, p in points.items() if not p.empty}
+    if not points:
+        return None
+    fig, ax = _new_axes(x, y, title)
+    sx, sy = _axis(x).scale, _axis(y).scale
+    for label, p in points.items():
+        marker = "o" if len(p) == 1 else None
+        ax.plot(p[x] * sx, p[y] * sy, label=label, marker=marker, linewidth=1.5)
+    return _save(fig, ax, Path(path), target, y)
+
+
+def accuracy_vs_updates(curves: dict[str, pd.DataFrame], path: str | Path,
+                        target: Optional[float] = None) -> Optional[Path]:
+    return plot_curves(curves, "update", "accuracy", path, "Test accuracy vs applied updates", target)
+
+
+def accuracy_vs_ingress(curves: dict[str, pd.DataFrame], path: str | Path,
+                        target: Optional[float] = None) -> Optional[Path]:
+    return plot_curves(curves, "ingress_bytes", "accuracy", path,
+                       "Test accuracy vs cumulative PS ingress", target)
+
+
+def accuracy_vs_virtual_time(curves: dict[str, pd.DataFrame], path: str | Path,
+                             target: Optional[float] = None) -> Optional[Path]:
+    """None (nothing written) unless some run has virtual time (the sim runtime records it)."""
+    return plot_curves(curves, "virtual_time", "accuracy", path,
+                       "Test accuracy vs virtual time", target)
+
+
+def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str | Path,
+              title: Optional[str] = None, target: Optional[float] = None,
+              points: int = 200) -> Optional[Path]:
+    """Per group (e.g. one study cell), the mean over its runs (seeds) as a line and min..max as a band.
+
+    Runs are interpolated on a common grid of ``x`` covering the range all of a group's runs
+    reach (see ``metrics.band``). The legend says how many runs each line averages. Returns None
+    when no group has data.
+    """
+    bands = {label: band(frames, x, y, points, log=_axis(x).log) for label, frames in groups.items()}
+    bands = {label: b for label, b in bands.items() if not b.empty}
+    if not bands:
+        return None
+    fig, ax = _new_axes(x, y, title)
+    sx, sy = _axis(x).scale, _axis(y).scale
+    for label, b in bands.items():
+        (line,) = ax.plot(b["x"] * sx, b["mean"] * sy, label=f"{label} (n={int(b['runs'].iloc[0])})",
+                          linewidth=1.5)
+        ax.fill_between(b["x"] * sx, b["min"] * sy, b["max"] * sy, color=line.get_color(), alpha=0.2,
+                        linewidth=0)
+    return _save(fig, ax, Path(path), target, y)

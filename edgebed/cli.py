@@ -1,0 +1,119 @@
+"""Command line: ``edgebed validate | run | report | clean`` (and the verbs other modules add)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _scenario(args):
+    from .scenario import load_scenario
+    return load_scenario(args.scenario, tuple(args.set or ()))
+
+
+def cmd_validate(args) -> int:
+    sc = _scenario(args)
+    from .emulator.runtimes import get_runtime
+    runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
+    problems = runtime.check()
+    if problems:
+        for p in problems:
+            print(f"{args.scenario}: {p}", file=sys.stderr)
+        return 2
+    print(f"{args.scenario}: ok — {sc.workers.n} devices in {len(sc.workers.classes)} class(es), "
+          f"{sc.algorithm.name} (α={sc.algorithm.lr}, b={sc.algorithm.batch_size}, c={sc.algorithm.c}), "
+          f"model {sc.model.name}, runtime {sc.runtime.name}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .emulator.engine import Engine, terminal_progress
+    sc = _scenario(args)
+    print(f"edgebed: running {sc.name} — {sc.workers.n} devices, {sc.algorithm.name}, "
+          f"runtime {sc.runtime.name}; writing to {args.out}/", file=sys.stderr)
+    res = Engine(sc, args.out, terminal_progress(), source=str(args.scenario)).run()
+    s = res.summary
+    acc = f"{s['final_accuracy']:.2%}" if s["final_accuracy"] is not None else "n/a"
+    best = f"{s['best_accuracy']:.2%}" if s["best_accuracy"] is not None else "n/a"
+    from .units import fmt_bytes
+    print(f"\n{s['status']}: {s['reason']}\n"
+          f"  updates {s['updates']} in {s['wall_time_s']:.1f} s ({s['updates_per_s']} upd/s)\n"
+          f"  test accuracy final {acc}, best {best}\n"
+          f"  PS ingress {fmt_bytes(s['ingress_bytes'])} (pushes {fmt_bytes(s['push_bytes'])}), "
+          f"egress {fmt_bytes(s['egress_bytes'])}\n"
+          f"  devices: {s['devices']['said_hello']} joined, {s['devices']['crashed']} crashed, "
+          f"{s['devices']['lost']} lost\n"
+          f"  run directory: {res.path}\n"
+          f"  report: edgebed report {res.path}")
+    return 0 if s["status"] == "complete" else 1
+
+
+def cmd_report(args) -> int:
+    from .analysis.report import write_report
+    res = write_report([Path(r) for r in args.runs], Path(args.out) if args.out else None,
+                       target=args.target, baseline=args.baseline)
+    print(res.table_markdown)
+    print("\nwritten:", *[str(p) for p in res.files], sep="\n  ")
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from .emulator.cleanup import clean
+    for line in clean(Path(args.run)):
+        print(line)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="edgebed", description="Emulation testbed for asynchronous "
+                                 "distributed deep learning on edge devices.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def scenario_args(p):
+        p.add_argument("scenario", help="scenario YAML file (see scenarios/)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a scenario key, e.g. --set algorithm.c=0.1 (repeatable)")
+
+    p = sub.add_parser("validate", help="check a scenario file and say what it describes")
+    scenario_args(p)
+    p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("run", help="run a scenario; writes runs/<name>-<time>/")
+    scenario_args(p)
+    p.add_argument("--out", default="runs", help="parent directory of the run directory (default runs/)")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("report", help="plots and tables for one or more run directories")
+    p.add_argument("runs", nargs="+", help="run directories")
+    p.add_argument("--out", help="output directory (default: <run>/report or reports/compare-<time>)")
+    p.add_argument("--target", type=float, default=0.97, help="target test accuracy (default 0.97)")
+    p.add_argument("--baseline", help="run directory used as the ratio baseline (default: the ASGD run)")
+    p.set_defaults(func=cmd_report)
+    p = sub.add_parser("clean", help="remove what a run left behind (processes, containers, qdiscs)")
+    p.add_argument("run", help="run directory")
+    p.set_defaults(func=cmd_clean)
+    for extend in _EXTENSIONS:
+        extend(sub)
+    return ap
+
+
+# Modules with their own verbs (image, compose, study) append a function(subparsers) here.
+_EXTENSIONS: list = []
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from .scenario import ScenarioError
+    try:
+        return args.func(args)
+    except ScenarioError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Datasets: IDX loading, the bundled 10,000 MNIST digits, verified download, and partitioning.
+
+Sources (``dataset.source`` in a scenario):
+- ``bundled``: the 10,000 real MNIST digits shipped in this package (a ``test_fraction`` is held out).
+- ``path``: any directory in the standard MNIST layout (``train-images-idx3-ubyte[.gz]``,
+  ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``), e.g. full
+  MNIST or Debian's Fashion-MNIST in /usr/share/datasets/fashion-mnist.
+- ``download``: fetch the four standard MNIST files, check their sha256, cache them.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import struct
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+BUNDLED_DIR = Path(__file__).parent / "mnist10k"
+BUNDLED_FILES = ("mnist10k-images-idx3-ubyte.gz", "mnist10k-labels-idx1-ubyte.gz")
+STANDARD_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                  "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+# sha256 of the gzipped standard MNIST files as published (the files every mirror serves).
+MNIST_SHA256 = {
+    "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+    "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+    "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+    "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+}
+MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
+MEAN, STD = 0.1307, 0.3081
+
+
+class DatasetError(ValueError):
+    pass
+
+
+@dataclass
+class Dataset:
+    train_x: np.ndarray  # uint8 [N, 28, 28]
+    train_y: np.ndarray  # uint8 [N]
+    test_x: np.ndarray
+    test_y: np.ndarray
+
+
+def load_idx(path: str | Path) -> np.ndarray:
+    """Read one IDX file (optionally gzipped) into a numpy array of its declared shape."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as err:
+        raise DatasetError(f"{path}: can't read IDX file: {err}") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise DatasetError(f"{path}: not an IDX file (bad magic)")
+    dtype = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}.get(raw[2])
+    if dtype is None:
+        raise DatasetError(f"{path}: unknown IDX element type 0x{raw[2]:02x}")
+    ndim = raw[3]
+    dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+    data = np.frombuffer(raw, dtype=dtype, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(dims)):
+        raise DatasetError(f"{path}: header says {dims} but holds {data.size} elements (truncated?)")
+    return data.reshape(dims)
+
+
+def _find(directory: Path, stem: str) -> Path:
+    for cand in (directory / stem, directory / f"{stem}.gz"):
+        if cand.exists():
+            return cand
+    raise DatasetError(f"{directory}: missing {stem}[.gz]; an MNIST-format directory holds "
+                       f"{', '.join(STANDARD_FILES)}")
+
+
+def load_dir(directory: str | Path) -> Dataset:
+    d = Path(directory)
+    if not d.is_dir():
+        raise DatasetError(f"{d}: no such dataset directory")
+    arrs = [load_idx(_find(d, s)) for s in STANDARD_FILES]
+    return Dataset(*arrs)
+
+
+def load_bundled(test_fraction: float, seed: int = 0) -> Dataset:
+    x = load_idx(BUNDLED_DIR / BUNDLED_FILES[0])
+    y = load_idx(BUNDLED_DIR / BUNDLED_FILES[1])
+    # The bundled digits are already shuffled with a fixed seed; hold out the tail for testing.
+    n_test = int(round(len(y) * test_fraction))
+    cut = len(y) - n_test
+    return Dataset(x[:cut], y[:cut], x[cut:], y[cut:])
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def download_mnist(dest: str | Path, base_url: str = MNIST_URL,
+                   checksums: Optional[dict[str, str]] = None, timeout: float = 60.0) -> Path:
+    """Fetch the four gzipped MNIST files into ``dest`` and verify each sha256.
+
+    Files already present with the right checksum are kept. A mismatch deletes the download and
+    raises DatasetError, so a corrupt file is never used."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    checksums = checksums or MNIST_SHA256
+    for name, want in checksums.items():
+        target = dest / name
+        if target.exists() and sha256_of(target) == want:
+            continue
+        tmp = target.with_name(f".{name}.part")
+        try:
+            with urllib.request.urlopen(base_url.rstrip("/") + "/" + name, timeout=timeout) as r, \
+                    open(tmp, "wb") as f:
+                shutil.copyfileobj(r, f)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise DatasetError(f"download of {name} from {base_url} failed: {err}; "
+                               f"use dataset.source: bundled or path") from None
+        got = sha256_of(tmp)
+        if got != want:
+            tmp.unlink()
+            raise DatasetError(f"{name}: sha256 {got} does not match the expected {want}; "
+                               f"the mirror served a different file, nothing was kept")
+        os.replace(tmp, target)
+    return dest
+
+
+def load_dataset(spec, seed: int = 0) -> Dataset:
+    """The dataset a scenario's ``dataset`` section names, with ``train_samples`` applied."""
+    if spec.source == "bundled":
+        ds = load_bundled(spec.test_fraction, seed)
+    elif spec.source == "path":
+        ds = load_dir(spec.path)
+    else:
+        cache = Path(spec.path or Path.home() / ".cache" / "edgebed" / "mnist")
+        ds = load_dir(download_mnist(cache))
+    if spec.train_samples is not None:
+        if spec.train_samples > len(ds.train_y):
+            raise DatasetError(f"dataset.train_samples={spec.train_samples} but the training split has "
+                               f"only {len(ds.train_y)} samples")
+        ds = Dataset(ds.train_x[: spec.train_samples], ds.train_y[: spec.train_samples], ds.test_x, ds.test_y)
+    return ds
+
+
+def partition(labels: np.ndarray, n: int, scheme: str, seed: int, labels_per_worker: int = 2) -> list[np.ndarray]:
+    """Indices of each worker's shard. ``iid``: a random equal split. ``by-label``: each worker gets
+    samples of ``labels_per_worker`` classes only (sorted-by-label shards, as in McMahan et al.)."""
+    rng = np.random.default_rng(seed)
+    m = len(labels)
+    if n > m:
+        raise DatasetError(f"{n} workers but only {m} training samples; lower workers.n or add data")
+    if scheme == "iid":
+        return [np.sort(s) for s in np.array_split(rng.permutation(m), n)]
+    if scheme == "by-label":
+        order = np.argsort(labels, kind="stable")
+        shards = np.array_split(order, n * labels_per_worker)
+        pick = rng.permutation(len(shards))
+        return [np.sort(np.concatenate([shards[j] for j in pick[w::n]])) for w in range(n)]
+    raise DatasetError(f"unknown partition {scheme!r}; use iid or by-label")
+
+
+def normalize(x: np.ndarray) -> np.ndarray:
+    """uint8 [N, 28, 28] → float32 [N, 1, 28, 28], standardised with MNIST's mean and std."""
+    return ((x.astype(np.float32) / 255.0 - MEAN) / STD)[:, None, :, :]

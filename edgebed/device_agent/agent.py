@@ -1,0 +1,139 @@
+"""The device agent loop: hello → (pull Θ → SGD step on its shard → compress → push)* → bye.
+
+This is the only agent loop; every runtime runs it (a process, a container, a Spark task). It learns
+everything about the run from the PS's Welcome: dataset and partition, model, algorithm, its speed
+class (compute slowdown, think time) and which link properties it must emulate itself.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Callable, Optional
+
+import numpy as np
+import zmq
+
+from ..ps import wire
+
+
+class PSUnreachable(RuntimeError):
+    pass
+
+
+class Channel:
+    """Request/reply over a DEALER socket; ``request`` returns the decoded reply or raises."""
+
+    def __init__(self, address: str, timeout: float = 60.0, context: Optional[zmq.Context] = None,
+                 configure_socket=None):
+        self.ctx = context or zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 1000)
+        if configure_socket:
+            configure_socket(self.sock)   # e.g. CURVE client keys
+        self.sock.connect(address)
+        self.timeout = timeout
+        self.address = address
+
+    def send(self, msg: wire.Message) -> int:
+        frames = wire.encode(msg)
+        self.sock.send_multipart(frames, copy=False)
+        return wire.frames_nbytes(frames)
+
+    def recv(self) -> tuple[wire.Message, int]:
+        if not self.sock.poll(int(self.timeout * 1000)):
+            raise PSUnreachable(f"no reply from the PS at {self.address} within {self.timeout:.0f} s")
+        frames = self.sock.recv_multipart(copy=False)
+        body = [f.buffer for f in frames]
+        return wire.decode(body), wire.frames_nbytes(body)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _think(cfg: dict, rng: np.random.Generator) -> float:
+    mean, dist = cfg.get("mean", 0.0), cfg.get("dist", "constant")
+    if mean <= 0 and dist != "uniform":
+        return 0.0
+    if dist == "exponential":
+        return float(rng.exponential(mean))
+    if dist == "uniform":
+        s = cfg.get("spread", 0.0)
+        return max(0.0, float(rng.uniform(mean - s, mean + s)))
+    return float(mean)
+
+
+def _block_forever() -> None:
+    """Fail-stop without an external freezer: never send again (the runtime ends us later)."""
+    threading.Event().wait()
+
+
+def run_agent(ps_address: str, device: int, attempt: int = 0,
+              data: Optional[tuple[np.ndarray, np.ndarray]] = None,
+              freezer: Optional[Callable[[], None]] = None, torch_device: Optional[str] = None,
+              timeout: float = 60.0, configure_socket=None) -> int:
+    """Run one device until the PS says stop. Returns 0 on a normal end.
+
+    ``data=(x uint8 [N,28,28], y uint8 [N])`` trains on that shard instead of loading the scenario's
+    dataset (Spark tasks pass their partition). ``freezer`` is called on a fail-stop crash the runtime
+    did not enforce itself (default: block forever)."""
+    import torch
+    torch.set_num_threads(1)
+    from ..data import load_dataset, partition
+    from ..scenario import DatasetSpec
+    from .link import AppLink
+    from .trainer import Trainer
+
+    ch = Channel(ps_address, timeout, configure_socket=configure_socket)
+    try:
+        ch.send(wire.Hello(device, os.environ.get("EDGEBED_CLASS", ""), attempt))
+        welcome, _ = ch.recv()
+        if isinstance(welcome, wire.Stop):
+            return 0
+        if not isinstance(welcome, wire.Welcome):
+            raise RuntimeError(f"PS refused hello: {welcome}")
+        cfg, session = welcome.config, welcome.session
+        seed = cfg["seed"]
+        if data is None:
+            ds = load_dataset(DatasetSpec.model_validate(cfg["dataset"]), seed)
+            shard = partition(ds.train_y, cfg["n_devices"], cfg["dataset"]["partition"], seed,
+                              cfg["dataset"]["labels_per_worker"])[device]
+            data = (ds.train_x[shard], ds.train_y[shard])
+        algo = cfg["algorithm"]
+        trainer = Trainer(cfg["model"], data[0], data[1], algo["batch_size"], cfg["compressor"], algo["c"],
+                          seed, device, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
+        klass = cfg["speed_class"]
+        up = AppLink.from_config(cfg["app_link"]["uplink"], seed=[seed, device, 1])
+        down = AppLink.from_config(cfg["app_link"]["downlink"], seed=[seed, device, 2])
+        rng = np.random.default_rng([seed, device, 3])
+        seq = 0
+        while True:
+            up.traverse(ch.send(wire.Pull(session)))
+            reply, nbytes = ch.recv()
+            down.traverse(nbytes)
+            if isinstance(reply, wire.Stop):
+                break
+            if not isinstance(reply, wire.Model):
+                raise RuntimeError(f"pull refused: {reply}")
+            t0 = time.perf_counter()
+            update, loss = trainer.step(reply.params)
+            compute = time.perf_counter() - t0
+            idle = (klass["slowdown"] - 1.0) * compute + _think(klass["think_time"], rng)
+            if idle > 0:
+                time.sleep(idle)
+            push = wire.Push(session, seq, reply.version, update.values, update.indices, loss)
+            seq += 1
+            up.traverse(ch.send(push))
+            ack, nbytes = ch.recv()
+            down.traverse(nbytes)
+            if isinstance(ack, wire.Stop):
+                break
+            if isinstance(ack, wire.Ack) and ack.freeze:
+                (freezer or _block_forever)()
+                return 0
+            if not isinstance(ack, wire.Ack):
+                raise RuntimeError(f"push refused: {ack}")
+        ch.send(wire.Bye(session, "stop"))
+        return 0
+    finally:
+        ch.close()

@@ -1,0 +1,273 @@
+"""Engine: turns a Scenario into a run — PS, evaluator, agents on a runtime — and records it.
+
+``Engine.run`` holds the only emulator run loop, shared by every runtime: it ticks the runtime,
+collects evaluations, enforces stop conditions, notices ended and silent agents, shows progress and
+flushes the run directory. Ctrl-C/SIGTERM end the run cleanly and mark it incomplete.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from .. import __version__
+from ..models import initial_theta
+from ..ps.rules import RULES
+from ..ps.server import Hooks, ParameterServer, PSConfig
+from ..rundir import RunWriter, host_facts, new_run_dir, write_json_atomic
+from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
+from ..units import fmt_bytes
+from .runtimes import AgentSpec, get_runtime
+
+TICK = 0.25           # seconds between run-loop iterations
+FLUSH_EVERY = 2.0     # seconds between run-directory flushes
+DRAIN_GRACE = 10.0    # seconds agents get to end on their own after the stop
+
+
+@dataclass
+class RunResult:
+    path: Path
+    summary: dict
+
+
+class Interrupted(Exception):
+    pass
+
+
+def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict) -> dict:
+    """What a device learns from the PS in Welcome (see device_agent/agent.py)."""
+    klass = sc.class_of(device)
+    return {
+        "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
+        "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
+        "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
+        "speed_class": klass.model_dump(mode="json"),
+        "app_link": {d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
+                         if app_link.get(f"link_{p}") == "app"} for d in ("uplink", "downlink")},
+    }
+
+
+class Engine:
+    def __init__(self, scenario: Scenario, out: str | Path = "runs",
+                 progress: Optional[Callable[[str, bool], None]] = None, source: str = ""):
+        self.sc = scenario
+        self.out = Path(out)
+        self.progress = progress or (lambda line, final: None)
+        self.source = source
+
+    # -- set-up --------------------------------------------------------------------------------
+    def _prepare(self):
+        sc = self.sc
+        runtime_cls = get_runtime(sc.runtime.name)
+        path = new_run_dir(self.out, sc.name)
+        try:
+            runtime = runtime_cls(sc, path)
+            problems = runtime.check()
+        except Exception:
+            _remove_empty(path)
+            raise
+        if problems:
+            _remove_empty(path)
+            raise ScenarioError("\n".join(f"{self.source or sc.name}: {p}" for p in problems))
+        dump_scenario(sc, path / "scenario.yaml")
+        write_json_atomic(path / "manifest.json", {
+            "edgebed": __version__, "scenario": sc.name, "seed": sc.seed, "source": self.source,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runtime": sc.runtime.name,
+            "applied": runtime.applied(), "host": host_facts(),
+            "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
+        })
+        write_json_atomic(path / "summary.json", {"status": "running"})
+        return path, runtime
+
+    # -- the run loop --------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        sc = self.sc
+        path, runtime = self._prepare()
+        writer = RunWriter(path)
+        assignment = class_assignment(sc)
+        names = [c.name for c in sc.workers.classes]
+        class_of = lambda d: names[assignment[d]]  # noqa: E731
+        theta, layers = initial_theta(sc.model.name, sc.seed)
+        rule_cls = RULES[sc.algorithm.name]
+        rule = rule_cls(theta, layers, sc.algorithm.lr, sc.algorithm.c)
+        applied = runtime.applied()
+        evaluator = runtime.make_evaluator(sc.to_dict())
+        handles: dict[int, object] = {}
+        pending_freeze: set[int] = set()
+
+        def freeze(d: int) -> None:
+            h = handles.get(d)
+            if h is None:
+                pending_freeze.add(d)
+            else:
+                h.freeze()
+
+        hooks = Hooks(record=writer.append, freeze=freeze, snapshot=evaluator.submit,
+                      clock=getattr(runtime, "clock", None))
+        ps = ParameterServer(PSConfig(
+            n_devices=sc.workers.n, class_of=class_of,
+            welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied),
+            stop_updates=sc.stop.updates, eval_every=sc.eval.every,
+            crash_probability=sc.failures.crash_probability, seed=sc.seed), theta, rule, hooks)
+        server = None
+        status, reason, error = "incomplete", "", None
+        evals: list[dict] = []
+        seen_exit: set[int] = set()
+        lost: set[int] = set()
+        old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+        t_start = time.monotonic()
+        try:
+            if runtime.uses_sockets:
+                from ..ps.serve import ZmqServer
+                server = ZmqServer(ps, runtime.ps_bind()).start()
+                endpoint = runtime.agent_endpoint(server.endpoint)
+            else:
+                endpoint = ""
+            specs = [AgentSpec(d, class_of(d), endpoint) for d in range(sc.workers.n)]
+            for h in runtime.start(specs):
+                handles[h.device] = h
+            for d in sorted(pending_freeze):
+                handles[d].freeze()
+            ps._event(-1, "start", f"{len(handles)} agents on runtime {runtime.name}")
+            last_flush = time.monotonic()
+            while ps.stopped is None:
+                runtime.drive(ps, TICK)
+                if server is not None and not server.alive:
+                    raise RuntimeError(f"PS serve loop died: {server.error!r}")
+                for row in evaluator.results():
+                    evals.append(row)
+                    writer.append("evals", row)
+                    if sc.stop.target_accuracy is not None and row["accuracy"] >= sc.stop.target_accuracy:
+                        ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
+                                        f"at update {row['update']}")
+                elapsed = time.monotonic() - t_start
+                if sc.stop.wall_time is not None and elapsed >= sc.stop.wall_time:
+                    ps.request_stop(f"wall time {sc.stop.wall_time:.0f} s reached")
+                for d, h in handles.items():
+                    code = h.poll()
+                    if code is not None and d not in seen_exit:
+                        seen_exit.add(d)
+                        ps._event(d, "exit", f"code={code}")
+                for d in ps.silent_devices(sc.failures.lost_after):
+                    if d not in lost:
+                        lost.add(d)
+                        ps._event(d, "lost", f"silent for more than {sc.failures.lost_after:.0f} s")
+                frozen = {d for d, st in ps.devices.items() if st.frozen}
+                if handles and len(seen_exit | frozen | lost) >= len(handles):
+                    ps.request_stop("no live device left")
+                self.progress(self._line(ps, evals, elapsed, len(handles) - len(seen_exit | frozen | lost)), False)
+                if time.monotonic() - last_flush >= FLUSH_EVERY:
+                    writer.flush()
+                    write_json_atomic(path / "traffic.json", ps.meter.to_dict())
+                    last_flush = time.monotonic()
+            status, reason = "complete", ps.stopped
+        except (KeyboardInterrupt, Interrupted):
+            reason = "interrupted by the user (Ctrl-C / SIGTERM)"
+            ps.request_stop(reason)
+        except BaseException as err:  # recorded, then re-raised after the run dir is closed
+            status, reason, error = "failed", f"{type(err).__name__}: {err}", err
+            ps.request_stop(reason)
+        finally:
+            elapsed = time.monotonic() - t_start
+            self._teardown(runtime, handles, server, ps, evaluator, writer, evals,
+                           wait_eval=(status == "complete"))
+            summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
+            write_json_atomic(path / "traffic.json", ps.meter.to_dict())
+            write_json_atomic(path / "summary.json", summary)
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+            self.progress(self._line(ps, evals, elapsed, 0), True)
+        if error is not None:
+            raise error
+        return RunResult(path, summary)
+
+    def _teardown(self, runtime, handles, server, ps, evaluator, writer, evals, wait_eval: bool) -> None:
+        try:
+            # Agents that got Stop end on their own; frozen ones never will.
+            deadline = time.monotonic() + DRAIN_GRACE
+            frozen = {d for d, st in ps.devices.items() if st.frozen}
+            while runtime.uses_sockets and time.monotonic() < deadline and any(
+                    h.poll() is None for d, h in handles.items() if d not in frozen):
+                time.sleep(0.05)
+            for h in handles.values():
+                if h.poll() is None:
+                    h.terminate()
+            for h in handles.values():
+                if h.wait(2) is None:
+                    h.kill()
+        finally:
+            if server is not None:
+                server.stop()
+            if wait_eval and ps.version > 0 and not any(e["update"] == ps.version for e in evals):
+                ps.snapshot()   # the final Θ is always evaluated
+            for row in evaluator.close(wait=wait_eval):
+                evals.append(row)
+                writer.append("evals", row)
+            writer.flush()
+            writer.export_csv()
+            runtime.cleanup()
+
+    def _summary(self, ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime) -> dict:
+        accs = [e["accuracy"] for e in sorted(evals, key=lambda e: e["update"])]
+        frozen = sorted(d for d, st in ps.devices.items() if st.frozen)
+        target = self.sc.stop.target_accuracy
+        hit = next((e for e in sorted(evals, key=lambda e: e["update"])
+                    if target is not None and e["accuracy"] >= target), None)
+        return {
+            "status": status, "reason": reason, "runtime": runtime.name,
+            "updates": ps.version, "wall_time_s": round(elapsed, 3),
+            "updates_per_s": round(ps.version / elapsed, 2) if elapsed > 0 else None,
+            "final_accuracy": accs[-1] if accs else None, "best_accuracy": max(accs) if accs else None,
+            "target_accuracy": target, "updates_to_target": hit["update"] if hit else None,
+            "ingress_bytes_to_target": hit["ingress_bytes"] if hit else None,
+            "ingress_bytes": ps.meter.ingress_bytes, "egress_bytes": ps.meter.egress_bytes,
+            "push_bytes": ps.meter.push_bytes, "rejected_messages": ps.meter.rejected,
+            "errors": ps.errors,
+            "devices": {"total": self.sc.workers.n, "started": len(handles), "said_hello": len(ps.devices),
+                        "crashed": len(frozen), "lost": len(lost),
+                        "alive_at_end": len(ps.devices) - len(frozen) - len(lost)},
+        }
+
+    @staticmethod
+    def _line(ps, evals, elapsed, alive) -> str:
+        acc = f"{evals[-1]['accuracy']:.2%}" if evals else "—"
+        rate = ps.version / elapsed if elapsed > 0 else 0.0
+        return (f"updates {ps.version:>7d} | {rate:7.1f} upd/s | acc {acc:>6s} | "
+                f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s")
+
+
+def _main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+def _raise_interrupt(signum, frame):
+    raise Interrupted()
+
+
+def _remove_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def terminal_progress(stream=sys.stderr, every: float = 5.0) -> Callable[[str, bool], None]:
+    """Progress printer: rewrites one line on a terminal, prints a line every ``every`` s otherwise."""
+    tty = stream.isatty()
+    last = [0.0]
+
+    def show(line: str, final: bool) -> None:
+        now = time.monotonic()
+        if tty:
+            stream.write("\r" + line + ("\n" if final else ""))
+            stream.flush()
+        elif final or now - last[0] >= every:
+            stream.write(line + "\n")
+            stream.flush()
+            last[0] = now
+    return show
+

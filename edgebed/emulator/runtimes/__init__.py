@@ -1,0 +1,27 @@
+"""Registry of runtimes: scenario ``runtime.name`` → class, or an install hint when unavailable.
+
+Optional backends register only when their module imports; otherwise the hint is shown to the user.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .base import AgentHandle, AgentSpec, Capabilities, Runtime
+
+# name → (module, class name, install hint)
+_KNOWN = {
+    "local": ("edgebed.emulator.runtimes.local", "LocalRuntime", ""),
+}
+
+
+def get_runtime(name: str) -> type[Runtime]:
+    if name not in _KNOWN:
+        raise KeyError(f"unknown runtime {name!r}; available: {', '.join(sorted(_KNOWN))}")
+    module, cls, hint = _KNOWN[name]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except ImportError as err:
+        raise RuntimeError(f"runtime {name!r} is not available: {err}. {hint}") from None
+
+
+__all__ = ["get_runtime", "Runtime", "AgentHandle", "AgentSpec", "Capabilities"]

@@ -1,0 +1,131 @@
+"""Evaluator: test accuracy and loss of Θ snapshots, off the PS thread.
+
+The PS hands over a copy of Θ taken at exactly update i·k, so results are reproducible in update
+space however late they are computed. ``ProcessEvaluator`` runs in its own process (one torch thread)
+so evaluation never stalls the PS; ``InlineEvaluator`` computes on the spot (virtual-clock runtime).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+from typing import Optional
+
+import numpy as np
+
+
+def evaluate(model, theta: np.ndarray, x, y, batch: int = 1000) -> tuple[float, float]:
+    """(accuracy in [0,1], mean cross-entropy) of Θ on tensors x [N,1,28,28], y [N]."""
+    import torch
+    import torch.nn.functional as F
+    from ..models import set_flat
+    set_flat(model, theta)
+    correct, loss = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(y), batch):
+            out = model(x[i:i + batch])
+            loss += float(F.cross_entropy(out, y[i:i + batch], reduction="sum"))
+            correct += int((out.argmax(1) == y[i:i + batch]).sum())
+    return correct / len(y), loss / len(y)
+
+
+class TestSet:
+    """The held-out split of a scenario as tensors, with the model to evaluate on."""
+
+    def __init__(self, scenario_dict: dict):
+        import torch
+        from ..data import load_dataset, normalize
+        from ..models import build_model
+        from ..scenario import Scenario
+        sc = Scenario.model_validate(scenario_dict)
+        ds = load_dataset(sc.dataset, sc.seed)
+        n = sc.eval.test_samples or len(ds.test_y)
+        self.model = build_model(sc.model.name, sc.seed)
+        self.model.eval()
+        self.x = torch.from_numpy(normalize(ds.test_x[:n]))
+        if sc.model.name == "cnn":
+            self.x = self.x.contiguous(memory_format=torch.channels_last)
+        self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64))
+
+    def __call__(self, theta: np.ndarray) -> tuple[float, float]:
+        return evaluate(self.model, theta, self.x, self.y)
+
+
+def _row(version: int, info: dict, acc: float, loss: float) -> dict:
+    return {"update": version, "wall_time": info["wall_time"], "virtual_time": info["virtual_time"],
+            "ingress_bytes": info["ingress_bytes"], "push_bytes": info["push_bytes"],
+            "accuracy": acc, "loss": loss}
+
+
+class InlineEvaluator:
+    def __init__(self, scenario_dict: dict):
+        self.test = TestSet(scenario_dict)
+        self._out: list[dict] = []
+
+    def submit(self, version: int, theta: np.ndarray, info: dict) -> None:
+        self._out.append(_row(version, info, *self.test(theta)))
+
+    def results(self) -> list[dict]:
+        out, self._out = self._out, []
+        return out
+
+    def close(self, wait: bool = True) -> list[dict]:
+        return self.results()
+
+
+def _worker(scenario_dict: dict, inbox, outbox) -> None:
+    import torch
+    torch.set_num_threads(1)
+    test = TestSet(scenario_dict)
+    outbox.put("ready")
+    while True:
+        item = inbox.get()
+        if item is None:
+            break
+        version, theta, info = item
+        outbox.put(_row(version, info, *test(theta)))
+    outbox.put(None)
+
+
+class ProcessEvaluator:
+    def __init__(self, scenario_dict: dict):
+        ctx = mp.get_context("spawn")
+        self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
+        self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
+                                name="edgebed-evaluator", daemon=True)
+        self.proc.start()
+        self.pending = 0
+        self.ready = False
+
+    def submit(self, version: int, theta: np.ndarray, info: dict) -> None:
+        self.pending += 1
+        self.inbox.put((version, theta, info))
+
+    def results(self, timeout: Optional[float] = None) -> list[dict]:
+        out = []
+        while True:
+            try:
+                item = self.outbox.get(timeout=timeout) if timeout and not out else self.outbox.get_nowait()
+            except queue.Empty:
+                return out
+            if item == "ready":
+                self.ready = True
+            elif item is not None:
+                self.pending -= 1
+                out.append(item)
+
+    def close(self, wait: bool = True, timeout: float = 120.0) -> list[dict]:
+        """Evaluate what is queued (if wait), end the process, return the remaining rows."""
+        out = []
+        if wait and self.proc.is_alive():
+            self.inbox.put(None)
+            import time
+            deadline = time.monotonic() + timeout
+            while self.pending > 0 and time.monotonic() < deadline and self.proc.is_alive():
+                out += self.results(timeout=0.5)
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join(5)
+        out += self.results()
+        self.inbox.close()
+        self.outbox.close()
+        return out

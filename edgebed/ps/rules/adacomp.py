@@ -1,0 +1,46 @@
+"""AdaComp (Hardy et al. 2017): per-layer top-c from devices; per-parameter staleness σ_k, α_k = α/σ_k.
+
+σ_k counts the updates applied to Θ_k between the device's pull and its push. We keep a global
+per-parameter update counter and a snapshot of it per outstanding pull, so σ for a push costs
+O(c·|Θ|) whatever the number of workers — the original history scan was O(d·c·|Θ|·log d) and
+counted σ = 0 as 1 in some cases (here σ = 0 gives α exactly).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..aggregate import apply_sparse, per_param_staleness, staleness_lr
+from .base import Applied, UpdateRule
+
+
+class AdaComp(UpdateRule):
+    name = "adacomp"
+    compressor = "top-c-per-layer"
+
+    def __init__(self, theta, layers, lr, c=0.01):
+        super().__init__(theta, layers, lr, c)
+        self.counts = np.zeros(theta.size, dtype=np.uint32)   # updates applied to each Θ_k
+        self.snapshots: dict[int, np.ndarray] = {}            # device → counts at its last pull
+
+    def on_pull(self, device, version):
+        self.snapshots[device] = self.counts.copy()
+
+    def apply(self, device, staleness, values, indices):
+        if indices is None:  # a dense push touches every parameter
+            indices = np.arange(self.theta.size, dtype=np.uint32)
+        snap = self.snapshots.get(device)
+        sigma = (per_param_staleness(self.counts, snap, indices) if snap is not None
+                 else np.full(indices.size, staleness, dtype=np.int64))
+        apply_sparse(self.theta, indices, values, staleness_lr(self.lr, sigma))
+        self.counts[indices] += 1
+        return Applied(staleness, float(sigma.mean()) if sigma.size else 0.0,
+                       float(sigma.max()) if sigma.size else 0.0)
+
+    def forget(self, device):
+        self.snapshots.pop(device, None)
+
+    def state_dict(self):
+        return {"counts": self.counts.copy()}
+
+    def load_state_dict(self, state):
+        self.counts[:] = state["counts"]

@@ -1,0 +1,248 @@
+"""ParameterServer: the protocol state machine — frames in, frames out; no sockets, no threads.
+
+``process(peer, frames)`` is the single entry point for every runtime: the ZeroMQ serve loop
+(``ps/serve.py``) calls it for real sockets and the virtual-clock runtime calls it directly. It is also
+the single place where traffic is counted (``TrafficMeter``) and the only code that mutates Θ.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import wire
+from .rules import UpdateRule
+from .traffic import TrafficMeter
+
+
+@dataclass
+class PSConfig:
+    n_devices: int
+    welcome: Callable[[int], dict]            # device → run configuration sent in Welcome
+    class_of: Callable[[int], str]            # device → speed-class name
+    stop_updates: Optional[int] = None        # I
+    eval_every: int = 0                       # snapshot Θ for evaluation at every k-th update (0: never)
+    crash_probability: float = 0.0            # fail-stop probability per applied push
+    seed: int = 0
+    max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES
+
+
+@dataclass
+class DeviceState:
+    session: str
+    attempt: int
+    pulled: Optional[int] = None     # version j of the last pull
+    last_seq: int = -1               # highest push sequence number applied
+    last_seen: float = 0.0
+    frozen: bool = False
+    pushes: int = 0
+
+
+@dataclass
+class Hooks:
+    """Callbacks into the engine; all optional. Called on the PS thread."""
+    record: Callable[[str, dict], None] = lambda table, row: None
+    freeze: Callable[[int], None] = lambda device: None            # runtime-level fail-stop
+    snapshot: Callable[[int, np.ndarray, dict], None] = lambda version, theta, info: None
+    clock: Callable[[], tuple[float, float]] = field(default=None)  # (wall s, virtual s)
+
+
+class ParameterServer:
+    def __init__(self, config: PSConfig, theta: np.ndarray, rule: UpdateRule, hooks: Hooks | None = None):
+        self.config = config
+        self.theta = theta
+        self.rule = rule
+        self.hooks = hooks or Hooks()
+        self.t0 = time.monotonic()
+        if self.hooks.clock is None:
+            self.hooks.clock = lambda: (time.monotonic() - self.t0, math.nan)
+        self.version = 0
+        self.devices: dict[int, DeviceState] = {}
+        self.sessions: dict[str, int] = {}
+        self.meter = TrafficMeter(config.class_of)
+        self.stopped: Optional[str] = None   # reason, once the run is over
+        self.errors: dict[str, int] = {}
+        self._crash_rngs = {}
+
+    # -- entry point -------------------------------------------------------------------------
+    def process(self, peer: bytes, frames) -> Optional[list]:
+        """Handle one received message; returns the reply frames (None: no reply)."""
+        nbytes = wire.frames_nbytes(frames)
+        try:
+            msg = wire.decode(frames, self.config.max_message_bytes)
+        except wire.WireError as err:
+            self.meter.received("malformed", nbytes, None)
+            return self._reject(err.code, str(err), None)
+        device = self.sessions.get(getattr(msg, "session", None)) if hasattr(msg, "session") else None
+        if isinstance(msg, wire.Hello):
+            device = msg.device if isinstance(msg.device, int) and 0 <= msg.device < self.config.n_devices else None
+        self.meter.received(msg.kind, nbytes, device)
+        handler = getattr(self, f"_on_{msg.kind}", None)
+        if handler is None:
+            return self._reject("unexpected", f"{msg.kind} is not a request", device)
+        reply = handler(msg, nbytes)
+        if reply is None:
+            return None
+        out = wire.encode(reply)
+        self.meter.sent(reply.kind, wire.frames_nbytes(out), device)
+        return out
+
+    def request_stop(self, reason: str) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+            self._event(-1, "stop", reason)
+
+    # -- handlers ----------------------------------------------------------------------------
+    def _on_hello(self, msg: wire.Hello, nbytes):
+        d = msg.device
+        if not (isinstance(d, int) and 0 <= d < self.config.n_devices):
+            return self._err("bad-device", f"device {d} is not in 0..{self.config.n_devices - 1}")
+        if self.stopped:
+            return wire.Stop(self.stopped)
+        old = self.devices.get(d)
+        if old is not None:
+            if old.frozen:
+                return self._err("frozen", f"device {d} crashed (fail-stop); it may not rejoin")
+            self.sessions.pop(old.session, None)
+        session = secrets.token_hex(8)
+        self.devices[d] = DeviceState(session, msg.attempt, last_seen=self._now()[0],
+                                      last_seq=old.last_seq if old else -1)
+        self.sessions[session] = d
+        self._event(d, "hello", f"attempt={msg.attempt} class={msg.speed_class}")
+        return wire.Welcome(session, self.config.welcome(d))
+
+    def _on_pull(self, msg: wire.Pull, nbytes):
+        st = self._session(msg.session)
+        if isinstance(st, wire.Message):
+            return st
+        if self.stopped:
+            return wire.Stop(self.stopped)
+        d = self.sessions[msg.session]
+        st.pulled = self.version
+        self.rule.on_pull(d, self.version)
+        # A private copy: a zero-copy send of the live Θ could be torn by the next apply.
+        return wire.Model(self.version, self.theta.copy())
+
+    def _on_push(self, msg: wire.Push, nbytes):
+        st = self._session(msg.session)
+        if isinstance(st, wire.Message):
+            return st
+        d = self.sessions[msg.session]
+        if self.stopped:
+            return wire.Stop(self.stopped)
+        if msg.seq <= st.last_seq:   # a duplicate or replay: acknowledge, don't apply twice
+            return wire.Ack(self.version, applied=False)
+        problem = self._check_payload(msg)
+        if problem:
+            return self._err("bad-payload", problem, d)
+        staleness = self.version - msg.version
+        values = msg.values if msg.values.dtype == np.float32 else msg.values.astype(np.float32)
+        applied = self.rule.apply(d, staleness, values, msg.indices)
+        self.version += 1
+        st.last_seq = msg.seq
+        st.pushes += 1
+        wall, virt = self._now()
+        self.hooks.record("updates", {
+            "update": self.version, "wall_time": wall, "virtual_time": virt, "device": d,
+            "speed_class": self.config.class_of(d), "staleness": staleness,
+            "sigma_mean": applied.sigma_mean, "sigma_max": applied.sigma_max,
+            "entries": int(msg.values.size), "bytes_in": nbytes,
+            "loss": msg.loss if msg.loss is not None else math.nan})
+        if self.config.eval_every and self.version % self.config.eval_every == 0:
+            self.snapshot()
+        if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
+            self.request_stop(f"reached {self.config.stop_updates} updates")
+        if self._draw_crash(d):
+            st.frozen = True
+            self._event(d, "crash", f"fail-stop after push {st.pushes}")
+            self.rule.forget(d)
+            self.hooks.freeze(d)
+            return wire.Ack(self.version, applied=True, freeze=True)
+        return wire.Ack(self.version, applied=True)
+
+    def _on_heartbeat(self, msg: wire.Heartbeat, nbytes):
+        st = self._session(msg.session)
+        return st if isinstance(st, wire.Message) else wire.Ack(self.version, applied=False)
+
+    def _on_bye(self, msg: wire.Bye, nbytes):
+        d = self.sessions.pop(msg.session, None)
+        if d is not None:
+            self.rule.forget(d)
+            self._event(d, "bye", msg.reason)
+        return None
+
+    # -- helpers -----------------------------------------------------------------------------
+    def snapshot(self) -> None:
+        """Hand a copy of Θ at exactly this version to the evaluator hook."""
+        wall, virt = self._now()
+        self.hooks.snapshot(self.version, self.theta.copy(), {
+            "wall_time": wall, "virtual_time": virt,
+            "ingress_bytes": self.meter.ingress_bytes, "push_bytes": self.meter.push_bytes})
+
+    def _check_payload(self, msg: wire.Push) -> Optional[str]:
+        n = self.theta.size
+        v, idx = msg.values, msg.indices
+        if v.ndim != 1:
+            return f"values must be 1-D, got shape {v.shape}"
+        if msg.version < 0 or msg.version > self.version:
+            return f"push computed from version {msg.version}, but Θ is at version {self.version}"
+        if idx is None:
+            if v.size != n:
+                return f"dense push has {v.size} values, the model has {n} parameters"
+        else:
+            if idx.ndim != 1 or idx.size != v.size:
+                return f"{idx.size} indices for {v.size} values"
+            if idx.size and int(idx.max()) >= n:
+                return f"index {int(idx.max())} out of range (model has {n} parameters)"
+            if idx.size > 1 and not bool(np.all(idx[1:] > idx[:-1])):
+                return "indices must be strictly increasing (sorted, no duplicates)"
+        if not bool(np.isfinite(v).all()):
+            return "values contain NaN or Inf"
+        return None
+
+    def _draw_crash(self, device: int) -> bool:
+        p = self.config.crash_probability
+        if p <= 0:
+            return False
+        rng = self._crash_rngs.get(device)
+        if rng is None:  # one stream per device: the same seed gives the same crash draws
+            rng = self._crash_rngs[device] = np.random.default_rng([self.config.seed, device, 0xC4A5])
+        return bool(rng.random() < p)
+
+    def _session(self, session: str):
+        d = self.sessions.get(session)
+        if d is None:
+            return self._err("unknown-session", "say hello first (session unknown or expired)", None)
+        st = self.devices[d]
+        st.last_seen = self._now()[0]
+        if st.frozen:
+            return self._err("frozen", f"device {d} crashed (fail-stop)", d)
+        return st
+
+    def silent_devices(self, timeout: float) -> list[int]:
+        """Devices not heard from for ``timeout`` seconds (wall), not yet frozen or gone."""
+        now = self._now()[0]
+        return [d for d, st in self.devices.items()
+                if not st.frozen and st.session in self.sessions and now - st.last_seen > timeout]
+
+    def _now(self) -> tuple[float, float]:
+        return self.hooks.clock()
+
+    def _event(self, device: int, event: str, detail: str = "") -> None:
+        wall, virt = self._now()
+        self.hooks.record("events", {"wall_time": wall, "virtual_time": virt, "update": self.version,
+                                     "device": device, "event": event, "detail": detail})
+
+    def _err(self, code: str, message: str, device: Optional[int] = None) -> wire.Error:
+        self.errors[code] = self.errors.get(code, 0) + 1
+        return wire.Error(code, message)
+
+    def _reject(self, code: str, message: str, device: Optional[int]) -> list:
+        self.meter.rejected += 1
+        out = wire.encode(self._err(code, message, device))
+        self.meter.sent("error", wire.frames_nbytes(out), device)
+        return out
