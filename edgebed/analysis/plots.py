@@ -63,7 +63,7 @@ def _new_axes(x: str, y: str, title: Optional[str]):
 def _save(fig: Figure, ax, path: Path, target: Optional[float], y: str) -> Path:
     if target is not None:
         ax.axhline(target * _axis(y).scale, color="grey", linestyle="--", linewidth=1,
-                   label=f"target {target * _axis(y).scale:g}")
+                   label=f"target {target * _axis(y).scale:g}{' %' if y == 'accuracy' else ''}")
     ax.legend(loc="lower right", fontsize="small")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +126,7 @@ def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str |
     fig, ax = _new_axes(x, y, title)
     sx, sy = _axis(x).scale, _axis(y).scale
     for label, b in bands.items():
-        (line,) = ax.plot(b["x"] * sx, b["mean"] * sy, label=f"{label} (n={int(b['runs'].iloc[0])})",
+        (line,) = ax.plot(b["x"] * sx, b["mean"] * sy, label=f"{label} ({int(b['runs'].iloc[0])} runs)",
                           linewidth=1.5)
         ax.fill_between(b["x"] * sx, b["min"] * sy, b["max"] * sy, color=line.get_color(), alpha=0.2,
                         linewidth=0)

@@ -71,8 +71,8 @@ def _notes(summaries: list[RunSummary], target: float) -> list[str]:
     notes = []
     for s in summaries:
         if s.evals == 0:
-            notes.append(f"{s.run}: no evaluations recorded, so no accuracy (status {s.status}); "
-                         "it ran fewer updates than eval.every, or stopped before the first eval")
+            notes.append(f"{s.run}: no evaluations recorded, so no accuracy to show "
+                         f"({s.updates:,} updates applied)")
         elif s.updates_to_target is None:
             notes.append(f"{s.run}: did not reach {100 * target:g} % (best {100 * s.best_accuracy:.2f} %)")
         if s.status != "complete":

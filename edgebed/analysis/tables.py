@@ -20,8 +20,11 @@ DASH = "—"
 
 
 def mb(nbytes: Optional[float]) -> str:
-    """Bytes as MB (10^6 bytes) with 2 decimals."""
-    return DASH if nbytes is None else f"{nbytes / MB:,.2f}"
+    """Bytes as MB (10^6 bytes) with 2 decimals; what would print as ``0.00`` keeps 2 significant digits."""
+    if nbytes is None:
+        return DASH
+    v = nbytes / MB
+    return f"{v:.2g}" if 0 < v < 0.005 else f"{v:,.2f}"
 
 
 def pct(fraction: float) -> str:
@@ -46,13 +49,18 @@ def summary_rows(runs: list[RunSummary], ratios: dict[str, float], baseline: Opt
     """The summary table as display strings, one row per run, in the given order."""
     t = f"{100 * runs[0].target:g} %" if runs else "target"
     ratio_col = f"ingress ratio vs {baseline}" if baseline else "ingress ratio"
+    baseline_missed = any(r.run == baseline and r.ingress_to_target is None for r in runs)
     rows = []
     for r in runs:
         ratio = times(ratios.get(r.run, math.nan))
         if r.run == baseline:
             ratio += " (baseline)"
+        elif ratio == DASH and r.evals == 0:
+            ratio = f"{DASH} (no evals)"
         elif ratio == DASH and r.ingress_to_target is None:
             ratio = f"{DASH} (target not reached)"
+        elif ratio == DASH and baseline_missed:
+            ratio = f"{DASH} (baseline did not reach target)"
         rows.append({
             "run": r.run,
             "algorithm": r.algorithm,
@@ -72,20 +80,21 @@ def summary_rows(runs: list[RunSummary], ratios: dict[str, float], baseline: Opt
 
 def summary_numbers(runs: list[RunSummary], ratios: dict[str, float],
                     baseline: Optional[str]) -> pd.DataFrame:
-    """The summary table as numbers (for CSV): MB and % rounded to 2 decimals, ratio to 1."""
+    """The summary table as numbers (for CSV): % rounded to 2 decimals, ratio to 1, MB exact (6)."""
     rows = []
     for r in runs:
         rows.append({
-            "run": r.run, "algorithm": r.algorithm, "c": r.c, "n": r.n, "status": r.status,
+            "run": r.run, "algorithm": r.algorithm, "c": math.nan if r.algorithm == "asgd" else r.c,
+            "n": r.n, "status": r.status,
             "evals": r.evals,
             "final_accuracy_pct": round(100 * r.final_accuracy, 2),
             "best_accuracy_pct": round(100 * r.best_accuracy, 2),
             "updates": r.updates,
-            "ingress_mb": round(r.ingress_bytes / MB, 2),
+            "ingress_mb": round(r.ingress_bytes / MB, 6),
             "ingress_bytes": r.ingress_bytes,
             "target_accuracy_pct": round(100 * r.target, 2),
             "updates_to_target": r.updates_to_target,
-            "ingress_to_target_mb": None if r.ingress_to_target is None else round(r.ingress_to_target / MB, 2),
+            "ingress_to_target_mb": None if r.ingress_to_target is None else round(r.ingress_to_target / MB, 6),
             "ingress_to_target_bytes": r.ingress_to_target,
             "wall_time_to_target_s": r.wall_time_to_target,
             "baseline": baseline,
