@@ -12,6 +12,7 @@ from typing import NamedTuple, Optional
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 from .metrics import band
 
@@ -45,6 +46,13 @@ def _xy(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return f[f[x] > 0] if _axis(x).log else f
 
 
+class _PlainLog(LogFormatter):
+    """Log-axis tick labels as plain numbers (``4``, ``20``, ``0.003`` MB) instead of ``4×10⁰``."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:g}"
+
+
 def _new_axes(x: str, y: str, title: Optional[str]):
     fig = Figure(figsize=(7, 4.5), dpi=100)
     fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.92)  # fixed: tight_layout costs a draw
@@ -54,6 +62,8 @@ def _new_axes(x: str, y: str, title: Optional[str]):
     ax.set_ylabel(_axis(y).label)
     if _axis(x).log:
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(_PlainLog(labelOnlyBase=False))
+        ax.xaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False))
     if title:
         ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)

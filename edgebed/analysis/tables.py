@@ -75,6 +75,8 @@ def summary_rows(runs: list[RunSummary], ratios: dict[str, float], baseline: Opt
             f"ingress to {t} (MB)": _target_cell(r, mb(r.ingress_to_target)),
             ratio_col: ratio,
         })
+        if baseline is None:  # a single run has nothing to be compared with
+            del rows[-1][ratio_col]
     return pd.DataFrame(rows)
 
 

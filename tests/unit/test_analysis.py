@@ -239,7 +239,7 @@ def test_single_run_report_goes_into_the_run_and_has_no_ratio(tmp_path):
     res = write_report([run])
     assert res.out_dir == run / "report" and res.baseline is None
     assert is_png(res.plots["accuracy_vs_virtual_time"])
-    assert "ratio vs" not in res.table_markdown and "solo" in res.table_markdown
+    assert "ingress ratio" not in res.table_markdown and "solo" in res.table_markdown
 
 
 def test_incomplete_run_and_run_without_evals_are_reported_not_fatal(trio, tmp_path):
