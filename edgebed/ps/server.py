@@ -29,6 +29,7 @@ class PSConfig:
     crash_probability: float = 0.0            # fail-stop probability per applied push
     seed: int = 0
     max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES
+    max_abs_value: float = 1e6                # larger gradient entries are refused (Θ would overflow)
 
 
 @dataclass
@@ -188,6 +189,8 @@ class ParameterServer:
         v, idx = msg.values, msg.indices
         if v.ndim != 1:
             return f"values must be 1-D, got shape {v.shape}"
+        if v.dtype.kind != "f":
+            return f"values must be float32 or float16, got {v.dtype}"
         if msg.version < 0 or msg.version > self.version:
             return f"push computed from version {msg.version}, but Θ is at version {self.version}"
         if idx is None:
@@ -196,12 +199,16 @@ class ParameterServer:
         else:
             if idx.ndim != 1 or idx.size != v.size:
                 return f"{idx.size} indices for {v.size} values"
+            if idx.dtype != np.uint32:   # int32 could be negative, floats are no indices
+                return f"indices must be uint32, got {idx.dtype}"
             if idx.size and int(idx.max()) >= n:
                 return f"index {int(idx.max())} out of range (model has {n} parameters)"
             if idx.size > 1 and not bool(np.all(idx[1:] > idx[:-1])):
                 return "indices must be strictly increasing (sorted, no duplicates)"
-        if not bool(np.isfinite(v).all()):
+        if v.size and not bool(np.isfinite(v).all()):
             return "values contain NaN or Inf"
+        if v.size and float(np.abs(v).max()) > self.config.max_abs_value:
+            return f"values exceed ±{self.config.max_abs_value:g} (max_abs_value)"
         return None
 
     def _draw_crash(self, device: int) -> bool:
@@ -238,11 +245,12 @@ class ParameterServer:
                                      "device": device, "event": event, "detail": detail})
 
     def _err(self, code: str, message: str, device: Optional[int] = None) -> wire.Error:
+        """A refused message: counted per code in ``errors`` and in ``meter.rejected``."""
         self.errors[code] = self.errors.get(code, 0) + 1
+        self.meter.rejected += 1
         return wire.Error(code, message)
 
     def _reject(self, code: str, message: str, device: Optional[int]) -> list:
-        self.meter.rejected += 1
         out = wire.encode(self._err(code, message, device))
         self.meter.sent("error", wire.frames_nbytes(out), device)
         return out

@@ -25,6 +25,7 @@ need the model (index range, length of a dense push, NaN/Inf) are the PS handler
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import MISSING, dataclass, field, fields
 from typing import ClassVar, Optional, Sequence
@@ -190,7 +191,7 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
         raise WireError("unknown-type", f"message type {mtype}")
     try:
         meta = json.loads(head[_PREFIX.size:].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (ValueError, RecursionError) as err:  # bad UTF-8/JSON, ints over 4300 digits, deep nesting
         raise WireError("bad-header", f"header is not JSON: {err}") from None
     if not isinstance(meta, dict):
         raise WireError("bad-header", "header JSON must be an object")
@@ -237,11 +238,11 @@ def _decode_arrays(cls: type[Message], specs, frames) -> dict:
                 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in spec[2])):
             raise WireError("bad-array", f"bad array spec {spec!r} for {cls.__name__.lower()}")
         name, dt, shape = spec
-        if dt not in ALLOWED_DTYPES:
+        if not isinstance(dt, str) or dt not in ALLOWED_DTYPES:
             raise WireError("bad-dtype", f"{name}: dtype {dt!r} is not one of {sorted(ALLOWED_DTYPES)}")
         dtype = np.dtype(ALLOWED_DTYPES[dt]).newbyteorder("<")
         buf = memoryview(frame) if not isinstance(frame, np.ndarray) else memoryview(frame.data)
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = math.prod(shape)   # Python ints: np.prod would wrap around on huge dims
         if count * dtype.itemsize != buf.nbytes:
             raise WireError("bad-length", f"{name}: shape {shape} × {dtype.itemsize} B ≠ frame of {buf.nbytes} B")
         out[name] = np.frombuffer(buf, dtype=dtype).reshape(shape)
