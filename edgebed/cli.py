@@ -64,6 +64,43 @@ def cmd_clean(args) -> int:
     return 0
 
 
+def cmd_study_run(args) -> int:
+    from .emulator.engine import terminal_progress
+    from .emulator.study import load_study, run_study
+    study = load_study(args.study, tuple(args.set or ()))
+    jobs = len(study.cells) * len(study.spec.seed_list)
+    print(f"edgebed: study {study.spec.name} — {len(study.cells)} cells × {len(study.spec.seed_list)} "
+          f"seeds = {jobs} runs; writing to {Path(args.out) / study.spec.name}/", file=sys.stderr)
+    status = run_study(study, args.out, progress=terminal_progress())
+    print(f"\n{status['complete']} ran, {status['skipped']} already complete, {status['failed']} failed, "
+          f"{status['incomplete']} incomplete (of {status['total']})\n"
+          f"  report: edgebed study report {Path(args.out) / study.spec.name}")
+    return 0 if status["failed"] + status["incomplete"] == 0 else 1
+
+
+def cmd_study_report(args) -> int:
+    from .analysis.study import write_study_report
+    res = write_study_report(Path(args.study_dir), Path(args.out) if args.out else None)
+    print(res.table_markdown)
+    print("\nwritten:", *[str(p) for p in res.files], sep="\n  ")
+    return 0
+
+
+def _study_parser(sub) -> None:
+    p = sub.add_parser("study", help="run a study (grid of scenarios × seeds) and report it")
+    verbs = p.add_subparsers(dest="study_cmd", required=True)
+    r = verbs.add_parser("run", help="run every cell × seed not yet complete (resumes)")
+    r.add_argument("study", help="study YAML file (see scenarios/studies/)")
+    r.add_argument("--out", default="studies-out", help="parent of the study directory (default studies-out/)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a scenario key in every cell, e.g. --set eval.every=500 (repeatable)")
+    r.set_defaults(func=cmd_study_run)
+    r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")
+    r.add_argument("study_dir", help="the study directory (<out>/<study name>/)")
+    r.add_argument("--out", help="output directory (default <study dir>/report)")
+    r.set_defaults(func=cmd_study_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="edgebed", description="Emulation testbed for asynchronous "
                                  "distributed deep learning on edge devices.")
@@ -90,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("clean", help="remove what a run left behind (processes, containers, qdiscs)")
     p.add_argument("run", help="run directory")
     p.set_defaults(func=cmd_clean)
+    _study_parser(sub)
     for extend in _EXTENSIONS:
         extend(sub)
     return ap

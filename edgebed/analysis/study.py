@@ -1,0 +1,248 @@
+"""Report of a study: per cell, mean and min/max over seeds — band plots, a table (markdown + CSV), one HTML page.
+
+Reads what ``edgebed study run`` wrote (``status.json`` and the run dirs under ``runs/``); the
+numbers of each run come from ``metrics.summarize``, so a study's table means what a run report's
+table means. A cell's "to target" numbers average the seeds that reached the target and say how many
+did; the ingress ratio is baseline cell's mean ingress to target / this cell's (``ingress_ratio``).
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from . import plots, tables
+from .metrics import class_shares, ingress_ratio, summarize
+from .runs import ReportError, Run, load_run
+
+
+@dataclass(frozen=True)
+class StudyReport:
+    out_dir: Path
+    markdown: Path          # report.md
+    html: Path              # report.html, self-contained (plots embedded)
+    table_csv: Path         # table.csv: one row per cell, numbers
+    runs_csv: Path          # runs.csv: one row per cell × seed, numbers
+    classes_csv: Optional[Path]
+    plots: dict[str, Path]
+    table_markdown: str
+
+    @property
+    def files(self) -> list[Path]:
+        extra = [self.classes_csv] if self.classes_csv else []
+        return [self.markdown, self.html, self.table_csv, self.runs_csv, *extra, *self.plots.values()]
+
+
+def _load(study_dir: Path) -> tuple[dict, dict[str, list[tuple[int, Run]]], dict[str, str], list[str]]:
+    """status.json, the loaded runs per cell id (in study order), labels by id, and notes."""
+    status_path = study_dir / "status.json"
+    if not status_path.is_file():
+        raise ReportError(f"{study_dir}: no status.json; pass the directory `edgebed study run` made "
+                          "(<out>/<study name>/), or run the study first")
+    status = json.loads(status_path.read_text())
+    runs: dict[str, list[tuple[int, Run]]] = {}
+    labels: dict[str, str] = {}
+    notes = []
+    for e in status.get("cells", []):
+        labels.setdefault(e["cell"], e["label"])
+        runs.setdefault(e["cell"], [])
+        if e["status"] not in ("complete", "skipped"):
+            notes.append(f"{e['label']} · seed {e['seed']}: {e['status']}"
+                         + (f" — {e['error']}" if e.get("error") else "") + "; left out of the table")
+            continue
+        runs[e["cell"]].append((e["seed"], load_run(study_dir / e["run"], f"{e['cell']}/seed-{e['seed']}")))
+    return status, runs, labels, notes
+
+
+def _stats(values: list[Optional[float]]) -> tuple[float, float, float, int]:
+    """Mean, min, max over the values that exist, and how many exist."""
+    v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not v:
+        return math.nan, math.nan, math.nan, 0
+    return float(np.mean(v)), min(v), max(v), len(v)
+
+
+def _pm(mean: float, lo: float, hi: float, fmt) -> str:
+    if math.isnan(mean):
+        return tables.DASH
+    return fmt(mean) if lo == hi else f"{fmt(mean)} [{fmt(lo)}–{fmt(hi)}]"
+
+
+def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], target: float,
+               baseline_of: dict[str, Optional[str]]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(display table, numbers per cell, numbers per run). ``baseline_of`` maps cell id → baseline id."""
+    per_run = []
+    for cid, seeded in runs.items():
+        for seed, r in seeded:
+            s = summarize(r.name, r.scenario, r.summary, r.updates, r.evals, target)
+            dev = r.summary.get("devices") or {}
+            per_run.append({"cell": cid, "label": labels[cid], "seed": seed, "run": str(r.path),
+                            "status": s.status, "algorithm": s.algorithm, "c": s.c, "n": s.n,
+                            "final_accuracy": s.final_accuracy, "best_accuracy": s.best_accuracy,
+                            "updates": s.updates, "ingress_bytes": s.ingress_bytes,
+                            "updates_to_target": s.updates_to_target, "ingress_to_target": s.ingress_to_target,
+                            "crashed": dev.get("crashed"), "alive_at_end": dev.get("alive_at_end"),
+                            "wall_time_s": r.summary.get("wall_time_s")})
+    runs_df = pd.DataFrame(per_run)
+    cells = []
+    for cid in runs:
+        rows = [p for p in per_run if p["cell"] == cid]
+        col = lambda k: [p[k] for p in rows]  # noqa: E731
+        best, final = _stats(col("best_accuracy")), _stats(col("final_accuracy"))
+        upd, ing = _stats(col("updates_to_target")), _stats(col("ingress_to_target"))
+        crashed = _stats(col("crashed"))
+        cells.append({"cell": cid, "label": labels[cid], "seeds": len(rows),
+                      "algorithm": rows[0]["algorithm"] if rows else "", "n": rows[0]["n"] if rows else 0,
+                      "best_acc_mean": best[0], "best_acc_min": best[1], "best_acc_max": best[2],
+                      "final_acc_mean": final[0], "final_acc_min": final[1], "final_acc_max": final[2],
+                      "reached_target": upd[3],
+                      "updates_to_target_mean": upd[0], "updates_to_target_min": upd[1],
+                      "updates_to_target_max": upd[2],
+                      "ingress_to_target_mean": ing[0], "ingress_to_target_min": ing[1],
+                      "ingress_to_target_max": ing[2],
+                      "ingress_mean": _stats(col("ingress_bytes"))[0],
+                      "crashed_mean": crashed[0], "crashed_min": crashed[1], "crashed_max": crashed[2]})
+    num = pd.DataFrame(cells)
+    by_id = {c["cell"]: c for c in cells}
+    ratios = []
+    for c in cells:
+        b = by_id.get(baseline_of.get(c["cell"]) or "")
+        nan = lambda x: None if x is None or math.isnan(x) else x  # noqa: E731
+        ratios.append(math.nan if b is None else
+                      ingress_ratio(nan(b["ingress_to_target_mean"]), nan(c["ingress_to_target_mean"])))
+    if not num.empty:
+        num["baseline"] = [baseline_of.get(c["cell"]) for c in cells]
+        num["ingress_ratio_vs_baseline"] = [round(x, 2) for x in ratios]
+    show_crash = any(not math.isnan(c["crashed_mean"]) and c["crashed_max"] > 0 for c in cells)
+    t = f"{100 * target:g} %"
+    rows = []
+    for c, ratio in zip(cells, ratios):
+        seeds = c["seeds"]
+        reached = f" ({c['reached_target']}/{seeds} seeds)" if 0 < c["reached_target"] < seeds else ""
+        missed = "not reached" if seeds else "no runs"
+        row = {"cell": c["label"], "seeds": str(seeds),
+               "best acc (%)": _pm(c["best_acc_mean"], c["best_acc_min"], c["best_acc_max"], tables.pct),
+               "final acc (%)": _pm(c["final_acc_mean"], c["final_acc_min"], c["final_acc_max"], tables.pct),
+               f"updates to {t}": (missed if c["reached_target"] == 0 else _pm(
+                   c["updates_to_target_mean"], c["updates_to_target_min"], c["updates_to_target_max"],
+                   lambda v: f"{v:,.0f}") + reached),
+               f"ingress to {t} (MB)": (missed if c["reached_target"] == 0 else _pm(
+                   c["ingress_to_target_mean"], c["ingress_to_target_min"], c["ingress_to_target_max"],
+                   tables.mb) + reached),
+               "ingress ratio": ("baseline" if baseline_of.get(c["cell"]) == c["cell"]
+                                 else tables.times(ratio))}
+        if show_crash:
+            row["crashed"] = _pm(c["crashed_mean"], c["crashed_min"], c["crashed_max"], lambda v: f"{v:g}")
+        rows.append(row)
+    return pd.DataFrame(rows), num, runs_df
+
+
+def _classes(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str]) -> pd.DataFrame:
+    """Per cell and speed class: share of applied updates and realized rate ratio, mean over seeds."""
+    frames = []
+    for cid, seeded in runs.items():
+        for seed, r in seeded:
+            s = class_shares(r.updates)
+            if len(s) > 1:
+                frames.append(s.assign(cell=labels[cid], seed=seed))
+    if not frames:
+        return pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True)
+    g = df.groupby(["cell", "speed_class"], sort=False)
+    out = g.agg(seeds=("seed", "nunique"), devices=("devices", "mean"), updates=("updates", "mean"),
+                share_mean=("share", "mean"), share_min=("share", "min"), share_max=("share", "max"),
+                rate_ratio_mean=("rate_ratio", "mean"), rate_ratio_min=("rate_ratio", "min"),
+                rate_ratio_max=("rate_ratio", "max")).reset_index()
+    return out.sort_values(["cell", "rate_ratio_mean"], ascending=[True, False], kind="stable")
+
+
+def _class_display(df: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "cell": r.cell, "speed class": r.speed_class, "devices": f"{r.devices:g}",
+        "updates": f"{r.updates:,.0f}",
+        "share (%)": _pm(100 * r.share_mean, 100 * r.share_min, 100 * r.share_max, lambda v: f"{v:.1f}"),
+        "rate ratio": _pm(r.rate_ratio_mean, r.rate_ratio_min, r.rate_ratio_max, tables.times),
+    } for r in df.itertuples()])
+
+
+def _html(title: str, intro: list[str], sections: list[tuple[str, pd.DataFrame]], notes: list[str],
+          pngs: dict[str, Path]) -> str:
+    css = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+           "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+           "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}")
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{css}</style></head><body><h1>{html.escape(title)}</h1>"]
+    parts += [f"<p>{html.escape(p)}</p>" for p in intro]
+    for heading, frame in sections:
+        parts.append(f"<h2>{html.escape(heading)}</h2>" + frame.to_html(index=False, escape=True, border=0))
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    for kind, p in pngs.items():
+        data = base64.b64encode(p.read_bytes()).decode()
+        parts.append(f"<h2>{html.escape(kind.replace('_', ' '))}</h2>"
+                     f"<img alt='{html.escape(kind)}' src='data:image/png;base64,{data}'>")
+    return "\n".join(parts) + "</body></html>\n"
+
+
+def _write(path: Path, text: str) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def write_study_report(study_dir: str | Path, out: Optional[Path] = None) -> StudyReport:
+    """Aggregate a study directory into ``out`` (default ``<study dir>/report``)."""
+    study_dir = Path(study_dir)
+    status, runs, labels, notes = _load(study_dir)
+    target = float(status.get("target") or 0.97)
+    baseline_of = {e["cell"]: e.get("baseline") for e in status.get("cells", [])}
+    out_dir = Path(out) if out is not None else study_dir / "report"
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    display, numbers, per_run = cell_table(runs, labels, target, baseline_of)
+    table_md = tables.to_markdown(display)
+    table_csv = tables.write_csv(numbers, out_dir / "table.csv")
+    runs_csv = tables.write_csv(per_run, out_dir / "runs.csv")
+    classes = _classes(runs, labels)
+    classes_csv = tables.write_csv(classes, out_dir / "classes.csv") if not classes.empty else None
+
+    groups = {labels[cid]: [r.evals for _, r in seeded] for cid, seeded in runs.items() if seeded}
+    pngs = {}
+    for x, kind, title in (("update", "accuracy_vs_updates", "Test accuracy vs applied updates"),
+                           ("ingress_bytes", "accuracy_vs_ingress", "Test accuracy vs cumulative PS ingress"),
+                           ("virtual_time", "accuracy_vs_virtual_time", "Test accuracy vs virtual time")):
+        p = plots.plot_band(groups, x, "accuracy", out_dir / f"{kind}.png",
+                            f"{title} (mean, min–max over seeds)", target)
+        if p:
+            pngs[kind] = p
+
+    name = status.get("study", study_dir.name)
+    done = sum(len(v) for v in runs.values())
+    intro = [f"{done} of {status.get('total', '?')} runs (cell × seed) complete. Target accuracy "
+             f"{100 * target:g} %. Cells show the mean over seeds and [min–max]; 'to target' numbers "
+             "average the seeds that reached it."]
+    if status.get("baseline"):
+        intro.append(f"Ingress ratio = baseline cell's mean ingress to target / the cell's "
+                     f"(baseline: {status['baseline']}).")
+    if status.get("description"):
+        intro.append(status["description"].strip())
+    sections = [("Cells", display)]
+    if not classes.empty:
+        sections.append(("Applied updates per speed class", _class_display(classes)))
+    md = [f"# Study {name}", "", *intro, "", table_md]
+    if not classes.empty:
+        md += ["## Applied updates per speed class", "", tables.to_markdown(_class_display(classes))]
+    if notes:
+        md += ["Notes:", *[f"- {n}" for n in notes], ""]
+    md += [f"![{k.replace('_', ' ')}]({p.name})\n" for k, p in pngs.items()]
+    md_path = _write(out_dir / "report.md", "\n".join(md))
+    html_path = _write(out_dir / "report.html", _html(f"Study {name}", intro, sections, notes, pngs))
+    return StudyReport(out_dir, md_path, html_path, table_csv, runs_csv, classes_csv, pngs, table_md)

@@ -1,0 +1,318 @@
+"""Study: a base scenario swept over a grid of overrides × seeds, run cell by cell, resumable.
+
+A study file names a base scenario, fixed overrides (``set``), a full grid (``sweep``: dotted key →
+values) and/or explicit ``cells`` (override sets for non-grid studies), seeds, a target accuracy and
+the baseline cell. Every cell × seed is one scenario, resolved through the same path as
+``edgebed run --set`` (``scenario.apply_override``), and one run directory::
+
+    <out>/<study name>/
+        study.yaml                     the study file as read (plus the CLI --set overrides)
+        status.json                    every cell × seed: status, run dir, error
+        runs/<cell id>/seed-<s>/<scenario name>-<time>/    the Engine's run directory
+
+A later invocation skips a cell × seed whose latest run dir is complete *and* was made from the
+same resolved scenario (so editing the study reruns exactly what changed); a failed cell is
+recorded in status.json and the study goes on.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..rundir import is_run_dir, read_json, write_json_atomic
+from ..scenario import Scenario, ScenarioError, parse_scenario
+
+
+class StudyError(ScenarioError):
+    """A study that can't be used: says which file, which key and what to do."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CellSpec(_Strict):
+    label: Optional[str] = None
+    set: dict[str, Any] = Field(default_factory=dict, description="dotted scenario key → value")
+
+
+class StudySpec(_Strict):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    base: str = Field(..., description="base scenario file, relative to the study file")
+    set: dict[str, Any] = Field(default_factory=dict)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    cells: list[CellSpec] = Field(default_factory=list)
+    seeds: Union[int, list[int]] = 3
+    target: float = Field(0.97, gt=0, le=1, description="target test accuracy, a fraction")
+    baseline: Optional[str] = None
+
+    @field_validator("sweep")
+    @classmethod
+    def _values(cls, v):
+        for key, values in v.items():
+            if not values:
+                raise ValueError(f"sweep {key!r} has no values; give a list with at least one")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError("seeds must be ≥ 1 (a count) or a non-empty list of seeds")
+        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+            raise ValueError("seeds must be a non-empty list of distinct integers")
+        return v
+
+    @property
+    def seed_list(self) -> list[int]:
+        """A count N means seeds 1..N."""
+        return list(range(1, self.seeds + 1)) if isinstance(self.seeds, int) else list(self.seeds)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the study grid (all seeds of it share the cell)."""
+    id: str                         # directory name, unique in the study
+    label: str                      # legend / table label
+    overrides: tuple[str, ...]      # ``key=value`` strings for scenario.apply_override
+    group: str                      # label of the ``cells:`` entry ('' without cells); baseline matching
+    sweep: str                      # label of the sweep point ('' without sweep)
+
+
+@dataclass(frozen=True)
+class Study:
+    spec: StudySpec
+    path: Path                      # the study file
+    base: dict                      # the base scenario as read
+    base_path: Path
+    cells: list[Cell]
+    cli_set: tuple[str, ...] = ()
+
+    def scenario(self, cell: Cell, seed: int) -> Scenario:
+        """The resolved scenario of one cell × seed: base → study set → cell → sweep → seed → --set."""
+        name = f"{self.spec.name}-{cell.id}-s{seed}"[:120]
+        overrides = (*cell.overrides, f"seed={seed}", f"name={name}", *self.cli_set)
+        try:
+            return parse_scenario(self.base, str(self.base_path), overrides)
+        except ScenarioError as err:
+            raise StudyError(f"{self.path}: cell {cell.label!r} (seed {seed}) does not give a valid "
+                             f"scenario; fix its values under `set`/`sweep`/`cells`:\n{err}") from None
+
+    def baseline_for(self, cell: Cell) -> Optional[Cell]:
+        """The cell ``cell`` is compared with: the baseline cell at the same sweep point."""
+        b = self.spec.baseline
+        if b is None:
+            return None
+        for c in self.cells:
+            if c.label == b or (c.group == b and c.sweep == cell.sweep):
+                return c
+        return None
+
+
+def _override(key: str, value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True).strip()
+    return f"{key}={text.removesuffix('...').strip()}"   # a scalar document ends in '...'
+
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (list, dict)):
+        return f"[{len(value)} items]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _label(items: dict[str, Any]) -> str:
+    """``c=0.01 · name=adacomp``: last key component, the full key where two would collide."""
+    last = [k.split(".")[-1] for k in items]
+    return " · ".join(f"{k.split('.')[-1] if last.count(k.split('.')[-1]) == 1 else k}={_show(v)}"
+                      for k, v in items.items())
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9.]+", "-", label.lower())).strip("-") or "cell"
+
+
+def expand(spec: StudySpec) -> list[Cell]:
+    """All cells: each ``cells:`` entry (or one empty cell) × the full grid of ``sweep``."""
+    entries = spec.cells or [CellSpec()]
+    keys = list(spec.sweep)
+    points = [dict(zip(keys, combo)) for combo in itertools.product(*(spec.sweep[k] for k in keys))]
+    fixed = tuple(_override(k, v) for k, v in spec.set.items())
+    cells, ids = [], set()
+    for entry in entries:
+        group = entry.label or _label(entry.set) if spec.cells else ""
+        for point in points:
+            sweep = _label(point)
+            label = " · ".join(x for x in (group, sweep) if x) or spec.name
+            cid, k = _slug(label), 2
+            while cid in ids:
+                cid, k = f"{_slug(label)}-{k}", k + 1
+            ids.add(cid)
+            overrides = (*fixed, *(_override(k, v) for k, v in entry.set.items()),
+                         *(_override(k, v) for k, v in point.items()))
+            cells.append(Cell(cid, label, overrides, group, sweep))
+    labels = [c.label for c in cells]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise ValueError(f"cells have the same label {dup}; give each `cells:` entry its own `label:`")
+    return cells
+
+
+def _format(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = ("unknown key; study keys are name, description, base, set, sweep, cells, seeds, "
+                   "target, baseline (see scenarios/studies/README.md)")
+        elif e["type"] == "missing":
+            msg = "required key is missing"
+        lines.append(f"{source}: {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
+    """Read and validate a study file; every cell's scenario is resolved now, so errors come first."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudyError(f"{path}: no such study file (the shipped ones are in scenarios/studies/)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise StudyError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise StudyError(f"{path}: the top level must be a mapping (name:, base:, sweep:, ...)")
+    try:
+        spec = StudySpec.model_validate(data)
+    except ValidationError as err:
+        raise StudyError(_format(err, str(path))) from None
+    base_path = (path.parent / spec.base).resolve()
+    if not base_path.is_file():
+        raise StudyError(f"{path}: base: {spec.base!r} is not a file (looked at {base_path}); give the "
+                         "base scenario's path relative to the study file")
+    base = yaml.safe_load(base_path.read_text()) or {}
+    try:
+        cells = expand(spec)
+    except ValueError as err:
+        raise StudyError(f"{path}: {err}") from None
+    study = Study(spec, path, base, base_path, cells, tuple(cli_set))
+    if spec.baseline is not None and study.baseline_for(cells[0]) is None:
+        known = sorted({c.label for c in cells} | {c.group for c in cells if c.group})
+        raise StudyError(f"{path}: baseline: {spec.baseline!r} names no cell; use one of {known}")
+    for cell in cells:
+        study.scenario(cell, spec.seed_list[0])
+    return study
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+RunCell = Callable[[Scenario, Path, Callable[[str, bool], None]], Any]   # → object with .path, .summary
+
+
+def engine_runner(source: str) -> RunCell:
+    def run(sc: Scenario, out: Path, progress) -> Any:
+        from .engine import Engine
+        return Engine(sc, out, progress, source=source).run()
+    return run
+
+
+def cell_dir(study_dir: Path, cell: Cell, seed: int) -> Path:
+    return Path(study_dir) / "runs" / cell.id / f"seed-{seed}"
+
+
+def latest_run(parent: Path) -> Optional[Path]:
+    """The newest run directory under ``parent`` (names end in a timestamp), or None."""
+    runs = sorted((p for p in parent.glob("*") if is_run_dir(p)), key=lambda p: p.stat().st_mtime)
+    return runs[-1] if runs else None
+
+
+def _done(parent: Path, scenario: Scenario) -> Optional[Path]:
+    run = latest_run(parent)
+    if run is None or read_json(run, "summary.json").get("status") != "complete":
+        return None
+    same = yaml.safe_load((run / "scenario.yaml").read_text()) == scenario.to_dict()
+    return run if same else None
+
+
+def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[RunCell] = None,
+              progress: Optional[Callable[[str, bool], None]] = None) -> dict:
+    """Run every cell × seed not already complete; returns (and writes) the status of the whole study.
+
+    ``run_cell(scenario, out_dir, progress)`` runs one scenario (default: the Engine). An exception
+    or a non-complete run marks that cell × seed failed/incomplete in status.json and the study goes
+    on; a user interrupt (Ctrl-C) stops the study after recording it and raises KeyboardInterrupt.
+    """
+    run_cell = run_cell or engine_runner(str(study.path))
+    show = progress or (lambda line, final: None)
+    sdir = Path(out) / study.spec.name
+    sdir.mkdir(parents=True, exist_ok=True)
+    text = study.path.read_text()
+    if study.cli_set:
+        text += "\n# command line --set:\n" + "".join(f"#   {s}\n" for s in study.cli_set)
+    (sdir / "study.yaml").write_text(text)
+    jobs = [(c, s) for c in study.cells for s in study.spec.seed_list]
+    entries: list[dict] = []
+    status = {"study": study.spec.name, "file": str(study.path), "base": str(study.base_path),
+              "description": study.spec.description, "target": study.spec.target,
+              "baseline": study.spec.baseline, "total": len(jobs),
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": entries}
+
+    def save() -> None:
+        for k in ("complete", "skipped", "failed", "incomplete"):
+            status[k] = sum(e["status"] == k for e in entries)
+        write_json_atomic(sdir / "status.json", status)
+
+    for i, (cell, seed) in enumerate(jobs, start=1):
+        sc = study.scenario(cell, seed)
+        parent = cell_dir(sdir, cell, seed)
+        base = study.baseline_for(cell)
+        entry = {"cell": cell.id, "label": cell.label, "seed": seed, "overrides": list(cell.overrides),
+                 "baseline": base.id if base else None,
+                 "status": "", "run": None, "error": None, "wall_time_s": None}
+        entries.append(entry)
+        done = _done(parent, sc)
+        head = f"[{i}/{len(jobs)}] {cell.label} · seed {seed}"
+        if done is not None:
+            entry.update(status="skipped", run=str(done.relative_to(sdir)))
+            show(f"{head}: already complete ({done.name}), skipped", True)
+            save()
+            continue
+        parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        try:
+            res = run_cell(sc, parent, lambda line, final: show(f"{head} | {line}", False))
+            summary = res.summary
+            entry.update(status="complete" if summary.get("status") == "complete" else
+                         str(summary.get("status", "failed")),
+                         run=str(Path(res.path).relative_to(sdir)), error=summary.get("reason") or None)
+            interrupted = str(summary.get("reason", "")).startswith("interrupted")
+        except KeyboardInterrupt:
+            entry.update(status="incomplete", error="interrupted by the user")
+            interrupted = True
+        except Exception as err:  # noqa: BLE001 — one bad cell must not end the study
+            entry.update(status="failed", error=f"{type(err).__name__}: {err}")
+            (parent / "error.txt").write_text(traceback.format_exc())
+            run = latest_run(parent)
+            entry["run"] = str(run.relative_to(sdir)) if run else None
+            interrupted = False
+        entry["wall_time_s"] = round(time.monotonic() - t0, 2)
+        if entry["status"] == "complete":
+            entry["error"] = None
+        save()
+        show(f"{head}: {entry['status']} in {entry['wall_time_s']:.1f} s"
+             + (f" — {entry['error']}" if entry["error"] else ""), True)
+        if interrupted:
+            raise KeyboardInterrupt
+    status["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    save()
+    return status
