@@ -21,6 +21,13 @@ class PSUnreachable(RuntimeError):
     pass
 
 
+class _Rejoin(Exception):
+    """The PS went away or forgot our session (restart): say hello again with attempt+1."""
+
+
+HEARTBEAT_EVERY = 10.0   # seconds: an idle device says it is alive this often (the PS's lost_after is larger)
+
+
 class Channel:
     """Request/reply over a DEALER socket; ``request`` returns the decoded reply or raises."""
 
@@ -68,15 +75,71 @@ def _block_forever() -> None:
     threading.Event().wait()
 
 
-def run_agent(ps_address: str, device: int, attempt: int = 0,
+def _join(ps_address: str, device: int, attempt: int, timeout: float, configure_socket,
+          give_up_after: float) -> tuple[Channel, wire.Message, int]:
+    """Hello until the PS answers (a fresh socket per try, so a late reply can't be mistaken for a
+    new one); each retry counts as a new attempt. Raises PSUnreachable after ``give_up_after`` s."""
+    deadline = time.monotonic() + give_up_after
+    while True:
+        ch = Channel(ps_address, timeout, configure_socket=configure_socket)
+        try:
+            ch.send(wire.Hello(device, os.environ.get("EDGEBED_CLASS", ""), attempt))
+            reply, _ = ch.recv()
+            return ch, reply, attempt
+        except PSUnreachable:
+            ch.sock.setsockopt(zmq.LINGER, 0)   # drop the unanswered hello
+            ch.close()
+            if time.monotonic() >= deadline:
+                raise
+            attempt += 1
+
+
+def _exchange(ch: Channel, msg: wire.Message, up, down) -> wire.Message:
+    """One request/reply through the emulated link; PS gone or session forgotten → _Rejoin."""
+    up.traverse(ch.send(msg))
+    try:
+        reply, nbytes = ch.recv()
+    except PSUnreachable as err:
+        raise _Rejoin(str(err)) from None
+    down.traverse(nbytes)
+    if isinstance(reply, wire.Error) and reply.code == "unknown-session":
+        raise _Rejoin(reply.message)
+    return reply
+
+
+def _idle(seconds: float, ch: Channel, session: str) -> None:
+    """Sleep ``seconds``, sending a Heartbeat every HEARTBEAT_EVERY s so the PS doesn't record us lost."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, HEARTBEAT_EVERY))
+        if end - time.monotonic() > 0.5:
+            ch.send(wire.Heartbeat(session))
+            try:
+                ch.recv()
+            except PSUnreachable as err:
+                raise _Rejoin(str(err)) from None
+
+
+def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
               data: Optional[tuple[np.ndarray, np.ndarray]] = None,
               freezer: Optional[Callable[[], None]] = None, torch_device: Optional[str] = None,
-              timeout: float = 60.0, configure_socket=None) -> int:
+              timeout: Optional[float] = None, configure_socket=None) -> int:
     """Run one device until the PS says stop. Returns 0 on a normal end.
 
     ``data=(x uint8 [N,28,28], y uint8 [N])`` trains on that shard instead of loading the scenario's
     dataset (Spark tasks pass their partition). ``freezer`` is called on a fail-stop crash the runtime
-    did not enforce itself (default: block forever)."""
+    did not enforce itself (default: block forever). If the PS stops answering for ``timeout`` s
+    (env EDGEBED_PS_TIMEOUT, default 60) or forgets the session (restarted from a checkpoint), the
+    device says hello again with attempt+1 for up to EDGEBED_RECONNECT_FOR s (default 300) before
+    giving up; the push in flight is dropped. ``configure_socket`` defaults to CURVE client keys
+    when EDGEBED_CURVE_KEY names a key file (secure mode, ``ps/auth.py``)."""
+    if attempt is None:
+        attempt = int(os.environ.get("EDGEBED_ATTEMPT", "0"))
+    timeout = timeout or float(os.environ.get("EDGEBED_PS_TIMEOUT", "60"))
+    give_up_after = float(os.environ.get("EDGEBED_RECONNECT_FOR", "300"))
+    if configure_socket is None:
+        from ..ps.auth import client_from_env
+        configure_socket = client_from_env()
     import torch
     torch.set_num_threads(1)
     from ..data import load_dataset, partition
@@ -84,10 +147,8 @@ def run_agent(ps_address: str, device: int, attempt: int = 0,
     from .link import AppLink
     from .trainer import Trainer
 
-    ch = Channel(ps_address, timeout, configure_socket=configure_socket)
+    ch, welcome, attempt = _join(ps_address, device, attempt, timeout, configure_socket, give_up_after)
     try:
-        ch.send(wire.Hello(device, os.environ.get("EDGEBED_CLASS", ""), attempt))
-        welcome, _ = ch.recv()
         if isinstance(welcome, wire.Stop):
             return 0
         if not isinstance(welcome, wire.Welcome):
@@ -108,24 +169,28 @@ def run_agent(ps_address: str, device: int, attempt: int = 0,
         rng = np.random.default_rng([seed, device, 3])
         seq = 0
         while True:
-            up.traverse(ch.send(wire.Pull(session)))
-            reply, nbytes = ch.recv()
-            down.traverse(nbytes)
+            try:
+                reply, ack = _exchange(ch, wire.Pull(session), up, down), None
+                if isinstance(reply, wire.Model):
+                    t0 = time.perf_counter()
+                    update, loss = trainer.step(reply.params)
+                    compute = time.perf_counter() - t0
+                    _idle((klass["slowdown"] - 1.0) * compute + _think(klass["think_time"], rng), ch, session)
+                    push = wire.Push(session, seq, reply.version, update.values, update.indices, loss)
+                    seq += 1
+                    ack = _exchange(ch, push, up, down)
+            except _Rejoin:
+                ch.close()
+                ch, welcome, attempt = _join(ps_address, device, attempt + 1, timeout, configure_socket,
+                                             give_up_after)
+                if not isinstance(welcome, wire.Welcome):
+                    return 0   # Stop (run over) or refused (e.g. frozen): nothing left to do
+                session = welcome.session
+                continue
             if isinstance(reply, wire.Stop):
                 break
             if not isinstance(reply, wire.Model):
                 raise RuntimeError(f"pull refused: {reply}")
-            t0 = time.perf_counter()
-            update, loss = trainer.step(reply.params)
-            compute = time.perf_counter() - t0
-            idle = (klass["slowdown"] - 1.0) * compute + _think(klass["think_time"], rng)
-            if idle > 0:
-                time.sleep(idle)
-            push = wire.Push(session, seq, reply.version, update.values, update.indices, loss)
-            seq += 1
-            up.traverse(ch.send(push))
-            ack, nbytes = ch.recv()
-            down.traverse(nbytes)
             if isinstance(ack, wire.Stop):
                 break
             if isinstance(ack, wire.Ack) and ack.freeze:

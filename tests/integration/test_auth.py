@@ -1,0 +1,146 @@
+"""Secure mode: CURVE + ZAP allow-list on the real serve loop; strangers get nothing, bytes are ciphertext."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import stat
+import threading
+
+import numpy as np
+import pytest
+import zmq
+
+from edgebed.device_agent.agent import Channel, PSUnreachable
+from edgebed.ps import auth, wire
+from edgebed.ps.rules import RULES
+from edgebed.ps.serve import ZmqServer
+from edgebed.ps.server import ParameterServer, PSConfig
+
+MARKER = "edgebed-plaintext-marker-7f3a"
+
+
+class Relay:
+    """A raw TCP relay in front of the PS that keeps every byte it forwards (what an eavesdropper sees)."""
+
+    def __init__(self, upstream_port: int):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.upstream = upstream_port
+        self.seen = bytearray()
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        self.listener.settimeout(5)
+        try:
+            down, _ = self.listener.accept()
+        except OSError:
+            return
+        up = socket.create_connection(("127.0.0.1", self.upstream))
+        peers = {down: up, up: down}
+        try:
+            while not self._stop.is_set():
+                ready, _, _ = select.select(list(peers), [], [], 0.05)
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    self.seen += data
+                    peers[s].sendall(data)
+        finally:
+            down.close()
+            up.close()
+
+    def close(self):
+        self._stop.set()
+        self.thread.join(2)
+        self.listener.close()
+
+
+def _ps(n: int = 2) -> ParameterServer:
+    theta = np.zeros(16, dtype=np.float32)
+    return ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {"device": d}, class_of=lambda d: "c"),
+                           theta, RULES["asgd"](theta, [], 0.1))
+
+
+@pytest.fixture
+def secure(tmp_path):
+    keys = auth.generate(tmp_path, 2)
+    ctx = zmq.Context()
+    curve = auth.CurveServer(keys, ctx).start()
+    server = ZmqServer(_ps(), context=ctx, configure_socket=curve.configure_socket).start()
+    yield tmp_path, server, ctx
+    server.stop()
+    curve.stop()
+    ctx.term()
+
+
+def _hello(address: str, ctx, configure, timeout: float = 1.5, device: int = 0, marker: str = "c"):
+    ch = Channel(address, timeout, context=ctx, configure_socket=configure)
+    ch.sock.setsockopt(zmq.LINGER, 0)
+    try:
+        ch.send(wire.Hello(device, marker, 0))
+        return ch.recv()[0]
+    finally:
+        ch.close()
+
+
+def test_keys_are_private_files(tmp_path):
+    keys = auth.generate(tmp_path, 3)
+    assert stat.S_IMODE(os.stat(keys).st_mode) == 0o700
+    files = sorted(p.name for p in keys.iterdir())
+    assert files == ["allowed.json", "device-0000.key", "device-0001.key", "device-0002.key", "server.key"]
+    for p in keys.iterdir():
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o600, p
+    dev = auth.load(keys / "device-0001.key")
+    assert dev["server_public"] == auth.load(keys / "server.key")["public"]
+    assert dev["public"] in json.loads((keys / "allowed.json").read_text())["allowed"]
+    # A resumed run keeps its keys, so devices already running stay admitted.
+    assert auth.generate(tmp_path, 3) == keys and auth.load(keys / "device-0001.key") == dev
+
+
+def test_known_key_works(secure):
+    run_dir, server, ctx = secure
+    reply = _hello(server.endpoint, ctx, auth.client_configurer(auth.device_key_path(run_dir, 1)), device=1)
+    assert isinstance(reply, wire.Welcome)
+    assert server.ps.devices[1].session == reply.session
+
+
+def test_unknown_key_and_plaintext_get_nothing(secure, tmp_path_factory):
+    run_dir, server, ctx = secure
+    stranger = tmp_path_factory.mktemp("stranger")
+    pub, sec = zmq.curve_keypair()
+    server_pub = auth.load(run_dir / "keys" / "server.key")["public"]
+    (stranger / "k").write_text(json.dumps({"public": pub.decode(), "secret": sec.decode(),
+                                            "server_public": server_pub}))
+    with pytest.raises(PSUnreachable):
+        _hello(server.endpoint, ctx, auth.client_configurer(stranger / "k"))
+    with pytest.raises(PSUnreachable):
+        _hello(server.endpoint, ctx, None)                   # no CURVE at all
+    assert server.ps.devices == {} and server.ps.meter.messages_in == 0   # nothing reached the PS
+
+
+@pytest.mark.parametrize("curve", [True, False])
+def test_traffic_is_not_readable_on_the_wire(tmp_path, curve):
+    keys = auth.generate(tmp_path, 1)
+    ctx = zmq.Context()
+    srv = auth.CurveServer(keys, ctx).start() if curve else None
+    server = ZmqServer(_ps(1), context=ctx, configure_socket=srv.configure_socket if srv else None).start()
+    relay = Relay(int(server.endpoint.rsplit(":", 1)[1]))
+    try:
+        client = auth.client_configurer(auth.device_key_path(tmp_path, 0)) if curve else None
+        reply = _hello(f"tcp://127.0.0.1:{relay.port}", ctx, client, timeout=5, marker=MARKER)
+        assert isinstance(reply, wire.Welcome)
+        assert server.ps.devices[0].attempt == 0
+    finally:
+        relay.close()
+        server.stop()
+        if srv:
+            srv.stop()
+        ctx.term()
+    assert len(relay.seen) > 100
+    # The control run (plaintext) proves the relay sees the marker; with CURVE it must not.
+    assert (MARKER.encode() in bytes(relay.seen)) is (not curve)
