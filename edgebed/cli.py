@@ -65,13 +65,13 @@ def cmd_clean(args) -> int:
 
 
 def cmd_study_run(args) -> int:
-    from .emulator.engine import terminal_progress
     from .emulator.study import load_study, run_study
-    study = load_study(args.study, tuple(args.set or ()))
+    study = load_study(args.study, tuple(args.set or ()))   # errors before the engine (torch) loads
+    from .emulator.engine import terminal_progress
     jobs = len(study.cells) * len(study.spec.seed_list)
     print(f"edgebed: study {study.spec.name} — {len(study.cells)} cells × {len(study.spec.seed_list)} "
           f"seeds = {jobs} runs; writing to {Path(args.out) / study.spec.name}/", file=sys.stderr)
-    status = run_study(study, args.out, progress=terminal_progress())
+    status = run_study(study, args.out, progress=terminal_progress(sys.stderr))
     print(f"\n{status['complete']} ran, {status['skipped']} already complete, {status['failed']} failed, "
           f"{status['incomplete']} incomplete (of {status['total']})\n"
           f"  report: edgebed study report {Path(args.out) / study.spec.name}")

@@ -1,0 +1,222 @@
+"""Studies: grid expansion, validation messages, resume, failed cells, and the aggregated report.
+
+A fake runner stands in for the Engine: it writes a real run directory whose accuracy curve and
+ingress depend only on the algorithm, so the report's numbers are known by hand.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import yaml
+
+from edgebed import rundir
+from edgebed.analysis.study import write_study_report
+from edgebed.cli import main
+from edgebed.emulator.study import StudyError, expand, load_study, run_study
+from edgebed.scenario import dump_scenario
+
+NAN = math.nan
+BASE = {"name": "base", "seed": 0, "algorithm": {"name": "adacomp", "c": 0.01},
+        "workers": {"n": 4}, "stop": {"updates": 400}, "eval": {"every": 100}}
+# bytes per update and accuracy at updates 100..400, per algorithm
+CURVES = {"asgd": (1000, [0.5, 0.8, 0.95, 0.98]), "adacomp": (10, [0.6, 0.9, 0.975, 0.99]),
+          "comp-asgd": (20, [0.5, 0.7, 0.8, 0.9])}
+
+
+class FakeRunner:
+    """Writes a run dir like the Engine's; ``fail`` names cells (scenario name parts) that raise."""
+
+    def __init__(self, fail=(), crashed=0):
+        self.calls = []
+        self.fail = fail
+        self.crashed = crashed
+
+    def __call__(self, sc, out, progress):
+        self.calls.append(sc.name)
+        if any(f in sc.name for f in self.fail):
+            raise RuntimeError(f"boom in {sc.name}")
+        path = rundir.new_run_dir(out, sc.name)
+        dump_scenario(sc, path / "scenario.yaml")
+        per, accs = CURVES[sc.algorithm.name]
+        accs = [min(1.0, a + 0.001 * sc.seed) for a in accs]
+        w = rundir.RunWriter(path)
+        for i in range(1, 401):
+            w.append("updates", {"update": i, "wall_time": 0.0, "virtual_time": NAN, "device": i % 4,
+                                 "speed_class": "fast" if i % 4 else "slow", "staleness": 0,
+                                 "sigma_mean": NAN, "sigma_max": NAN, "entries": 1, "bytes_in": per,
+                                 "loss": 1.0})
+        for k, a in enumerate(accs, start=1):
+            w.append("evals", {"update": 100 * k, "wall_time": 0.0, "virtual_time": NAN,
+                               "ingress_bytes": 100 * k * per, "push_bytes": 100 * k * per,
+                               "accuracy": a, "loss": 1 - a})
+        w.flush()
+        summary = {"status": "complete", "reason": "done", "updates": 400, "ingress_bytes": 400 * per,
+                   "devices": {"crashed": self.crashed, "alive_at_end": 4 - self.crashed}}
+        rundir.write_json_atomic(path / "summary.json", summary)
+        progress("updates 400", True)
+
+        class Result:
+            pass
+        res = Result()
+        res.path, res.summary = path, summary
+        return res
+
+
+def write_study(tmp_path, **spec):
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(BASE))
+    data = {"name": "st", "base": "base.yaml", "seeds": 2, "target": 0.97, **spec}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+COMPRESSION = dict(baseline="asgd", cells=[
+    {"label": "asgd", "set": {"algorithm.name": "asgd"}},
+    {"label": "adacomp", "set": {"algorithm.name": "adacomp"}},
+    {"label": "comp-asgd", "set": {"algorithm.name": "comp-asgd"}}])
+
+
+# -- grid expansion ---------------------------------------------------------------------------------
+
+def test_sweep_is_the_full_grid_and_each_cell_resolves_its_overrides(tmp_path):
+    study = load_study(write_study(tmp_path, set={"workers.n": 8},
+                                   sweep={"algorithm.c": [0.1, 0.01], "dataset.train_samples": [1000, 2000, 4000]}))
+    assert len(study.cells) == 6
+    assert [c.label for c in study.cells][:2] == ["c=0.1 · train_samples=1000", "c=0.1 · train_samples=2000"]
+    assert len({c.id for c in study.cells}) == 6
+    sc = study.scenario(study.cells[5], 3)
+    assert (sc.algorithm.c, sc.dataset.train_samples, sc.workers.n, sc.seed) == (0.01, 4000, 8, 3)
+    assert sc.name.startswith("st-") and sc.name.endswith("-s3")
+    assert study.spec.seed_list == [1, 2]
+
+
+def test_cells_times_sweep_and_baseline_at_the_same_sweep_point(tmp_path):
+    study = load_study(write_study(tmp_path, sweep={"dataset.train_samples": [1000, 8000]}, **COMPRESSION))
+    assert len(study.cells) == 6
+    comp_small = next(c for c in study.cells if c.label == "comp-asgd · train_samples=1000")
+    assert study.baseline_for(comp_small).label == "asgd · train_samples=1000"
+    assert study.scenario(comp_small, 1).algorithm.name == "comp-asgd"
+
+
+def test_structured_values_and_explicit_seed_list(tmp_path):
+    classes = [{"name": "fast", "share": 0.5}, {"name": "slow", "share": 0.5, "slowdown": 10}]
+    study = load_study(write_study(tmp_path, seeds=[7, 11],
+                                   cells=[{"label": "two classes", "set": {"workers.classes": classes}},
+                                          {"set": {"algorithm.name": "asgd"}}]))
+    assert study.spec.seed_list == [7, 11]
+    assert [c.label for c in study.cells] == ["two classes", "name=asgd"]
+    assert [k.slowdown for k in study.scenario(study.cells[0], 7).workers.classes] == [1.0, 10.0]
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ({"sweeps": {"algorithm.c": [0.1]}}, "sweeps: unknown key"),
+    ({"sweep": {"algorithm.c": []}}, "has no values"),
+    ({"seeds": 0}, "seeds must be"),
+    ({"base": "missing.yaml"}, "base: 'missing.yaml' is not a file"),
+    ({"baseline": "nope", "sweep": {"algorithm.c": [0.1]}}, "baseline: 'nope' names no cell"),
+    ({"sweep": {"algorithm.name": ["adacomp", "sgd"]}}, "cell 'name=sgd'"),
+    ({"sweep": {"algorithm.nme": ["asgd"]}}, "algorithm.nme: unknown key"),
+    ({"cells": [{"label": "a", "set": {}}, {"label": "a", "set": {}}]}, "same label"),
+    ({"target": 97}, "target"),
+])
+def test_invalid_study_says_file_key_and_what_to_do(tmp_path, spec, expected):
+    path = write_study(tmp_path, **spec)
+    with pytest.raises(StudyError) as err:
+        load_study(path)
+    assert str(path) in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_cli_reports_a_bad_study_and_exits_2(tmp_path, capsys):
+    path = write_study(tmp_path, sweep={"algorithm.c": [0.1]}, bogus=1)
+    assert main(["study", "run", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "bogus: unknown key" in capsys.readouterr().err
+
+
+# -- running ----------------------------------------------------------------------------------------
+
+def test_resume_skips_complete_cells_and_reruns_what_changed(tmp_path):
+    study = load_study(write_study(tmp_path, **COMPRESSION))
+    fake, lines = FakeRunner(), []
+    status = run_study(study, tmp_path / "out", fake, lambda line, final: lines.append(line))
+    assert len(fake.calls) == 6 and status["complete"] == 6
+    assert any(line.startswith("[1/6] asgd · seed 1 | updates 400") for line in lines)
+    assert any(line.startswith("[6/6] comp-asgd · seed 2: complete") for line in lines)
+
+    again = FakeRunner()
+    status = run_study(load_study(study.path), tmp_path / "out", again)
+    assert again.calls == [] and status["skipped"] == 6
+    on_disk = json.loads((tmp_path / "out" / "st" / "status.json").read_text())
+    assert on_disk["skipped"] == 6 and all(e["run"] for e in on_disk["cells"])
+
+    changed = FakeRunner()  # a --set changes every resolved scenario, so everything reruns
+    run_study(load_study(study.path, ("eval.every=50",)), tmp_path / "out", changed)
+    assert len(changed.calls) == 6
+
+
+def test_a_failed_cell_is_recorded_and_the_study_goes_on(tmp_path):
+    study = load_study(write_study(tmp_path, **COMPRESSION))
+    status = run_study(study, tmp_path / "out", FakeRunner(fail=("comp-asgd",)))
+    assert (status["complete"], status["failed"]) == (4, 2)
+    failed = [e for e in status["cells"] if e["status"] == "failed"]
+    assert {e["label"] for e in failed} == {"comp-asgd"}
+    assert "RuntimeError: boom in st-comp-asgd-s1" in failed[0]["error"]
+    assert "boom" in (tmp_path / "out" / "st" / "runs" / "comp-asgd" / "seed-1" / "error.txt").read_text()
+
+    retry = FakeRunner()  # the next invocation runs only what failed
+    status = run_study(load_study(study.path), tmp_path / "out", retry)
+    assert sorted(retry.calls) == ["st-comp-asgd-s1", "st-comp-asgd-s2"]
+    assert (status["complete"], status["skipped"], status["failed"]) == (2, 4, 0)
+
+
+def test_cli_exit_code_says_whether_a_cell_failed(tmp_path, monkeypatch):
+    path = write_study(tmp_path, **COMPRESSION)
+    import edgebed.emulator.study as mod
+    monkeypatch.setattr(mod, "engine_runner", lambda source: FakeRunner(fail=("adacomp",)))
+    assert main(["study", "run", str(path), "--out", str(tmp_path / "out")]) == 1
+    monkeypatch.setattr(mod, "engine_runner", lambda source: FakeRunner())
+    assert main(["study", "run", str(path), "--out", str(tmp_path / "out")]) == 0
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+def test_report_has_each_cell_with_hand_computed_numbers(tmp_path):
+    study = load_study(write_study(tmp_path, **COMPRESSION))
+    run_study(study, tmp_path / "out", FakeRunner(fail=()))
+    rep = write_study_report(tmp_path / "out" / "st")
+    num = pd.read_csv(rep.table_csv).set_index("label")
+    assert list(num.index) == ["asgd", "adacomp", "comp-asgd"]
+    # asgd reaches 97 % at update 400 (0.98/0.981), adacomp at 300 (0.975/0.976); comp-asgd never
+    assert num.loc["asgd", "ingress_to_target_mean"] == 400 * 1000
+    assert num.loc["adacomp", "ingress_to_target_mean"] == 300 * 10
+    assert num.loc["adacomp", "ingress_ratio_vs_baseline"] == pytest.approx(400_000 / 3_000, abs=0.01)
+    assert num.loc["adacomp", "best_acc_min"] == pytest.approx(0.991)
+    assert num.loc["adacomp", "best_acc_max"] == pytest.approx(0.992)
+    assert num.loc["comp-asgd", "reached_target"] == 0
+    assert "| adacomp | 2 | 99.15 [99.10–99.20] |" in rep.table_markdown
+    assert "133.3×" in rep.table_markdown and "not reached" in rep.table_markdown
+    assert len(pd.read_csv(rep.runs_csv)) == 6
+    page = rep.html.read_text()
+    assert page.count("data:image/png;base64,") == 2 and "<table" in page and "src='accuracy" not in page
+    assert {p.name for p in rep.plots.values()} == {"accuracy_vs_updates.png", "accuracy_vs_ingress.png"}
+    classes = pd.read_csv(rep.classes_csv)  # the fake's devices 1-3 are "fast", device 0 "slow"
+    fast = classes[(classes.cell == "asgd") & (classes.speed_class == "fast")].iloc[0]
+    assert fast.share_mean == pytest.approx(0.75) and fast.rate_ratio_mean == pytest.approx(1.0)
+
+
+def test_report_notes_failed_runs_and_shows_crashes(tmp_path):
+    study = load_study(write_study(tmp_path, seeds=1, **COMPRESSION))
+    run_study(study, tmp_path / "out", FakeRunner(fail=("comp-asgd",), crashed=2))
+    rep = write_study_report(tmp_path / "out" / "st", tmp_path / "rep")
+    text = rep.markdown.read_text()
+    assert "comp-asgd · seed 1: failed — RuntimeError: boom" in text
+    assert "| crashed |" in rep.table_markdown.splitlines()[0] + "|"
+    assert pd.read_csv(rep.table_csv).set_index("label").loc["asgd", "crashed_mean"] == 2
+
+
+def test_report_of_a_directory_that_is_no_study(tmp_path, capsys):
+    assert main(["study", "report", str(tmp_path)]) == 2
+    assert "no status.json" in capsys.readouterr().err
