@@ -30,6 +30,7 @@ class PSConfig:
     seed: int = 0
     max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES
     max_abs_value: float = 1e6                # larger gradient entries are refused (Θ would overflow)
+    checkpoint_every: int = 0                 # hand the PS to hooks.checkpoint at every k-th update (0: never)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Hooks:
     freeze: Callable[[int], None] = lambda device: None            # runtime-level fail-stop
     snapshot: Callable[[int, np.ndarray, dict], None] = lambda version, theta, info: None
     clock: Callable[[], tuple[float, float]] = field(default=None)  # (wall s, virtual s)
+    checkpoint: Callable[["ParameterServer"], None] = lambda ps: None   # e.g. ps/checkpoint.save
 
 
 class ParameterServer:
@@ -157,13 +159,15 @@ class ParameterServer:
             self.snapshot()
         if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
             self.request_stop(f"reached {self.config.stop_updates} updates")
-        if self._draw_crash(d):
+        freeze = self._draw_crash(d)
+        if freeze:
             st.frozen = True
             self._event(d, "crash", f"fail-stop after push {st.pushes}")
             self.rule.forget(d)
             self.hooks.freeze(d)
-            return wire.Ack(self.version, applied=True, freeze=True)
-        return wire.Ack(self.version, applied=True)
+        if self.config.checkpoint_every and self.version % self.config.checkpoint_every == 0:
+            self.hooks.checkpoint(self)   # after the crash draw, so the checkpoint includes it
+        return wire.Ack(self.version, applied=True, freeze=freeze)
 
     def _on_heartbeat(self, msg: wire.Heartbeat, nbytes):
         st = self._session(msg.session)
