@@ -138,6 +138,15 @@ class EvalSpec(_Strict):
     test_samples: Optional[int] = Field(None, ge=1, description="use the first N test samples")
 
 
+class CheckpointSpec(_Strict):
+    every: int = Field(0, ge=0, description="PS checkpoint every k applied updates (0: off); "
+                       "`edgebed run --resume <run-dir>` restarts from the latest one")
+
+
+class SecuritySpec(_Strict):
+    curve: bool = Field(False, description="ZeroMQ CURVE encryption + allow-list of per-run device keys")
+
+
 class RuntimeSpec(_Strict):
     name: Literal["local", "docker", "sim", "spark"] = "local"
     local: dict[str, Any] = Field(default_factory=dict)
@@ -159,6 +168,8 @@ class Scenario(_Strict):
     stop: StopSpec
     eval: EvalSpec = EvalSpec()
     runtime: RuntimeSpec = RuntimeSpec()
+    checkpoint: CheckpointSpec = CheckpointSpec()
+    security: SecuritySpec = SecuritySpec()
 
     def class_of(self, device: int) -> SpeedClass:
         return self.workers.classes[class_assignment(self)[device]]
