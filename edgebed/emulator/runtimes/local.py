@@ -2,21 +2,40 @@
 
 Links are emulated in the agent's send path (``device_agent/link.py``): rate, delay, jitter and loss
 at application level. Speed classes sleep in the agent. Fail-stop = SIGSTOP from here.
+
+Agents are forked from a fork server that has already imported torch and the agent code
+(``start_method: forkserver``, the default): start-up costs a fork instead of a 1–2 s interpreter +
+torch import per agent, and pages of torch are shared copy-on-write. ``start_method: exec`` starts
+each agent as a fresh ``python -m edgebed.device_agent`` instead.
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import signal
 import subprocess
 import sys
-from typing import Optional
+import time
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
 
 from ...rundir import write_json_atomic
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 
+PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.device_agent.trainer",
+           "edgebed.device_agent.link", "edgebed.data", "edgebed.models", "edgebed.scenario"]
+
+
+class LocalSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    start_method: Literal["forkserver", "exec"] = "forkserver"
+
 
 class ProcessHandle(AgentHandle):
-    def __init__(self, device: int, proc: subprocess.Popen):
+    """Popen-like handle over either a subprocess.Popen or a multiprocessing.Process."""
+
+    def __init__(self, device: int, proc):
         self.device = device
         self.proc = proc
 
@@ -25,17 +44,25 @@ class ProcessHandle(AgentHandle):
         return self.proc.pid
 
     def poll(self) -> Optional[int]:
-        return self.proc.poll()
+        if isinstance(self.proc, subprocess.Popen):
+            return self.proc.poll()
+        return self.proc.exitcode
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        if isinstance(self.proc, subprocess.Popen):
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return None
+        self.proc.join(timeout)
+        return self.proc.exitcode
 
     def send_signal(self, sig: int) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)   # works on a SIGSTOPped process too
@@ -45,8 +72,23 @@ class ProcessHandle(AgentHandle):
         self.send_signal(signal.SIGSTOP)
 
 
+def _agent_main(ps_address: str, device: int, speed_class: str, log_path: str, env: dict) -> None:
+    """Entry point of a forked agent: own session, own log, one torch thread."""
+    os.setsid()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ.update(env)
+    os.environ["EDGEBED_CLASS"] = speed_class
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's to handle
+    from ...device_agent.agent import run_agent
+    sys.exit(run_agent(ps_address, device))
+
+
 class LocalRuntime(Runtime):
     name = "local"
+    Spec = LocalSpec
     capabilities = Capabilities(link_rate="app", link_delay="app", link_jitter="app", link_loss="app",
                                 cpu_quota=False, freeze="signal")
 
@@ -54,19 +96,31 @@ class LocalRuntime(Runtime):
         super().__init__(scenario, run_dir)
         self.handles: list[ProcessHandle] = []
         self.log_dir = self.run_dir / "logs"
+        self.startup_seconds: Optional[float] = None
 
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
         self.log_dir.mkdir(exist_ok=True)
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-        for spec in specs:
-            log = open(self.log_dir / f"agent-{spec.device:04d}.log", "wb")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "edgebed.device_agent", "--ps", spec.ps_address,
-                 "--device", str(spec.device)],
-                env={**env, **spec.env, "EDGEBED_CLASS": spec.speed_class},
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            log.close()
-            self.handles.append(ProcessHandle(spec.device, proc))
+        t0 = time.monotonic()
+        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        if self.spec.start_method == "forkserver":
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(PRELOAD)
+            for spec in specs:
+                log = str(self.log_dir / f"agent-{spec.device:04d}.log")
+                p = ctx.Process(target=_agent_main, name=f"edgebed-agent-{spec.device}",
+                                args=(spec.ps_address, spec.device, spec.speed_class, log, {**env, **spec.env}))
+                p.start()
+                self.handles.append(ProcessHandle(spec.device, p))
+        else:
+            for spec in specs:
+                with open(self.log_dir / f"agent-{spec.device:04d}.log", "wb") as log:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "edgebed.device_agent", "--ps", spec.ps_address,
+                         "--device", str(spec.device)],
+                        env={**os.environ, **env, **spec.env, "EDGEBED_CLASS": spec.speed_class},
+                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                self.handles.append(ProcessHandle(spec.device, proc))
+        self.startup_seconds = time.monotonic() - t0
         # Recorded so `edgebed clean` can end exactly these processes after a crash of the engine.
         write_json_atomic(self.run_dir / "pids.json", {"pids": [h.pid for h in self.handles]})
         return list(self.handles)
