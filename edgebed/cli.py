@@ -67,6 +67,8 @@ def cmd_clean(args) -> int:
 def cmd_study_run(args) -> int:
     from .emulator.study import load_study, run_study
     study = load_study(args.study, tuple(args.set or ()))   # errors before the engine (torch) loads
+    if args.seeds is not None:
+        study = study.first_seeds(args.seeds)
     from .emulator.engine import terminal_progress
     jobs = len(study.cells) * len(study.spec.seed_list)
     print(f"edgebed: study {study.spec.name} — {len(study.cells)} cells × {len(study.spec.seed_list)} "
@@ -94,6 +96,7 @@ def _study_parser(sub) -> None:
     r.add_argument("--out", default="studies-out", help="parent of the study directory (default studies-out/)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key in every cell, e.g. --set eval.every=500 (repeatable)")
+    r.add_argument("--seeds", type=int, metavar="K", help="run only the study's first K seeds")
     r.set_defaults(func=cmd_study_run)
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")
     r.add_argument("study_dir", help="the study directory (<out>/<study name>/)")

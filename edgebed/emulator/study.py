@@ -16,6 +16,7 @@ recorded in status.json and the study goes on.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import time
@@ -106,6 +107,13 @@ class Study:
         except ScenarioError as err:
             raise StudyError(f"{self.path}: cell {cell.label!r} (seed {seed}) does not give a valid "
                              f"scenario; fix its values under `set`/`sweep`/`cells`:\n{err}") from None
+
+    def first_seeds(self, k: int) -> "Study":
+        """The same study with only its first ``k`` seeds (a later full invocation resumes)."""
+        if k < 1:
+            raise StudyError(f"{self.path}: --seeds {k}: give at least 1")
+        spec = self.spec.model_copy(update={"seeds": self.spec.seed_list[:k]})
+        return dataclasses.replace(self, spec=spec)
 
     def baseline_for(self, cell: Cell) -> Optional[Cell]:
         """The cell ``cell`` is compared with: the baseline cell at the same sweep point."""

@@ -220,3 +220,15 @@ def test_report_notes_failed_runs_and_shows_crashes(tmp_path):
 def test_report_of_a_directory_that_is_no_study(tmp_path, capsys):
     assert main(["study", "report", str(tmp_path)]) == 2
     assert "no status.json" in capsys.readouterr().err
+
+
+def test_seeds_option_runs_the_first_seeds_and_a_full_run_resumes(tmp_path, monkeypatch):
+    path = write_study(tmp_path, seeds=3, **COMPRESSION)
+    import edgebed.emulator.study as mod
+    first, rest = FakeRunner(), FakeRunner()
+    monkeypatch.setattr(mod, "engine_runner", lambda source: first)
+    assert main(["study", "run", str(path), "--out", str(tmp_path / "out"), "--seeds", "1"]) == 0
+    assert sorted(first.calls) == ["st-adacomp-s1", "st-asgd-s1", "st-comp-asgd-s1"]
+    monkeypatch.setattr(mod, "engine_runner", lambda source: rest)
+    assert main(["study", "run", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert len(rest.calls) == 6 and not any(c.endswith("-s1") for c in rest.calls)
