@@ -70,6 +70,7 @@ class ParameterServer:
         self.stopped: Optional[str] = None   # reason, once the run is over
         self.errors: dict[str, int] = {}
         self._crash_rngs = {}
+        self.last_snapshot: Optional[int] = None   # version of the last Θ handed to the evaluator
 
     # -- entry point -------------------------------------------------------------------------
     def process(self, peer: bytes, frames) -> Optional[list]:
@@ -183,6 +184,7 @@ class ParameterServer:
     # -- helpers -----------------------------------------------------------------------------
     def snapshot(self) -> None:
         """Hand a copy of Θ at exactly this version to the evaluator hook."""
+        self.last_snapshot = self.version
         wall, virt = self._now()
         self.hooks.snapshot(self.version, self.theta.copy(), {
             "wall_time": wall, "virtual_time": virt,
