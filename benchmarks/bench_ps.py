@@ -1,0 +1,196 @@
+"""PS benchmark: apply cost per update for each rule at n outstanding workers, and PS ingest throughput
+against raw pyzmq loopback throughput measured in the same run.
+
+    python -m benchmarks.bench_ps [--quick]      → benchmarks/results/ps.json and ps.md
+
+Apply cost = wall time of ``ParameterServer.process`` on a pre-encoded push (decode + checks + rule +
+bookkeeping + record hook), with n devices each holding an outstanding pull, in a round-robin
+pull/push pattern so AdaComp keeps n snapshots. Ingest = pushes/s through the real ZmqServer with
+clients in another process; baseline = the same frames through a bare ROUTER that answers a 1-frame ack.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import zmq
+
+from edgebed.compression import TopC, TopCPerLayer
+from edgebed.models import initial_theta
+from edgebed.ps import wire
+from edgebed.ps.rules import RULES
+from edgebed.ps.server import Hooks, ParameterServer, PSConfig
+
+OUT = Path(__file__).parent / "results"
+
+
+def frames_bytes(msg) -> list[bytes]:
+    return [bytes(memoryview(f)) if not isinstance(f, np.ndarray) else f.tobytes() for f in wire.encode(msg)]
+
+
+def make_ps(rule: str, n: int, c: float = 0.01):
+    theta, layers = initial_theta("cnn", 0)
+    r = RULES[rule](theta, layers, 0.01, c)
+    ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {}, class_of=lambda d: "x"), theta, r, Hooks())
+    return ps, layers, theta.size
+
+
+def payload(rule: str, layers, size: int, rng) -> tuple[np.ndarray, np.ndarray | None]:
+    g = rng.normal(size=size).astype(np.float32) * 1e-3
+    if rule == "asgd":
+        return g, None
+    comp = TopC(0.01) if rule == "comp-asgd" else TopCPerLayer(0.01, layers)
+    s = comp.compress(g)
+    return s.values, s.indices
+
+
+def apply_cost(rule: str, n: int, pushes: int, seed: int = 0) -> dict:
+    ps, layers, size = make_ps(rule, n)
+    rng = np.random.default_rng(seed)
+    sessions = []
+    for d in range(n):
+        w = wire.decode(ps.process(b"p", frames_bytes(wire.Hello(d))))
+        sessions.append(w.session)
+        ps.process(b"p", frames_bytes(wire.Pull(w.session)))
+    pulled = [0] * n
+    pool = [payload(rule, layers, size, rng) for _ in range(16)]
+    times, seqs = [], [0] * n
+    for i in range(pushes):
+        d = i % n
+        v, idx = pool[i % len(pool)]
+        frames = frames_bytes(wire.Push(sessions[d], seqs[d], pulled[d], v, idx))
+        seqs[d] += 1
+        t0 = time.perf_counter()
+        ps.process(b"p", frames)
+        times.append(time.perf_counter() - t0)
+        ps.process(b"p", frames_bytes(wire.Pull(sessions[d])))   # re-pull: a fresh snapshot
+        pulled[d] = ps.version
+    times = times[len(times) // 10:]   # drop warm-up
+    return {"rule": rule, "n": n, "pushes": pushes, "mean_us": statistics.fmean(times) * 1e6,
+            "median_us": statistics.median(times) * 1e6, "p90_us": float(np.percentile(times, 90) * 1e6)}
+
+
+def _client(endpoint: str, rule: str, sockets: int, seconds: float, q, handshake: bool) -> None:
+    """Each DEALER is one device: hello (if the peer is a PS), then push → ack → push ... with fresh
+    sequence numbers; the gradient arrays are shared, only the small header is re-encoded."""
+    ctx = zmq.Context()
+    layers, size = initial_theta("cnn", 0)[1], 211_690
+    v, idx = payload(rule, layers, size, np.random.default_rng(0))
+    socks = [ctx.socket(zmq.DEALER) for _ in range(sockets)]
+    sessions = []
+    for d, s in enumerate(socks):
+        s.connect(endpoint)
+        if handshake:
+            s.send_multipart(wire.encode(wire.Hello(d)))
+            sessions.append(wire.decode(s.recv_multipart()).session)
+        else:
+            sessions.append("raw")
+    seq = {s: 0 for s in socks}
+    index = {s: i for i, s in enumerate(socks)}
+    poller = zmq.Poller()
+    for s in socks:
+        poller.register(s, zmq.POLLIN)
+        s.send_multipart(wire.encode(wire.Push(sessions[index[s]], 0, 0, v, idx)), copy=False)
+    done = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for s, _ in poller.poll(1000):
+            s.recv_multipart()
+            done += 1
+            seq[s] += 1
+            s.send_multipart(wire.encode(wire.Push(sessions[index[s]], seq[s], 0, v, idx)), copy=False)
+    elapsed = time.perf_counter() - t0
+    for s in socks:
+        s.close(0)
+    ctx.term()
+    q.put(done / elapsed)
+
+
+def _raw_router(endpoint_q, stop) -> None:
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    endpoint_q.put(f"tcp://127.0.0.1:{port}")
+    ack = frames_bytes(wire.Ack(0))
+    while not stop.is_set():
+        if sock.poll(100):
+            while True:
+                try:
+                    msg = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                sock.send_multipart([msg[0], *ack])
+    sock.close(0)
+    ctx.term()
+
+
+def ingest(rule: str, seconds: float, sockets: int = 8) -> dict:
+    """Pushes/s through the real PS (serve thread in this process) vs a bare ROUTER (other process),
+    clients in a separate process in both cases."""
+    from edgebed.ps.serve import ZmqServer
+    ctx = mp.get_context("spawn")
+    ps, layers, size = make_ps(rule, sockets)
+    server = ZmqServer(ps, "tcp://127.0.0.1:0").start()
+    q = ctx.Queue()
+    cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, True))
+    cl.start()
+    ps_rate = q.get()
+    cl.join()
+    applied = ps.version
+    server.stop()
+    stop, eq = ctx.Event(), ctx.Queue()
+    router = ctx.Process(target=_raw_router, args=(eq, stop))
+    router.start()
+    endpoint = eq.get()
+    cl = ctx.Process(target=_client, args=(endpoint, rule, sockets, seconds, q, False))
+    cl.start()
+    raw_rate = q.get()
+    cl.join()
+    stop.set()
+    router.join()
+    v, idx = payload(rule, layers, size, np.random.default_rng(0))
+    nbytes = wire.frames_nbytes(wire.encode(wire.Push("0123456789abcdef", 1, 0, v, idx)))
+    return {"rule": rule, "message_bytes": nbytes, "client_sockets": sockets, "applied": applied,
+            "ps_pushes_per_s": ps_rate, "raw_zmq_msgs_per_s": raw_rate, "ps_over_raw": ps_rate / raw_rate}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer pushes and seconds (smoke)")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    pushes = 400 if args.quick else 3000
+    seconds = 1.0 if args.quick else 5.0
+    res = {"machine": {"cores": os.cpu_count()}, "date": time.strftime("%Y-%m-%d %H:%M"), "apply": [], "ingest": []}
+    for rule in ("asgd", "comp-asgd", "adacomp"):
+        for n in (10, 50, 200):
+            r = apply_cost(rule, n, max(pushes, 2 * n))
+            res["apply"].append(r)
+            print(f"apply {rule:9s} n={n:3d}: mean {r['mean_us']:7.1f} µs  median {r['median_us']:7.1f} µs", flush=True)
+    for rule in ("asgd", "adacomp"):
+        r = ingest(rule, seconds)
+        res["ingest"].append(r)
+        print(f"ingest {rule}: PS {r['ps_pushes_per_s']:.0f}/s vs raw pyzmq {r['raw_zmq_msgs_per_s']:.0f}/s "
+              f"({r['message_bytes']} B messages)", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ps.json").write_text(json.dumps(res, indent=2))
+    lines = ["| rule | n outstanding | mean µs | median µs | p90 µs |", "|---|---|---|---|---|"]
+    lines += [f"| {r['rule']} | {r['n']} | {r['mean_us']:.1f} | {r['median_us']:.1f} | {r['p90_us']:.1f} |"
+              for r in res["apply"]]
+    lines += ["", "| rule | message B | PS pushes/s | raw pyzmq msgs/s | PS/raw |", "|---|---|---|---|---|"]
+    lines += [f"| {r['rule']} | {r['message_bytes']} | {r['ps_pushes_per_s']:.0f} | {r['raw_zmq_msgs_per_s']:.0f} "
+              f"| {r['ps_over_raw']:.2f} |" for r in res["ingest"]]
+    (out / "ps.md").write_text("\n".join(lines) + "\n")
+    print(f"written {out / 'ps.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
