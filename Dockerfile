@@ -1,0 +1,17 @@
+# Agent/PS image for machines that reach a registry: `edgebed image build --mode dockerfile`.
+# Offline machines use the default mode instead (an imported empty rootfs + read-only host mounts),
+# see edgebed/emulator/images.py. Legacy builder compatible (no BuildKit-only syntax).
+FROM python:3.11-slim
+
+# CPU-only torch keeps the image small; override for another build, e.g. --build-arg TORCH_SPEC=torch==2.13.0
+ARG TORCH_SPEC="torch"
+ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+WORKDIR /opt/edgebed
+RUN pip install --no-cache-dir "${TORCH_SPEC}"
+COPY pyproject.toml ./
+COPY edgebed ./edgebed
+RUN pip install --no-cache-dir ".[docker]"
+
+LABEL edgebed="1" edgebed.image="dockerfile"
+CMD ["python", "-m", "edgebed.device_agent", "--help"]

@@ -1,0 +1,395 @@
+"""Docker runtime: one container per device on an internal bridge, kernel-shaped links, CPU quotas.
+
+Per run: an internal bridge network ``edgebed-<run>`` (the PS, a host thread, binds the bridge's
+gateway address), one container per device running ``python -m edgebed.device_agent``, a tbf qdisc
+on each container's ``eth0`` (uplink) and on its host-side veth (downlink), netem where the kernel has
+it (else delay/jitter/loss stay in the agent: "app"), a CPU quota per speed class applied once the
+device's first push arrived (a throttled start-up is ~11x slower), and ``docker pause`` (cgroup
+freezer) for a fail-stop crash. Everything carries the label ``edgebed.run=<run id>`` and is listed
+in ``run_dir/docker.json``, so ``edgebed clean <run-dir>`` removes exactly this run's objects.
+Kernel interface counters (veth per device, bridge for the PS) go to ``run_dir/kernel_traffic.json``.
+"""
+from __future__ import annotations
+
+import re
+import signal as _signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...rundir import write_json_atomic
+from .. import cleanup as _cleanup
+from .. import images, links
+from .base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
+
+LABEL = images.LABEL
+RUN_LABEL = f"{LABEL}.run"
+GATE_DIR = "/edgebed-gate"
+# The container's first process waits for its gate file, written once its links are shaped, then
+# execs the agent: no byte leaves a device before its qdiscs are in place.
+GATE = ("import os, sys, time\n"
+        "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
+        "os.execvp(sys.argv[2], sys.argv[2:])\n")
+STATUS_TTL = 0.5         # seconds a batch container listing is reused by poll()
+COUNTER_EVERY = 1.0      # seconds between kernel counter samples
+
+
+class DockerSpec(BaseModel):
+    """``runtime.docker`` section of a scenario."""
+    model_config = ConfigDict(extra="forbid")
+    image: Optional[str] = Field(None, description="agent image; default: the offline image (imported on first use)")
+    base_cpus: float = Field(1.0, gt=0, description="CPU quota of a slowdown-1 device; class quota = base_cpus / slowdown")
+    cpus: dict[str, float] = Field(default_factory=dict, description="explicit CPU quota per speed class name")
+    memory: Optional[str] = Field(None, description="memory limit per container, e.g. 512m")
+    ps_placement: Literal["host"] = Field("host", description="the PS runs in the engine on the host and "
+                                          "binds the bridge gateway")
+    quota_after: Literal["first-push", "start"] = Field(
+        "first-push", description="when the CPU quota is applied: after the device's first push "
+        "(start-up unthrottled) or right at start")
+    start_parallel: int = Field(4, ge=1, le=32, description="containers created concurrently")
+    shape_downlink: bool = True
+
+
+def run_id_of(run_dir: Path) -> str:
+    """Docker-safe id of a run, from its directory name (unique per run: name + timestamp)."""
+    rid = re.sub(r"[^a-zA-Z0-9_.-]", "-", Path(run_dir).resolve().name).strip("-.") or "run"
+    return rid[:48]
+
+
+class ContainerHandle(AgentHandle):
+    """One device's container; mirrors Popen. Status comes from the runtime's batch listing."""
+
+    def __init__(self, runtime: "DockerRuntime", device: int, container):
+        self.runtime = runtime
+        self.device = device
+        self.container = container
+        self.frozen = False
+        self.returncode: Optional[int] = None
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None:
+            self.runtime._refresh_status()
+            st = self.runtime._status.get(self.container.id)
+            if st in ("exited", "dead") or st is None:
+                self._read_exit()
+        return self.returncode
+
+    def _read_exit(self) -> None:
+        try:
+            self.container.reload()
+            state = self.container.attrs["State"]
+            if state["Status"] in ("exited", "dead"):
+                self.returncode = int(state["ExitCode"])
+        except Exception:            # removed under us: count as killed
+            self.returncode = -9
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            self._read_exit()
+            if self.returncode is not None or (end is not None and time.monotonic() >= end):
+                break
+            time.sleep(0.05)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is not None:
+            return
+        if self.frozen and sig != _signal.SIGKILL:
+            # A frozen device is dead for the run; a signal must not thaw it (docker may unpause to
+            # deliver one), so any stop request ends it outright.
+            sig = _signal.SIGKILL
+        try:
+            self.container.kill(signal=int(sig))
+        except Exception:
+            pass                        # already gone
+
+    def kill(self) -> None:
+        self.send_signal(_signal.SIGKILL)
+        self.wait(10)
+
+    def freeze(self) -> None:
+        if self.returncode is None and not self.frozen:
+            self.container.pause()
+            self.frozen = True
+
+
+class DockerRuntime(Runtime):
+    name = "docker"
+    # Class-level default for listings; instances replace it with what this kernel can do (netem).
+    capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
+                                cpu_quota=True, freeze="pause")
+    Spec = DockerSpec
+
+    def __init__(self, scenario, run_dir):
+        super().__init__(scenario, run_dir)
+        q = links.kernel_qdiscs()
+        prop = "kernel" if q["netem"] else "app"
+        self.capabilities = Capabilities(link_rate="kernel" if q["tbf"] else "app", link_delay=prop,
+                                         link_jitter=prop, link_loss=prop, cpu_quota=True, freeze="pause")
+        self.run_id = run_id_of(self.run_dir)
+        self.labels = {LABEL: "1", RUN_LABEL: self.run_id, f"{LABEL}.run_dir": str(self.run_dir.resolve())}
+        self._client = None
+        self.network = None
+        self.gateway: Optional[str] = None
+        self.image: Optional[images.ImageInfo] = None
+        self.handles: list[ContainerHandle] = []
+        self.record: dict = {"run_id": self.run_id, "label": f"{RUN_LABEL}={self.run_id}",
+                             "network": None, "containers": {}, "warnings": []}
+        self._status: dict[str, str] = {}
+        self._status_at = 0.0
+        self._lock = threading.Lock()
+        self._quota_pending: dict[int, float] = {}
+        self._counters: dict = {}
+        self._counter_at = 0.0
+        self._bridge_start: Optional[dict] = None
+        self.gate_dir = self.run_dir / "gate"
+
+    # -- what the engine asks ----------------------------------------------------------------
+    def check(self) -> list[str]:
+        problems = super().check()
+        names = {c.name for c in self.scenario.workers.classes}
+        for k in self.spec.cpus:
+            if k not in names:
+                problems.append(f"runtime.docker.cpus.{k}: no speed class named {k!r} "
+                                f"(classes: {', '.join(sorted(names))})")
+        return problems
+
+    def applied(self) -> dict:
+        out = super().applied()
+        out["docker"] = {"image": self.spec.image or images.OFFLINE_IMAGE,
+                         "cpus": {c.name: self.cpus_of(c.name) for c in self.scenario.workers.classes},
+                         "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after}
+        if not links.kernel_qdiscs()["netem"]:
+            out["warning"] = ("kernel has no netem: link delay, jitter and loss are applied by the agent "
+                              "(application level); rate is shaped by the kernel (tbf)")
+        return out
+
+    def cpus_of(self, class_name: str) -> float:
+        if class_name in self.spec.cpus:
+            return self.spec.cpus[class_name]
+        klass = next(c for c in self.scenario.workers.classes if c.name == class_name)
+        return self.spec.base_cpus / klass.slowdown
+
+    @property
+    def client(self):
+        if self._client is None:
+            try:
+                import docker
+                self._client = docker.from_env(timeout=120)
+                self._client.ping()
+            except Exception as err:
+                raise RuntimeError_(f"runtime docker: the Docker engine does not answer ({err}); "
+                                    "start it with `make provision` (or `dockerd &`) and retry") from None
+        return self._client
+
+    def ps_bind(self) -> str:
+        self._ensure_network()
+        return f"tcp://{self.gateway}:0"
+
+    def agent_endpoint(self, bound: str) -> str:
+        return bound
+
+    # -- set-up -------------------------------------------------------------------------------
+    def _save(self) -> None:
+        write_json_atomic(self.run_dir / "docker.json", self.record)
+
+    def _ensure_network(self) -> None:
+        if self.network is not None:
+            return
+        name = f"edgebed-{self.run_id}"
+        self.network = self.client.networks.create(name, driver="bridge", internal=True,
+                                                   labels=self.labels, check_duplicate=True)
+        self.network.reload()
+        cfg = self.network.attrs["IPAM"]["Config"][0]
+        self.gateway = cfg["Gateway"]
+        bridge = links.bridge_ifname(self.network.id)
+        self.record["network"] = {"name": name, "id": self.network.id, "bridge": bridge,
+                                  "subnet": cfg["Subnet"], "gateway": self.gateway}
+        self._save()
+        try:
+            self._bridge_start = links.counters(links.ifindex(bridge))
+        except links.LinkError:
+            self._bridge_start = None
+
+    def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
+        self._ensure_network()
+        self.image = images.resolve(self.spec.image, self.client)
+        self.record["image"] = {"name": self.image.name, "kind": self.image.kind}
+        self.gate_dir.mkdir(exist_ok=True)
+        self._save()
+        with ThreadPoolExecutor(self.spec.start_parallel) as pool:
+            handles = list(pool.map(self._start_one, specs))
+        self.handles = handles
+        self._save()
+        if self.spec.quota_after == "start":
+            self.apply_quotas(all_pending=True)
+        return list(handles)
+
+    def agent_command(self, spec: AgentSpec) -> list[str]:
+        """Command a device's container runs (tests override it to run a traffic generator)."""
+        return [self.image.python, "-m", "edgebed.device_agent", "--ps", spec.ps_address,
+                "--device", str(spec.device)]
+
+    def _start_one(self, spec: AgentSpec) -> ContainerHandle:
+        img = self.image
+        name = f"edgebed-{self.run_id}-{spec.device:04d}"
+        labels = {**self.labels, f"{LABEL}.device": str(spec.device), f"{LABEL}.class": spec.speed_class}
+        kwargs = dict(name=name, labels=labels, network=self.network.name, detach=True,
+                      environment={**img.env, **spec.env, "EDGEBED_CLASS": spec.speed_class,
+                                   "EDGEBED_CPU_QUOTA": "1"},
+                      volumes={**img.mounts, str(self.gate_dir): {"bind": GATE_DIR, "mode": "ro"}},
+                      working_dir="/tmp", hostname=f"device-{spec.device:04d}")
+        if self.spec.memory:
+            kwargs["mem_limit"] = self.spec.memory
+        cmd = [img.python, "-c", GATE, f"{GATE_DIR}/{spec.device}", *self.agent_command(spec)]
+        container = self.client.containers.create(img.name, cmd, **kwargs)
+        entry = {"device": spec.device, "class": spec.speed_class, "name": name, "id": container.id}
+        with self._lock:
+            self.record["containers"][str(spec.device)] = entry
+        container.start()
+        container.reload()
+        pid = container.attrs["State"]["Pid"]
+        entry["pid"] = pid
+        handle = ContainerHandle(self, spec.device, container)
+        if pid:
+            entry.update(self._shape(spec, pid))
+        (self.gate_dir / str(spec.device)).touch()
+        self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
+        return handle
+
+    def _shape(self, spec: AgentSpec, pid: int) -> dict:
+        klass = self.scenario.class_of(spec.device)
+        inner, peer, peer_name = links.veth_peer(pid)
+        out = {"eth0": inner, "host_veth": peer, "host_ifname": peer_name, "qdiscs": []}
+        up = links.shape(inner, klass.uplink, netns=pid)
+        out["uplink"] = up.levels
+        if up.qdisc:
+            out["qdiscs"].append({"where": "container eth0", "netns_pid": pid, "ifindex": inner, "kind": up.qdisc})
+        if self.spec.shape_downlink:
+            down = links.shape(peer, klass.downlink)
+            out["downlink"] = down.levels
+            if down.qdisc:
+                out["qdiscs"].append({"where": "host veth", "ifname": peer_name, "ifindex": peer,
+                                      "kind": down.qdisc})
+        return out
+
+    # -- during the run -----------------------------------------------------------------------
+    def drive(self, ps, seconds: float) -> None:
+        """Engine tick: apply CPU quotas to devices that pushed once, sample kernel counters."""
+        end = time.monotonic() + seconds
+        if self._quota_pending:
+            ready = [d for d in self._quota_pending
+                     if (st := ps.devices.get(d)) is not None and st.pushes >= 1]
+            self.apply_quotas(ready)
+        self.sample_counters()
+        left = end - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+    def apply_quotas(self, devices=(), all_pending: bool = False) -> None:
+        """Set the CPU quota of ``devices`` (or of every device still unthrottled)."""
+        todo = list(self._quota_pending) if all_pending else [d for d in devices if d in self._quota_pending]
+        by_dev = {h.device: h for h in self.handles}
+        for d in todo:
+            cpus = self._quota_pending.pop(d)
+            h = by_dev.get(d)
+            if h is None or h.returncode is not None:
+                continue
+            try:
+                h.container.update(cpu_period=100_000, cpu_quota=max(1000, int(cpus * 100_000)))
+                self.record["containers"][str(d)]["cpus"] = cpus
+            except Exception as err:
+                self.record["warnings"].append(f"device {d}: CPU quota not applied: {err}")
+
+    def _refresh_status(self) -> None:
+        now = time.monotonic()
+        if now - self._status_at < STATUS_TTL:
+            return
+        with self._lock:
+            if now - self._status_at < STATUS_TTL:
+                return
+            try:
+                listed = self.client.containers.list(all=True, sparse=True,
+                                                     filters={"label": f"{RUN_LABEL}={self.run_id}"})
+                self._status = {c.id: c.attrs.get("State", "") for c in listed}
+            except Exception:
+                pass
+            self._status_at = time.monotonic()
+
+    def sample_counters(self, force: bool = False) -> None:
+        """Remember the latest kernel counters of each device's host-side veth (one netlink dump).
+
+        A container's veth disappears when it exits, so the last sample before that is what counts."""
+        now = time.monotonic()
+        if not force and now - self._counter_at < COUNTER_EVERY:
+            return
+        self._counter_at = now
+        wanted = {c["host_veth"]: int(d) for d, c in self.record["containers"].items() if "host_veth" in c}
+        if not wanted:
+            return
+        with links.iproute() as ipr:
+            for msg in ipr.get_links():
+                d = wanted.get(msg["index"])
+                if d is None:
+                    continue
+                st = msg.get_attr("IFLA_STATS64")
+                # host veth rx = bytes the container sent (uplink); tx = bytes it received (downlink)
+                self._counters[d] = {"uplink_bytes": int(st["rx_bytes"]), "downlink_bytes": int(st["tx_bytes"]),
+                                     "uplink_packets": int(st["rx_packets"]),
+                                     "downlink_packets": int(st["tx_packets"])}
+
+    def kernel_traffic(self) -> dict:
+        """On-the-wire bytes (Ethernet + IP + TCP + payload) per device, per class and at the PS."""
+        per_class: dict = {}
+        for d, c in self._counters.items():
+            k = self.record["containers"][str(d)]["class"]
+            agg = per_class.setdefault(k, {"uplink_bytes": 0, "downlink_bytes": 0, "devices": 0})
+            agg["uplink_bytes"] += c["uplink_bytes"]
+            agg["downlink_bytes"] += c["downlink_bytes"]
+            agg["devices"] += 1
+        ps = None
+        net = self.record.get("network")
+        if net and self._bridge_start is not None:
+            try:
+                now = links.counters(links.ifindex(net["bridge"]))
+                # the bridge is the PS's interface: its rx is what the host (PS) received from devices
+                ps = {"ingress_bytes": now["rx_bytes"] - self._bridge_start["rx_bytes"],
+                      "egress_bytes": now["tx_bytes"] - self._bridge_start["tx_bytes"],
+                      "interface": net["bridge"]}
+            except links.LinkError:
+                ps = None
+        return {"source": "kernel interface counters (host-side veth per device, bridge for the PS)",
+                "sampled_every_s": COUNTER_EVERY,
+                "devices": {str(d): c for d, c in sorted(self._counters.items())},
+                "classes": per_class, "ps": ps}
+
+    # -- teardown -----------------------------------------------------------------------------
+    def cleanup(self) -> None:
+        if self.network is None and not self.handles:
+            return
+        try:
+            self.sample_counters(force=True)
+            write_json_atomic(self.run_dir / "kernel_traffic.json", self.kernel_traffic())
+        except Exception as err:
+            self.record["warnings"].append(f"kernel counters not read: {err}")
+        self._save_logs()
+        self._save()
+        report = _cleanup.clean_docker(self.run_id, client=self.client, record=self.record)
+        self.record["cleanup"] = report
+        self._save()
+        self.network = None
+        self.handles = []
+
+    def _save_logs(self) -> None:
+        log_dir = self.run_dir / "logs"
+        log_dir.mkdir(exist_ok=True)
+        for h in self.handles:
+            try:
+                (log_dir / f"agent-{h.device:04d}.log").write_bytes(h.container.logs())
+            except Exception:
+                pass
