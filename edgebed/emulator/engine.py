@@ -144,14 +144,16 @@ class Engine:
                         ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
                                         f"at update {row['update']}")
                 elapsed = time.monotonic() - t_start
-                if sc.stop.wall_time is not None and elapsed >= sc.stop.wall_time:
+                # A virtual-clock runtime applies stop.wall_time to emulated time itself (deterministically).
+                if sc.stop.wall_time is not None and runtime.uses_sockets and elapsed >= sc.stop.wall_time:
                     ps.request_stop(f"wall time {sc.stop.wall_time:.0f} s reached")
                 for d, h in handles.items():
                     code = h.poll()
                     if code is not None and d not in seen_exit:
                         seen_exit.add(d)
                         ps._event(d, "exit", f"code={code}")
-                for d in ps.silent_devices(sc.failures.lost_after):
+                # Silence is measured in wall time: meaningless for devices on a virtual clock.
+                for d in (ps.silent_devices(sc.failures.lost_after) if runtime.uses_sockets else ()):
                     if d not in lost:
                         lost.add(d)
                         ps._event(d, "lost", f"silent for more than {sc.failures.lost_after:.0f} s")
@@ -235,8 +237,10 @@ class Engine:
     def _line(ps, evals, elapsed, alive) -> str:
         acc = f"{evals[-1]['accuracy']:.2%}" if evals else "—"
         rate = ps.version / elapsed if elapsed > 0 else 0.0
+        virtual = ps.hooks.clock()[1]
         return (f"updates {ps.version:>7d} | {rate:7.1f} upd/s | acc {acc:>6s} | "
-                f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s")
+                f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s"
+                + (f" | virtual {virtual:.1f} s" if virtual == virtual else ""))
 
 
 def _main_thread() -> bool:

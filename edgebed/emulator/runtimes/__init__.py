@@ -11,6 +11,7 @@ from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 # name → (module, class name, install hint)
 _KNOWN = {
     "local": ("edgebed.emulator.runtimes.local", "LocalRuntime", ""),
+    "sim": ("edgebed.emulator.runtimes.sim", "SimRuntime", ""),
 }
 
 

@@ -1,0 +1,294 @@
+"""Virtual-clock runtime: the whole run in one process as a discrete-event simulation.
+
+Every device follows the agent's protocol (Hello→Welcome, Pull→Model, Push→Ack|Stop, Bye) with real
+``wire`` frames handed to ``ParameterServer.process`` — so ingress bytes, update rules, staleness and
+crash draws are those of a real run — but time is virtual: a message takes ``AppLink.transfer_time``
+(bytes·8/rate + delay ± jitter + loss RTOs), a gradient takes ``step_time × slowdown``, then the class's
+think time. Events are ordered by (virtual time, sequence number), so the same scenario and seed give
+the same run, bit for bit. Gradients of devices whose pulled Θ is known are computed together
+(``device_agent/batched.py``) only when a push needs one, so batching never changes the event order.
+
+Semantics a scenario should know about:
+- ``stop.wall_time`` is emulated (virtual) time here: the run describes the emulated system, and a
+  wall-clock stop would make the run depend on the host's speed.
+- ``stop.target_accuracy`` is checked the moment Θ is evaluated (inline), not at the next engine tick.
+- ``runtime.sim.link_model``: ``network`` (default) — a message reaches the PS after its transfer time;
+  ``app`` — it reaches the PS when sent and the sender waits the transfer time afterwards, which is what
+  the local runtime's application-level shaping does (use it to compare against ``local``).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...device_agent.agent import _think
+from ...ps import wire
+from ...ps.evaluator import InlineEvaluator
+from ...scenario import Duration, class_assignment
+from .base import AgentHandle, AgentSpec, Capabilities, Runtime
+
+# Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
+# project's 2-core reference machine (see ../shared/MEASURED.md); override with runtime.sim.step_time.
+DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
+
+# event kinds
+_ARRIVE, _REPLY, _PUSH_READY = 0, 1, 2
+
+
+class SimSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    step_time: Optional[Duration] = Field(None, description="virtual seconds per SGD step at slowdown 1")
+    link_model: Literal["network", "app"] = "network"
+    max_batch: int = Field(32, ge=1, description="gradients computed together (1: one at a time)")
+    threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
+
+
+@dataclass
+class _Job:
+    version: int
+    theta: np.ndarray          # the Θ this device pulled (its private snapshot)
+    ready: tuple = ()          # (virtual time, seq) of its push: batching order
+    update: object = None      # compressed gradient, once computed
+    loss: float = math.nan
+
+
+@dataclass
+class _Device:
+    device: int
+    klass: dict
+    peer: bytes
+    up: object
+    down: object
+    rng: np.random.Generator
+    trainer: object = None
+    session: str = ""
+    seq: int = 0
+    job: Optional[_Job] = None
+    frozen: bool = False
+    code: Optional[int] = None      # exit code once ended
+    wait_after_send: float = 0.0    # link_model app: the sender's transfer time still to wait
+
+
+class SimHandle(AgentHandle):
+    """A virtual device, as a Popen-like handle for the engine."""
+
+    def __init__(self, dev: _Device):
+        self.device = dev.device
+        self._dev = dev
+
+    def poll(self) -> Optional[int]:
+        return self._dev.code
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        return self._dev.code
+
+    def send_signal(self, sig: int) -> None:
+        if self._dev.code is None and sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT):
+            self._dev.code = -int(sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def freeze(self) -> None:
+        self._dev.frozen = True
+
+
+class SimEvaluator(InlineEvaluator):
+    """Inline (deterministic) evaluation that stops the run at the target accuracy on the spot."""
+
+    def __init__(self, scenario_dict: dict, runtime: "SimRuntime"):
+        super().__init__(scenario_dict)
+        self.runtime = runtime
+
+    def submit(self, version: int, theta: np.ndarray, info: dict) -> None:
+        super().submit(version, theta, info)
+        target, ps = self.runtime.scenario.stop.target_accuracy, self.runtime.ps
+        if target is not None and ps is not None and self._out[-1]["accuracy"] >= target:
+            ps.request_stop(f"reached target accuracy {target:.2%} at update {version}")
+
+
+class SimRuntime(Runtime):
+    name = "sim"
+    capabilities = Capabilities(link_rate="model", link_delay="model", link_jitter="model",
+                                link_loss="model", cpu_quota=False, freeze="model")
+    Spec = SimSpec
+    uses_sockets = False
+
+    def __init__(self, scenario, run_dir):
+        super().__init__(scenario, run_dir)
+        self.now = 0.0                     # virtual seconds
+        self.t_wall = time.monotonic()
+        self.ps = None
+        self.step_time = self.spec.step_time if self.spec.step_time is not None \
+            else DEFAULT_STEP_TIME[scenario.model.name]
+        self.devices: dict[int, _Device] = {}
+        self._heap: list = []
+        self._seq = 0
+        self._batched = None
+        self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
+
+    def applied(self) -> dict:
+        return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
+                "stop_wall_time": "virtual", "compute": f"max_batch={self.spec.max_batch}"}
+
+    def clock(self) -> tuple[float, float]:
+        return time.monotonic() - self.t_wall, self.now
+
+    def make_evaluator(self, scenario_dict: dict):
+        return SimEvaluator(scenario_dict, self)
+
+    # -- set-up --------------------------------------------------------------------------------
+    def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
+        import torch
+        torch.set_num_threads(self.spec.threads)
+        from ...data import load_dataset, partition
+        from ...device_agent.link import AppLink
+        from ...device_agent.trainer import Trainer
+        from ...ps.rules import RULES
+        sc = self.scenario
+        seed = sc.seed
+        ds = load_dataset(sc.dataset, seed)
+        shards = partition(ds.train_y, sc.workers.n, sc.dataset.partition, seed, sc.dataset.labels_per_worker)
+        compressor = RULES[sc.algorithm.name].compressor
+        classes = class_assignment(sc)
+        handles = []
+        for spec in specs:
+            d = spec.device
+            klass = sc.workers.classes[classes[d]]
+            # The same random streams as the agent (device_agent/agent.py): links, think time.
+            dev = _Device(d, klass.model_dump(mode="json"), f"sim-{d}".encode(),
+                          AppLink.from_config(klass.uplink.model_dump(), seed=[seed, d, 1]),
+                          AppLink.from_config(klass.downlink.model_dump(), seed=[seed, d, 2]),
+                          np.random.default_rng([seed, d, 3]))
+            dev.trainer = Trainer(sc.model.name, ds.train_x[shards[d]], ds.train_y[shards[d]],
+                                  sc.algorithm.batch_size, compressor, sc.algorithm.c, seed, d)
+            self.devices[d] = dev
+            handles.append(SimHandle(dev))
+            self._send(dev, wire.Hello(d, spec.speed_class, 0))
+        if self.spec.max_batch > 1:
+            from ...device_agent.batched import BatchedGradient
+            self._batched = BatchedGradient(sc.model.name, seed)
+        return handles
+
+    # -- the event loop ------------------------------------------------------------------------
+    def drive(self, ps, seconds: float) -> None:
+        """Process events for about ``seconds`` of wall time. Once the PS has stopped, run until every
+        device has had its Stop (so the run ends the way a real one does), whatever that takes."""
+        self.ps = ps
+        deadline = time.monotonic() + seconds
+        limit = self.scenario.stop.wall_time
+        if not self._heap:
+            time.sleep(min(seconds, 0.05))
+        while self._heap:
+            if ps.stopped is None and time.monotonic() >= deadline:
+                return
+            t = self._heap[0][0]
+            if limit is not None and t > limit and ps.stopped is None:
+                self.now = limit
+                ps.request_stop(f"wall time {limit:.0f} s reached (virtual time)")
+            t, _, kind, d, payload = heapq.heappop(self._heap)
+            self.now = max(self.now, t)
+            self.stats["events"] += 1
+            dev = self.devices[d]
+            if kind == _ARRIVE:
+                self._arrive(dev, payload)
+            elif dev.code is not None or dev.frozen:
+                continue
+            elif kind == _REPLY:
+                self._on_reply(dev, payload)
+            else:
+                self._push(dev)
+
+    def _schedule(self, t: float, kind: int, device: int, payload=None) -> tuple:
+        key = (t, self._seq)
+        heapq.heappush(self._heap, (t, self._seq, kind, device, payload))
+        self._seq += 1
+        return key
+
+    def _send(self, dev: _Device, msg: wire.Message) -> None:
+        """The device sends ``msg`` over its uplink."""
+        frames = wire.encode(msg)
+        up = dev.up.transfer_time(wire.frames_nbytes(frames))
+        if self.spec.link_model == "app":
+            dev.wait_after_send = up
+            self._schedule(self.now, _ARRIVE, dev.device, frames)
+        else:
+            self._schedule(self.now + up, _ARRIVE, dev.device, frames)
+
+    def _arrive(self, dev: _Device, frames) -> None:
+        """A message reaches the PS; its reply goes down the device's downlink."""
+        reply = self.ps.process(dev.peer, frames)
+        if reply is None:
+            return
+        down = dev.down.transfer_time(wire.frames_nbytes(reply))
+        wait, dev.wait_after_send = dev.wait_after_send, 0.0
+        self._schedule(self.now + wait + down, _REPLY, dev.device, reply)
+
+    def _on_reply(self, dev: _Device, frames) -> None:
+        msg = wire.decode(frames)
+        if isinstance(msg, wire.Welcome):
+            dev.session = msg.session
+            self._send(dev, wire.Pull(dev.session))
+        elif isinstance(msg, wire.Model):
+            dev.job = _Job(msg.version, msg.params)
+            busy = self.step_time * dev.klass["slowdown"] + _think(dev.klass["think_time"], dev.rng)
+            dev.job.ready = self._schedule(self.now + busy, _PUSH_READY, dev.device)
+        elif isinstance(msg, wire.Ack):
+            if msg.freeze:
+                dev.frozen = True       # fail-stop: never sends again
+            else:
+                self._send(dev, wire.Pull(dev.session))
+        elif isinstance(msg, wire.Stop):
+            self._send(dev, wire.Bye(dev.session, "stop"))
+            dev.code = 0
+        else:                           # Error: the real agent raises and exits with 1
+            dev.code = 1
+
+    def _push(self, dev: _Device) -> None:
+        job = dev.job
+        if job.update is None:
+            self._compute(dev)
+        dev.job = None
+        self._send(dev, wire.Push(dev.session, dev.seq, job.version, job.update.values,
+                                  job.update.indices, job.loss))
+        dev.seq += 1
+
+    # -- compute -------------------------------------------------------------------------------
+    def _compute(self, dev: _Device) -> None:
+        """Compute ``dev``'s gradient, and with it those of the devices that push next (batching)."""
+        t0 = time.perf_counter()
+        if self._batched is None:
+            batch = [dev]
+        else:
+            waiting = [x for x in self.devices.values()
+                       if x.job is not None and x.job.update is None and x.code is None and not x.frozen]
+            waiting.sort(key=lambda x: x.job.ready)
+            batch = waiting[: self.spec.max_batch]
+            assert batch[0] is dev, "the device pushing now must have the earliest push"
+        if len(batch) == 1:
+            grads = [dev.trainer.gradient(dev.job.theta)]
+        else:
+            from ...device_agent.batched import trainer_batches
+            g, losses = self._batched([x.job.theta for x in batch], *trainer_batches([x.trainer for x in batch]))
+            grads = list(zip(g, losses))
+        for x, (grad, loss) in zip(batch, grads):
+            x.job.update = x.trainer.compressor.compress(grad)
+            x.job.loss = float(loss)
+            x.job.theta = None          # the snapshot is no longer needed
+        self.stats["gradients"] += len(batch)
+        self.stats["batches"] += 1
+        self.stats["compute_s"] += time.perf_counter() - t0
+
+    def cleanup(self) -> None:
+        from ...rundir import write_json_atomic
+        if self.run_dir.is_dir():
+            write_json_atomic(self.run_dir / "sim.json", {
+                "virtual_time_s": self.now, "step_time_s": self.step_time, **self.spec.model_dump(),
+                **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.stats.items()}})
