@@ -208,6 +208,8 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint-every", type=int, default=0, help="PS checkpoint every k updates (0: off)")
     ap.add_argument("--out", default=str(RESULTS / "soak.json"))
     args = ap.parse_args(argv)
+    import signal
+    signal.signal(signal.SIGTERM, signal.default_int_handler)   # `kill` ends it like Ctrl-C: results kept
 
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -219,7 +221,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     series: list[dict] = []
-    result = {"benchmark": "soak", "agents": args.agents, "duration_s_planned": args.minutes * 60,
+    result = {"benchmark": "soak", "load_average_at_start": os.getloadavg(), "agents": args.agents, "duration_s_planned": args.minutes * 60,
               "think_mean_s": args.think, "churn_per_push": args.churn, "checkpoint_every": args.checkpoint_every,
               "entries_per_push": int(pool[0][0].size),
               "push_bytes": wire.frames_nbytes(wire.encode(wire.Push("0" * 16, 0, 0, *pool[0], 0.1))),
@@ -239,7 +241,8 @@ def main(argv=None) -> int:
                            "reconnects": gen.reconnects})
             last_applied, last_t = gen.applied, now
             print(json.dumps(series[-1]), flush=True)
-            result.update(duration_s=round(now - t0, 1), verdict=verdict(series, args.warmup))
+            result.update(duration_s=round(now - t0, 1), verdict=verdict(series, args.warmup),
+                          load_average_at_end=os.getloadavg())
             out.write_text(json.dumps(result, indent=1) + "\n")
     finally:
         gen.close()

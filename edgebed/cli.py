@@ -28,10 +28,22 @@ def cmd_validate(args) -> int:
 
 def cmd_run(args) -> int:
     from .emulator.engine import Engine, terminal_progress
-    sc = _scenario(args)
+    if args.resume:   # the run directory holds the resolved scenario; nothing may change on resume
+        if args.scenario or args.set:
+            print("error: --resume takes the scenario from the run directory; give no scenario or --set",
+                  file=sys.stderr)
+            return 2
+        from .scenario import load_scenario
+        args.scenario = Path(args.resume) / "scenario.yaml"
+        sc = load_scenario(args.scenario)
+    elif not args.scenario:
+        print("error: give a scenario file, or --resume <run-dir>", file=sys.stderr)
+        return 2
+    else:
+        sc = _scenario(args)
     print(f"edgebed: running {sc.name} — {sc.workers.n} devices, {sc.algorithm.name}, "
           f"runtime {sc.runtime.name}; writing to {args.out}/", file=sys.stderr)
-    res = Engine(sc, args.out, terminal_progress(), source=str(args.scenario)).run()
+    res = Engine(sc, args.out, terminal_progress(), source=str(args.scenario), resume=args.resume).run()
     s = res.summary
     acc = f"{s['final_accuracy']:.2%}" if s["final_accuracy"] is not None else "n/a"
     best = f"{s['best_accuracy']:.2%}" if s["best_accuracy"] is not None else "n/a"
@@ -109,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "distributed deep learning on edge devices.")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    def scenario_args(p):
-        p.add_argument("scenario", help="scenario YAML file (see scenarios/)")
+    def scenario_args(p, optional: bool = False):
+        p.add_argument("scenario", nargs="?" if optional else None, help="scenario YAML file (see scenarios/)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a scenario key, e.g. --set algorithm.c=0.1 (repeatable)")
 
@@ -118,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     scenario_args(p)
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("run", help="run a scenario; writes runs/<name>-<time>/")
-    scenario_args(p)
+    scenario_args(p, optional=True)
+    p.add_argument("--resume", metavar="RUN_DIR", help="restart a killed run from its PS checkpoint "
+                   "(needs checkpoint.every > 0), in the same run directory")
     p.add_argument("--out", default="runs", help="parent directory of the run directory (default runs/)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("report", help="plots and tables for one or more run directories")

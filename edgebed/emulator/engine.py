@@ -17,7 +17,7 @@ from .. import __version__
 from ..models import initial_theta
 from ..ps.rules import RULES
 from ..ps.server import Hooks, ParameterServer, PSConfig
-from ..rundir import RunWriter, host_facts, new_run_dir, write_json_atomic
+from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
 from ..units import fmt_bytes
 from .runtimes import AgentSpec, get_runtime
@@ -52,9 +52,11 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict) -
 
 class Engine:
     def __init__(self, scenario: Scenario, out: str | Path = "runs",
-                 progress: Optional[Callable[[str, bool], None]] = None, source: str = ""):
+                 progress: Optional[Callable[[str, bool], None]] = None, source: str = "",
+                 resume: Optional[str | Path] = None):
         self.sc = scenario
         self.out = Path(out)
+        self.resume = Path(resume) if resume else None   # run directory to restart from its checkpoint
         self.progress = progress or (lambda line, final: None)
         self.source = source
 
@@ -62,13 +64,21 @@ class Engine:
     def _prepare(self):
         sc = self.sc
         runtime_cls = get_runtime(sc.runtime.name)
-        path = new_run_dir(self.out, sc.name)
+        path = self.resume or new_run_dir(self.out, sc.name)
         try:
             runtime = runtime_cls(sc, path)
             problems = runtime.check()
         except Exception:
             _remove_empty(path)
             raise
+        if sc.security.curve and runtime.name != "local":
+            problems.append(f"security.curve: the {runtime.name} runtime can't hand devices their keys yet; "
+                            "use runtime local or set security.curve: false")
+        if self.resume:
+            if problems:
+                raise ScenarioError("\n".join(f"{path}: {p}" for p in problems))
+            write_json_atomic(path / "summary.json", {"status": "running", "resumed": True})
+            return path, runtime
         if problems:
             _remove_empty(path)
             raise ScenarioError("\n".join(f"{self.source or sc.name}: {p}" for p in problems))
@@ -84,8 +94,25 @@ class Engine:
 
     # -- the run loop --------------------------------------------------------------------------
     def run(self) -> RunResult:
+        # Ctrl-C/SIGTERM during set-up (before the run loop's own handling) still marks the run incomplete.
+        old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+        path = runtime = None
+        try:
+            path, runtime = self._prepare()
+            return self._run(path, runtime)
+        except (KeyboardInterrupt, Interrupted):
+            if path is not None and read_json(path, "summary.json").get("status") == "running":
+                runtime.cleanup()
+                write_json_atomic(path / "summary.json", {
+                    "status": "incomplete", "reason": "interrupted by the user (Ctrl-C / SIGTERM) during set-up",
+                    "updates": 0})
+            raise KeyboardInterrupt from None
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+
+    def _run(self, path: Path, runtime) -> RunResult:
         sc = self.sc
-        path, runtime = self._prepare()
         writer = RunWriter(path)
         assignment = class_assignment(sc)
         names = [c.name for c in sc.workers.classes]
@@ -112,9 +139,20 @@ class Engine:
             welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             crash_probability=sc.failures.crash_probability, seed=sc.seed), theta, rule, hooks)
-        server = None
+        server = curve = None
         status, reason, error = "incomplete", "", None
         evals: list[dict] = []
+        ps.config.checkpoint_every = sc.checkpoint.every
+        started_unix, bind, attempt = time.time(), runtime.ps_bind(), 0
+        if self.resume:
+            evals, started_unix, bind, attempt = self._restore(ps, path)
+        if sc.checkpoint.every:
+            from ..ps import checkpoint
+
+            def save_checkpoint(p) -> None:   # rows up to this update are on disk before the checkpoint
+                writer.flush()
+                checkpoint.save(p, path / "checkpoint", extra={"started_unix": started_unix})
+            ps.hooks.checkpoint = save_checkpoint
         seen_exit: set[int] = set()
         lost: set[int] = set()
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
@@ -122,11 +160,24 @@ class Engine:
         try:
             if runtime.uses_sockets:
                 from ..ps.serve import ZmqServer
-                server = ZmqServer(ps, runtime.ps_bind()).start()
+                if sc.security.curve:
+                    from ..ps import auth
+                    curve = auth.CurveServer(auth.generate(path, sc.workers.n)).start()
+                server = ZmqServer(ps, bind, configure_socket=curve.configure_socket if curve else None).start()
                 endpoint = runtime.agent_endpoint(server.endpoint)
+                # A resumed PS binds the same endpoint, so devices that outlive the engine can reconnect.
+                write_json_atomic(path / "endpoint.json", {"bind": server.endpoint, "agents": endpoint,
+                                                           "attempt": attempt})
             else:
                 endpoint = ""
-            specs = [AgentSpec(d, class_of(d), endpoint) for d in range(sc.workers.n)]
+
+            def agent_env(d: int) -> dict:
+                env = {"EDGEBED_ATTEMPT": str(attempt)}
+                if curve is not None:
+                    from ..ps import auth
+                    env[auth.ENV_KEY] = str(auth.device_key_path(path, d).resolve())
+                return env
+            specs = [AgentSpec(d, class_of(d), endpoint, env=agent_env(d)) for d in range(sc.workers.n)]
             for h in runtime.start(specs):
                 handles[h.device] = h
             for d in sorted(pending_freeze):
@@ -176,6 +227,8 @@ class Engine:
             elapsed = time.monotonic() - t_start
             self._teardown(runtime, handles, server, ps, evaluator, writer, evals,
                            wait_eval=(status == "complete"))
+            if curve is not None:
+                curve.stop()
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
             write_json_atomic(path / "summary.json", summary)
@@ -185,6 +238,34 @@ class Engine:
         if error is not None:
             raise error
         return RunResult(path, summary)
+
+    def _restore(self, ps, path: Path) -> tuple[list[dict], float, str, int]:
+        """Resume: load the checkpoint into ``ps``, end the old agents, record the gap.
+
+        Returns (evaluations up to the checkpoint, run start as Unix time, endpoint to bind, attempt
+        number for the new agents)."""
+        from ..ps import checkpoint
+        ckpt = checkpoint.load(path / "checkpoint")
+        checkpoint.restore(ps, ckpt)
+        started = ckpt.meta["extra"].get("started_unix", ckpt.meta["written_unix"])
+        ps.t0 = time.monotonic() - (time.time() - started)   # wall_time keeps counting from the run's start
+        gap = time.time() - ckpt.meta["written_unix"]
+        recorded = read_table(path, "updates")["update"]
+        last = int(recorded.max()) if len(recorded) else ckpt.version
+        ended = 0
+        pids = read_json(path, "pids.json").get("pids", [])
+        if pids:   # agents of the killed engine: end them (only if still edgebed agents), start new ones
+            from .cleanup import clean_pids
+            ended = len(clean_pids(pids)["killed"])
+        ep = read_json(path, "endpoint.json")
+        attempt = int(ep.get("attempt", 0)) + 1
+        repeated = f"updates {ckpt.version + 1}..{last} recorded before are repeated" if last > ckpt.version \
+            else "no recorded update is repeated"
+        ps._event(-1, "resume", f"PS restarted from the checkpoint at update {ckpt.version}, "
+                  f"{gap:.1f} s after it was written; {repeated}; {ended} old agent processes ended, "
+                  f"agents restart with attempt {attempt}")
+        evals = [e for e in read_table(path, "evals").to_dict("records") if e["update"] <= ckpt.version]
+        return evals, started, ep.get("bind", "tcp://127.0.0.1:0"), attempt
 
     def _teardown(self, runtime, handles, server, ps, evaluator, writer, evals, wait_eval: bool) -> None:
         try:
@@ -203,7 +284,7 @@ class Engine:
         finally:
             if server is not None:
                 server.stop()
-            if wait_eval and ps.version > 0 and not any(e["update"] == ps.version for e in evals):
+            if wait_eval and ps.version > 0 and ps.last_snapshot != ps.version:
                 ps.snapshot()   # the final Θ is always evaluated
             for row in evaluator.close(wait=wait_eval):
                 evals.append(row)
