@@ -272,10 +272,8 @@ class TestLocalSession:
 
 
 def _evals(path) -> list[float]:
-    import pandas as pd
-    df = pd.read_parquet(path / "evals.parquet") if (path / "evals.parquet").exists() else \
-        pd.read_csv(path / "evals.csv")
-    return df.sort_values("update")["accuracy"].tolist()
+    from edgebed.rundir import read_table
+    return read_table(path, "evals").sort_values("update")["accuracy"].tolist()
 
 
 # -- a runtime that owns its session: local-cluster with (fake) GPUs, then cleanup -----------------
