@@ -15,7 +15,7 @@ from edgebed.ps.server import ParameterServer, PSConfig
 
 N_PARAMS = 64
 PREFIX = struct.Struct("<2sBB")
-FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def make_ps(rule: str = "adacomp", max_bytes: int = 1 << 16) -> ParameterServer:
