@@ -1,0 +1,125 @@
+"""Benchmark: the paper's Fig. 3 AdaComp scenario on the virtual-clock runtime vs its compute floor.
+
+    .venv/bin/python benchmarks/bench_sim_paper.py [--updates 20000] [--out benchmarks/results/sim_paper.json]
+
+Runs scenarios/paper-fig3-adacomp.yaml (n = 200, c = 0.01, b = 10, CNN, bundled digits) with
+``runtime: sim`` for ``--updates`` updates (the paper: 250,000) and records wall time, updates/s and
+peak memory (max RSS of this process: the sim runs PS, devices and evaluator in it).
+
+Compute floor = the same number of SGD steps timed alone: ``Trainer.step`` (gradient on b = 10 samples
++ AdaComp's per-layer top-c, exactly what a device does per update) on one device, one at a time, with
+the sim's torch thread count. It is measured in the same process on a sample of steps (``--sample``)
+before and after the run and extrapolated to the run's update count (the host is shared, so both
+samples are reported). The same is done for the batched path (``BatchedGradient`` over ``max_batch``
+devices + compression) for comparison. Goal (issue 4): wall ≤ 1.5 × floor.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def time_steps(model: str, n_steps: int, threads: int, batch: int = 1) -> float:
+    """Seconds per worker-step: ``batch == 1`` → Trainer.step one at a time; else batched gradients."""
+    import torch
+    from edgebed.data import load_bundled, partition
+    from edgebed.device_agent.batched import BatchedGradient, trainer_batches
+    from edgebed.device_agent.trainer import Trainer
+    from edgebed.models import initial_theta
+    torch.set_num_threads(threads)
+    ds = load_bundled(0.2, 1)
+    shards = partition(ds.train_y, 200, "iid", 1)
+    k = max(batch, 1)
+    trainers = [Trainer(model, ds.train_x[shards[d]], ds.train_y[shards[d]], 10, "top-c-per-layer", 0.01, 1, d)
+                for d in range(k)]
+    theta, _ = initial_theta(model, 1)
+    thetas = [theta + np.float32(1e-3) * d for d in range(k)]
+    if batch == 1:
+        tr = trainers[0]
+        for _ in range(20):
+            tr.step(theta)
+        t0 = time.perf_counter()
+        for _ in range(n_steps):
+            tr.step(theta)
+        return (time.perf_counter() - t0) / n_steps
+    bg = BatchedGradient(model, 1)
+    rounds = max(2, n_steps // k)
+    bg(thetas, *trainer_batches(trainers))
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        grads, _ = bg(thetas, *trainer_batches(trainers))
+        for tr, g in zip(trainers, grads):
+            tr.compressor.compress(g)
+    return (time.perf_counter() - t0) / (rounds * k)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--updates", type=int, default=20_000, help="updates to run (paper: 250000)")
+    ap.add_argument("--sample", type=int, default=1000, help="SGD steps timed for the compute floor")
+    ap.add_argument("--scenario", default=str(ROOT / "scenarios" / "paper-fig3-adacomp.yaml"))
+    ap.add_argument("--set", action="append", default=[], help="scenario override key=value")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "sim_paper.json"))
+    ap.add_argument("--runs", default=None, help="keep the run directory here (default: a temp dir)")
+    args = ap.parse_args(argv)
+
+    from edgebed.emulator.engine import Engine, terminal_progress
+    from edgebed.scenario import load_scenario
+    sc = load_scenario(args.scenario, (f"stop.updates={args.updates}", *args.set))
+    sim = sc.runtime.sim
+    threads, max_batch = int(sim.get("threads", 1)), int(sim.get("max_batch", 32))
+
+    floor_before = time_steps(sc.model.name, args.sample, threads)
+    batched_before = time_steps(sc.model.name, args.sample, threads, max_batch) if max_batch > 1 else None
+    out_dir = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="edgebed-bench-"))
+    t0 = time.perf_counter()
+    result = Engine(sc, out=out_dir, progress=terminal_progress(every=30)).run()
+    wall = time.perf_counter() - t0
+    floor_after = time_steps(sc.model.name, args.sample, threads)
+    step = (floor_before + floor_after) / 2
+    s = result.summary
+    simstats = json.loads((result.path / "sim.json").read_text())
+    updates = s["updates"]
+    floor = updates * step
+    rec = {
+        "scenario": sc.name, "updates": updates, "n": sc.workers.n, "algorithm": sc.algorithm.name,
+        "c": sc.algorithm.c, "batch_size": sc.algorithm.batch_size, "model": sc.model.name,
+        "sim": {"threads": threads, "max_batch": max_batch, **simstats},
+        "wall_time_s": round(wall, 1), "engine_wall_time_s": s["wall_time_s"],
+        "updates_per_s": round(updates / wall, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "compute_floor": {
+            "how": f"Trainer.step (gradient + per-layer top-c) one at a time, {threads} torch thread(s), "
+                   f"{args.sample} steps timed before and after the run in this process, mean × updates",
+            "step_ms_before": round(floor_before * 1e3, 3), "step_ms_after": round(floor_after * 1e3, 3),
+            "floor_s": round(floor, 1),
+            "batched_step_ms_before": round(batched_before * 1e3, 3) if batched_before else None,
+        },
+        "wall_over_floor": round(wall / floor, 2),
+        "goal": "wall <= 1.5 x floor",
+        "final_accuracy": s["final_accuracy"], "ingress_bytes": s["ingress_bytes"],
+        "virtual_time_s": simstats.get("virtual_time_s"),
+        "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                 "loadavg_at_end": os.getloadavg()},
+        "run_dir": str(result.path),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(rec, indent=2) + "\n")
+    print(json.dumps(rec, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
