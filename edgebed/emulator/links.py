@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
@@ -32,20 +31,77 @@ class LinkError(RuntimeError):
     """A qdisc or interface operation failed; the message names the interface and namespace."""
 
 
-def _netns_arg(netns: NetnsRef) -> Optional[str]:
-    if netns is None:
-        return None
+_CLONE_NEWNET = 0x40000000
+NEW_NETNS = "new"     # iproute(NEW_NETNS): a private, anonymous namespace that lives as long as the socket
+
+
+def _netns_path(netns: NetnsRef) -> Optional[str]:
+    if netns is None or netns == NEW_NETNS:
+        return netns
     if isinstance(netns, int):
         return f"/proc/{netns}/ns/net"
-    return netns
+    return netns if "/" in netns else f"/run/netns/{netns}"
+
+
+def _netlink_socket_in(netns: str) -> int:
+    """A NETLINK_ROUTE socket bound to another network namespace; returns its fd.
+
+    Made by a short-lived thread that enters the namespace (setns/unshare act on the calling thread
+    only) and comes back. pyroute2's own ``IPRoute(netns=...)`` forks a helper and ends it with
+    SIGTERM; a fork inherits the engine's Python SIGTERM handler, and a child that catches it runs on
+    in a copy of the engine. No fork here."""
+    import ctypes
+    import socket
+    import threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    out: dict = {}
+
+    def run():
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            if netns == NEW_NETNS:
+                rc = libc.unshare(_CLONE_NEWNET)
+            else:
+                fd = os.open(netns, os.O_RDONLY)
+                try:
+                    rc = libc.setns(fd, _CLONE_NEWNET)
+                finally:
+                    os.close(fd)
+            if rc != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"cannot enter network namespace {netns}: {os.strerror(err)}")
+            try:
+                out["fd"] = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 0).detach()
+            finally:
+                if libc.setns(own, _CLONE_NEWNET) != 0:
+                    out["stuck"] = True   # this thread stays elsewhere; it ends right away anyway
+        except BaseException as err:
+            out["err"] = err
+        finally:
+            os.close(own)
+
+    t = threading.Thread(target=run, name="edgebed-netns")
+    t.start()
+    t.join()
+    if "err" in out:
+        raise out["err"]
+    return out["fd"]
 
 
 @contextmanager
 def iproute(netns: NetnsRef = None) -> Iterator["object"]:
-    """An ``IPRoute`` socket in the host namespace or in ``netns`` (pid, path or name)."""
+    """An ``IPRoute`` socket in the host namespace or in ``netns`` (a pid, a path such as
+    ``/proc/PID/ns/net``, a name under /run/netns, or NEW_NETNS)."""
     from pyroute2 import IPRoute
-    ns = _netns_arg(netns)
-    ipr = IPRoute(netns=ns) if ns else IPRoute()
+    path = _netns_path(netns)
+    if path is None:
+        ipr = IPRoute()
+    else:
+        try:
+            fd = _netlink_socket_in(path)
+        except FileNotFoundError as err:
+            raise LinkError(f"network namespace {path} does not exist (container gone?)") from err
+        ipr = IPRoute(fileno=fd)
     try:
         yield ipr
     finally:
@@ -66,19 +122,14 @@ def ifindex(ifname: str, netns: NetnsRef = None) -> int:
 def kernel_qdiscs() -> dict[str, bool]:
     """Which qdisc kinds this kernel accepts: {"tbf": .., "htb": .., "netem": ..}.
 
-    Probed once per process by adding each kind to ``lo`` in a throwaway network namespace (needs
-    root); without root every kind reports False, so callers fall back to application level."""
+    Probed once per process by adding each kind to ``lo`` of a private network namespace that
+    vanishes with the probe's socket (needs root); without root every kind reports False, so callers
+    fall back to application level."""
     result = {"tbf": False, "htb": False, "netem": False}
     if os.geteuid() != 0:
         return result
     try:
-        from pyroute2 import netns as pnetns
-    except ImportError:
-        return result
-    name = f"edgebed-probe-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    pnetns.create(name)
-    try:
-        with iproute(name) as ipr:
+        with iproute(NEW_NETNS) as ipr:
             lo = ipr.link_lookup(ifname="lo")[0]
             probes = {
                 "tbf": dict(rate=_rate_arg(1e6), burst=16000, latency="100ms"),
@@ -92,8 +143,8 @@ def kernel_qdiscs() -> dict[str, bool]:
                     ipr.tc("del", index=lo, handle=ROOT_HANDLE, parent=TC_H_ROOT)
                 except Exception:  # NetlinkError ENOENT: the kernel lacks this qdisc
                     pass
-    finally:
-        pnetns.remove(name)
+    except (ImportError, OSError):
+        pass
     return result
 
 
@@ -152,7 +203,7 @@ def shape(index: int, profile, netns: NetnsRef = None, latency: float = 0.1) -> 
     lv = levels(profile)
     want_netem = any(lv[p] == "kernel" for p in ("delay", "jitter", "loss"))
     want_tbf = lv["rate"] == "kernel"
-    ns = _netns_arg(netns)
+    ns = _netns_path(netns)
     if not (want_netem or want_tbf):
         return Shaped(index, ns, None, lv)
     unshape(index, netns)

@@ -130,7 +130,10 @@ def test_veth_peer_found_from_inside_namespace():
                 proc.kill()
     finally:
         netns.remove(ns)       # removes eth0 and with it the host end and its qdisc
+    deadline = time.monotonic() + 10   # the kernel dismantles a namespace asynchronously
     with IPRoute() as ipr:
+        while ipr.link_lookup(ifname=host_name) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert ipr.link_lookup(ifname=host_name) == []
 
 

@@ -35,7 +35,7 @@ GATE = ("import os, sys, time\n"
         "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
         "os.execvp(sys.argv[2], sys.argv[2:])\n")
 STATUS_TTL = 0.5         # seconds a batch container listing is reused by poll()
-COUNTER_EVERY = 1.0      # seconds between kernel counter samples
+COUNTER_EVERY = 0.25     # seconds between kernel counter samples (one netlink dump each)
 
 
 class DockerSpec(BaseModel):
