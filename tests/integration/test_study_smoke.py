@@ -47,17 +47,28 @@ def test_compression_smoke_compressed_cells_need_less_ingress(tmp_path):
 
 def test_crash_smoke_reports_crashes_only_where_asked_and_resumes(tmp_path, capsys):
     assert main(["study", "run", str(STUDIES / "crashes-smoke.yaml"), "--out", str(tmp_path)]) == 0
-    assert "[6/6]" in capsys.readouterr().err
+    assert "[3/3]" in capsys.readouterr().err
     _, rep, t = run_and_report("crashes-smoke", tmp_path)     # a second invocation: all skipped
     assert capsys.readouterr().err == ""
     status = (tmp_path / "crashes-smoke" / "status.json").read_text()
-    assert status.count('"status": "skipped"') == 6
+    assert status.count('"status": "skipped"') == 3
     crash = [c for c in t.index if "crash p=" in c]
     calm = [c for c in t.index if "no crash" in c]
-    assert len(crash) == 2 and len(calm) == 4
+    assert len(crash) == 1 and len(calm) == 2
     assert (t.loc[crash, "crashed_mean"] > 0).all() and (t.loc[crash, "crashed_mean"] < 8).all()
     assert (t.loc[calm, "crashed_mean"] == 0).all()
     assert "crashed" in rep.table_markdown.splitlines()[0]
+
+
+def test_heterogeneity_smoke_fast_class_has_the_largest_share(tmp_path):
+    _, rep, _ = run_and_report("heterogeneity-smoke", tmp_path)
+    classes = pd.read_csv(rep.classes_csv)
+    assert set(classes["cell"]) == {"100:10:1"}
+    shares = classes.set_index("speed_class")["share_mean"]
+    assert shares.idxmax() == "fast" and shares["fast"] > shares["medium"] > shares["slow"] > 0
+    ratio = classes.set_index("speed_class")["rate_ratio_mean"]
+    assert ratio["fast"] > ratio["medium"] > ratio["slow"] == 1.0
+    assert "Applied updates per speed class" in rep.html.read_text()
 
 
 @pytest.mark.parametrize("name", ["compression", "crashes", "heterogeneity"])
