@@ -86,3 +86,29 @@ def adaptive_exchange_due(accumulated_loss: float, loss: float, threshold: float
     if acc > threshold:
         return 0.0, True
     return acc, False
+
+
+# -- streaming forms used by the PS's averaging rules: one delta at a time, O(|Θ|) memory ----------
+
+def accumulate(total: np.ndarray, values: np.ndarray, indices=None) -> None:
+    """total ← total + Δ in place; Δ dense (``indices`` None) or sparse (uint32 positions, unique)."""
+    if indices is None:
+        total += values
+    else:
+        total[indices] += values
+
+
+def apply_mean(theta: np.ndarray, total: np.ndarray, count: int) -> None:
+    """Θ ← Θ + total/count in place: with total = Σ (xᵢ − Θ) over count workers this sets Θ to the
+    average of their models, ``average([x₁..x_count])``, without holding count models at once."""
+    if count <= 0:
+        raise ValueError(f"mean of {count} deltas")
+    theta += (total / count).astype(theta.dtype, copy=False)
+
+
+def add_delta(theta: np.ndarray, values: np.ndarray, indices=None) -> None:
+    """Θ ← Θ + Δ in place (the center's half of ``easgd_exchange``: center + α(worker − center))."""
+    if indices is None:
+        theta += values
+    else:
+        theta[indices] += values

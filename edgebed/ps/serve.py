@@ -32,6 +32,7 @@ class ZmqServer:
         else:
             self.sock.bind(bind)
             self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        ps.hooks.send = self._send_held   # replies held by round-based rules leave from the serve thread
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
@@ -42,22 +43,25 @@ class ZmqServer:
         poller.register(self.sock, zmq.POLLIN)
         try:
             while not self._stop.is_set():
-                if not poller.poll(100):
-                    continue
-                while True:
-                    try:
-                        frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        break
-                    peer, body = frames[0], [f.buffer for f in frames[1:]]
-                    reply = self.ps.process(peer.bytes, body)
-                    if reply is not None:
-                        self.sock.send_multipart([peer, *reply], copy=False)
+                if poller.poll(100):
+                    while True:
+                        try:
+                            frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                        except zmq.Again:
+                            break
+                        peer, body = frames[0], [f.buffer for f in frames[1:]]
+                        reply = self.ps.process(peer.bytes, body)
+                        if reply is not None:
+                            self.sock.send_multipart([peer, *reply], copy=False)
+                self.ps.tick()   # held replies after a stop or a silent round member
         except BaseException as err:  # surfaced to the engine, which ends the run cleanly
             self.error = err
             raise
         finally:
             self.sock.close(0)
+
+    def _send_held(self, peer: bytes, frames: list) -> None:
+        self.sock.send_multipart([peer, *frames], copy=False)
 
     def start(self) -> "ZmqServer":
         self._thread = threading.Thread(target=self.serve, name="ps-serve", daemon=True)

@@ -3,6 +3,10 @@
 ``process(peer, frames)`` is the single entry point for every runtime: the ZeroMQ serve loop
 (``ps/serve.py``) calls it for real sockets and the virtual-clock runtime calls it directly. It is also
 the single place where traffic is counted (``TrafficMeter``) and the only code that mutates Θ.
+
+Round-based update rules (model averaging) hold some replies until their round closes: ``process``
+then returns None and the PS later hands the reply to ``Hooks.send(peer, frames)``, always from within
+``process`` or ``tick`` — i.e. on the thread that calls them, which the transport owns.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ class PSConfig:
     max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES
     max_abs_value: float = 1e6                # larger gradient entries are refused (Θ would overflow)
     checkpoint_every: int = 0                 # hand the PS to hooks.checkpoint at every k-th update (0: never)
+    lost_after: float = 0.0                   # a round stops waiting for a device silent this long (s; 0: never)
 
 
 @dataclass
@@ -52,6 +57,11 @@ class Hooks:
     snapshot: Callable[[int, np.ndarray, dict], None] = lambda version, theta, info: None
     clock: Callable[[], tuple[float, float]] = field(default=None)  # (wall s, virtual s)
     checkpoint: Callable[["ParameterServer"], None] = lambda ps: None   # e.g. ps/checkpoint.save
+    # Deliver a held reply later (round-based rules); set by the transport (ZmqServer) that owns the socket.
+    send: Optional[Callable[[bytes, list], None]] = None
+
+
+_HOLD = object()   # a handler's answer when the rule holds the reply until its round closes
 
 
 class ParameterServer:
@@ -71,6 +81,7 @@ class ParameterServer:
         self.errors: dict[str, int] = {}
         self._crash_rngs = {}
         self.last_snapshot: Optional[int] = None   # version of the last Θ handed to the evaluator
+        self._held: dict[int, tuple[bytes, str]] = {}   # device → (peer, "pull" | "push") of a held reply
 
     # -- entry point -------------------------------------------------------------------------
     def process(self, peer: bytes, frames) -> Optional[list]:
@@ -89,11 +100,35 @@ class ParameterServer:
         if handler is None:
             return self._reject("unexpected", f"{msg.kind} is not a request", device)
         reply = handler(msg, nbytes)
+        if reply is _HOLD:
+            if self.hooks.send is None:
+                raise RuntimeError(f"update rule {self.rule.name!r} holds replies until its round closes, "
+                                   "but this transport set no Hooks.send to deliver them")
+            self._held[device] = (peer, msg.kind)
+            reply = None
+        if self._held:
+            self._release()
         if reply is None:
             return None
         out = wire.encode(reply)
         self.meter.sent(reply.kind, wire.frames_nbytes(out), device)
         return out
+
+    def tick(self) -> None:
+        """Time-based work, on the transport's thread (ZmqServer calls it at least every 100 ms):
+        after a stop, answer held requests with Stop; close rounds without members silent for more than
+        ``lost_after`` s (they rejoin at their next message); send held replies that became ready."""
+        if not self._held:
+            return
+        if self.config.lost_after > 0 and not self.stopped:
+            now = self._now()[0]
+            for d in sorted(self.rule.waiting_for()):
+                st = self.devices.get(d)
+                if d not in self._held and (st is None or now - st.last_seen > self.config.lost_after):
+                    self.rule.forget(d)
+                    self._event(d, "left-round", f"silent for more than {self.config.lost_after:g} s; "
+                                "the round closes without it")
+        self._release()
 
     def request_stop(self, reason: str) -> None:
         if self.stopped is None:
@@ -112,6 +147,7 @@ class ParameterServer:
             if old.frozen:
                 return self._err("frozen", f"device {d} crashed (fail-stop); it may not rejoin")
             self.sessions.pop(old.session, None)
+            self._held.pop(d, None)   # its old socket is gone
         session = secrets.token_hex(8)
         self.devices[d] = DeviceState(session, msg.attempt, last_seen=self._now()[0],
                                       last_seq=old.last_seq if old else -1)
@@ -126,7 +162,12 @@ class ParameterServer:
         if self.stopped:
             return wire.Stop(self.stopped)
         d = self.sessions[msg.session]
-        st.pulled = self.version
+        if not self.rule.ready(d, "pull"):
+            return _HOLD
+        return self._model_for(d)
+
+    def _model_for(self, d: int) -> wire.Model:
+        self.devices[d].pulled = self.version
         self.rule.on_pull(d, self.version)
         # A private copy: a zero-copy send of the live Θ could be torn by the next apply.
         return wire.Model(self.version, self.theta.copy())
@@ -168,6 +209,13 @@ class ParameterServer:
             self.hooks.freeze(d)
         if self.config.checkpoint_every and self.version % self.config.checkpoint_every == 0:
             self.hooks.checkpoint(self)   # after the crash draw, so the checkpoint includes it
+        if not freeze and not self.rule.ready(d, "push"):
+            return _HOLD
+        return self._push_reply(d, freeze)
+
+    def _push_reply(self, d: int, freeze: bool = False) -> wire.Message:
+        if not freeze and self.rule.sync_due(d):
+            return wire.Sync(self.version)
         return wire.Ack(self.version, applied=True, freeze=freeze)
 
     def _on_heartbeat(self, msg: wire.Heartbeat, nbytes):
@@ -177,6 +225,7 @@ class ParameterServer:
     def _on_bye(self, msg: wire.Bye, nbytes):
         d = self.sessions.pop(msg.session, None)
         if d is not None:
+            self._held.pop(d, None)
             self.rule.forget(d)
             self._event(d, "bye", msg.reason)
         return None
@@ -235,6 +284,20 @@ class ParameterServer:
         if st.frozen:
             return self._err("frozen", f"device {d} crashed (fail-stop)", d)
         return st
+
+    def _release(self) -> None:
+        """Send the held replies the rule now allows (all of them, as Stop, once the run is over)."""
+        for d, (peer, request) in list(self._held.items()):
+            if self.stopped:
+                reply = wire.Stop(self.stopped)
+            elif not self.rule.ready(d, request):
+                continue
+            else:
+                reply = self._model_for(d) if request == "pull" else self._push_reply(d)
+            del self._held[d]
+            out = wire.encode(reply)
+            self.meter.sent(reply.kind, wire.frames_nbytes(out), d)
+            self.hooks.send(peer, out)
 
     def silent_devices(self, timeout: float) -> list[int]:
         """Devices not heard from for ``timeout`` seconds (wall), not yet frozen or gone."""

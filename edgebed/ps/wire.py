@@ -14,10 +14,12 @@ Conversation (agent = DEALER, PS = ROUTER)::
 
     Hello(device, speed_class, attempt)  → Welcome(session, config)   | Error
     Pull(session)                        → Model(version, params)     | Stop | Error
-    Push(session, seq, version, ...)     → Ack(version, applied, freeze) | Stop | Error
+    Push(session, seq, version, ...)     → Ack(version, applied, freeze) | Sync(version) | Stop | Error
     Heartbeat(session)                   → Ack
     Bye(session, reason)                 → (no reply)
 
+Round-based update rules (model averaging) may hold a Model or Ack until their round closes; Sync
+answers a dynamic-averaging report whose round ends in a synchronisation (upload the model, then pull).
 ``Push`` is dense (``values`` has |Θ| entries) or sparse (``indices`` uint32 into the flat Θ and
 ``values`` of the same length). ``decode`` rejects anything malformed with ``WireError``; checks that
 need the model (index range, length of a dense push, NaN/Inf) are the PS handler's.
@@ -137,8 +139,14 @@ class Error(Message):
     message: str = ""
 
 
+@dataclass
+class Sync(Message):
+    TYPE: ClassVar[int] = 11
+    version: int
+
+
 MESSAGE_TYPES: dict[int, type[Message]] = {
-    cls.TYPE: cls for cls in (Hello, Welcome, Pull, Model, Push, Ack, Stop, Bye, Heartbeat, Error)
+    cls.TYPE: cls for cls in (Hello, Welcome, Pull, Model, Push, Ack, Stop, Bye, Heartbeat, Error, Sync)
 }
 _SCALAR_TYPES = {int: (int,), float: (int, float), str: (str,), bool: (bool,), dict: (dict,)}
 

@@ -21,10 +21,23 @@ class UpdateRule(ABC):
     """Owns nothing but its bookkeeping; Θ belongs to the PS and is updated in place.
 
     Called by ``ParameterServer`` only: ``on_pull`` when a device fetches Θ at ``version``,
-    ``apply`` for each push, ``forget`` when a device is gone for good."""
+    ``apply`` for each push, ``forget`` when a device is gone for good.
+
+    Round-based rules (model averaging) also answer ``ready``: False holds the PS's reply to a device
+    until the round closes; the PS asks again after every push, departure and tick, and sends the held
+    reply then. ``waiting_for`` names the devices a round still waits for, so the PS can close it
+    without one that went silent."""
 
     name: ClassVar[str]
     compressor: ClassVar[str] = "dense"   # what devices send: dense | top-c | top-c-per-layer
+    # What a push carries: a gradient (Θ ← Θ − lr·g) or a model difference Δ (Θ ← Θ + mean Δ / + e).
+    payload: ClassVar[str] = "gradient"
+
+    @classmethod
+    def device_policy(cls, algorithm) -> dict:
+        """What devices do between messages (device_agent/policies.py), from the scenario's
+        ``algorithm`` section; sent in Welcome. Default: pull → one gradient → push."""
+        return {"name": "gradient"}
 
     def __init__(self, theta: np.ndarray, layers: Sequence, lr: float, c: float = 1.0):
         self.theta = theta
@@ -42,6 +55,22 @@ class UpdateRule(ABC):
 
     def forget(self, device: int) -> None:
         pass
+
+    def ready(self, device: int, request: str) -> bool:
+        """May the PS answer ``device``'s ``request`` ("pull" or "push") now? False: hold the reply."""
+        return True
+
+    def sync_due(self, device: int) -> bool:
+        """For a push reply: True when the device's round ends in a synchronisation (wire.Sync)."""
+        return False
+
+    def waiting_for(self) -> set[int]:
+        """Devices the current round still needs a message from (empty: the rule has no rounds)."""
+        return set()
+
+    def stats(self) -> dict:
+        """Counters for the run summary (e.g. rounds and synchronisations)."""
+        return {}
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Arrays to checkpoint besides Θ (empty for stateless rules)."""
