@@ -44,6 +44,7 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict) -
         "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
         "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
         "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
+        "policy": RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         "speed_class": klass.model_dump(mode="json"),
         "app_link": {d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
                          if app_link.get(f"link_{p}") == "app"} for d in ("uplink", "downlink")},
@@ -138,7 +139,8 @@ class Engine:
             n_devices=sc.workers.n, class_of=class_of,
             welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
-            crash_probability=sc.failures.crash_probability, seed=sc.seed), theta, rule, hooks)
+            crash_probability=sc.failures.crash_probability, seed=sc.seed,
+            lost_after=sc.failures.lost_after / 2), theta, rule, hooks)   # /2: before the devices' reply timeout
         server = curve = None
         status, reason, error = "incomplete", "", None
         evals: list[dict] = []
@@ -308,6 +310,7 @@ class Engine:
             "ingress_bytes_to_target": hit["ingress_bytes"] if hit else None,
             "ingress_bytes": ps.meter.ingress_bytes, "egress_bytes": ps.meter.egress_bytes,
             "push_bytes": ps.meter.push_bytes, "rejected_messages": ps.meter.rejected,
+            "rule": ps.rule.stats(),
             "errors": ps.errors,
             "devices": {"total": self.sc.workers.n, "started": len(handles), "said_hello": len(ps.devices),
                         "crashed": len(frozen), "lost": len(lost),
@@ -340,8 +343,11 @@ def _remove_empty(path: Path) -> None:
         pass
 
 
-def terminal_progress(stream=sys.stderr, every: float = 5.0) -> Callable[[str, bool], None]:
-    """Progress printer: rewrites one line on a terminal, prints a line every ``every`` s otherwise."""
+def terminal_progress(stream=None, every: float = 5.0) -> Callable[[str, bool], None]:
+    """Progress printer: rewrites one line on a terminal, prints a line every ``every`` s otherwise.
+
+    ``stream`` defaults to the sys.stderr of the moment of the call (not of the import)."""
+    stream = stream or sys.stderr
     tty = stream.isatty()
     last = [0.0]
 
