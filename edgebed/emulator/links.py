@@ -195,12 +195,18 @@ class Shaped:
 
 
 def shape(index: int, profile, netns: NetnsRef = None, latency: float = 0.1) -> Shaped:
+    """Shape egress of ``index`` with what this kernel offers (see ``shape_with``)."""
+    return shape_with(index, profile, None, netns, latency)
+
+
+def shape_with(index: int, profile, qdiscs: Optional[dict], netns: NetnsRef = None,
+               latency: float = 0.1) -> Shaped:
     """Shape egress of interface ``index`` (in ``netns``) to ``profile`` (an edgebed LinkProfile).
 
     Rate → tbf (queue: ``latency`` seconds at that rate, at least LIMIT_MIN bytes); delay/jitter/loss → netem when the
     kernel has it (tbf as netem's child then), else left to the application ("app"). Replaces any root
     qdisc edgebed installed before. Returns what was applied at which level."""
-    lv = levels(profile)
+    lv = levels(profile, qdiscs)
     want_netem = any(lv[p] == "kernel" for p in ("delay", "jitter", "loss"))
     want_tbf = lv["rate"] == "kernel"
     ns = _netns_path(netns)
@@ -303,3 +309,35 @@ def veth_peer(pid: int, ifname: str = "eth0") -> tuple[int, int, str]:
 def bridge_ifname(network_id: str) -> str:
     """Linux name of the bridge Docker creates for a user-defined network (``br-`` + 12 hex)."""
     return "br-" + network_id[:12]
+
+
+# --- command line: the init step of a compose service ----------------------------------------------
+
+def main(argv=None) -> int:
+    """``python -m edgebed.emulator.links shape --dev eth0 --rate BITS_PER_S -- CMD ...``
+
+    Shapes egress of ``--dev`` in the caller's own namespace (needs CAP_NET_ADMIN), then execs CMD.
+    Used as the first step of a compose agent service; delay/jitter/loss stay with the agent."""
+    import argparse
+    import sys
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(prog="python -m edgebed.emulator.links")
+    ap.add_argument("action", choices=["shape"])
+    ap.add_argument("--dev", default="eth0")
+    ap.add_argument("--rate", type=float, required=True, help="bits/s")
+    args = ap.parse_args(own)
+    from ..scenario import LinkProfile
+    # Inside a container there is no way to probe (that needs a fresh namespace): tbf is assumed,
+    # and the rest is the agent's.
+    prof = LinkProfile(rate=args.rate)
+    shaped = shape_with(ifindex(args.dev), prof, {"tbf": True, "htb": True, "netem": False})
+    print(f"edgebed: {args.dev} egress shaped: {shaped.qdisc} rate={args.rate:.0f} bit/s", flush=True)
+    if cmd:
+        os.execvp(cmd[0], cmd)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
