@@ -3,10 +3,11 @@
 Every device follows the agent's protocol (Hello→Welcome, Pull→Model, Push→Ack|Stop, Bye) with real
 ``wire`` frames handed to ``ParameterServer.process`` — so ingress bytes, update rules, staleness and
 crash draws are those of a real run — but time is virtual: a message takes ``AppLink.transfer_time``
-(bytes·8/rate + delay ± jitter + loss RTOs), a gradient takes ``step_time × slowdown``, then the class's
-think time. Events are ordered by (virtual time, sequence number), so the same scenario and seed give
-the same run, bit for bit. Gradients of devices whose pulled Θ is known are computed together
-(``device_agent/batched.py``) only when a push needs one, so batching never changes the event order.
+(bytes·8/rate + delay ± jitter + loss RTOs), a gradient takes ``step_time × slowdown`` (± ``step_jitter``),
+then the class's think time. Events are ordered by (virtual time, sequence number), so the same
+scenario and seed give the same run, bit for bit. Gradients of devices whose pulled Θ is known are
+computed together (``device_agent/batched.py``) only when a push needs one, so batching never changes
+the event order.
 
 Semantics a scenario should know about:
 - ``stop.wall_time`` is emulated (virtual) time here: the run describes the emulated system, and a
@@ -38,6 +39,9 @@ from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 # project's 2-core reference machine (see ../shared/MEASURED.md); override with runtime.sim.step_time.
 DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
 
+# Update rules whose devices compute one gradient per pulled Θ (the protocol the sim replays).
+GRADIENT_RULES = ("asgd", "comp-asgd", "adacomp")
+
 # event kinds
 _ARRIVE, _REPLY, _PUSH_READY = 0, 1, 2
 
@@ -45,6 +49,9 @@ _ARRIVE, _REPLY, _PUSH_READY = 0, 1, 2
 class SimSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     step_time: Optional[Duration] = Field(None, description="virtual seconds per SGD step at slowdown 1")
+    # Each step takes step_time × slowdown × U(1 − j, 1 + j): real step times vary, and without that
+    # identical devices stay in lockstep forever (every round computed on one Θ), which no real run does.
+    step_jitter: float = Field(0.1, ge=0, lt=1, description="relative spread of the compute time")
     link_model: Literal["network", "app"] = "network"
     max_batch: int = Field(32, ge=1, description="gradients computed together (1: one at a time)")
     threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
@@ -67,6 +74,7 @@ class _Device:
     up: object
     down: object
     rng: np.random.Generator
+    compute_rng: np.random.Generator
     trainer: object = None
     session: str = ""
     seq: int = 0
@@ -134,6 +142,14 @@ class SimRuntime(Runtime):
         self._batched = None
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
 
+    def check(self) -> list[str]:
+        problems = super().check()
+        if self.scenario.algorithm.name not in GRADIENT_RULES:
+            problems.append(f"algorithm.name: {self.scenario.algorithm.name!r} is not supported by runtime 'sim' "
+                            f"yet (its devices run one gradient per pull: {', '.join(GRADIENT_RULES)}); "
+                            "use runtime local")
+        return problems
+
     def applied(self) -> dict:
         return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
                 "stop_wall_time": "virtual", "compute": f"max_batch={self.spec.max_batch}"}
@@ -166,7 +182,7 @@ class SimRuntime(Runtime):
             dev = _Device(d, klass.model_dump(mode="json"), f"sim-{d}".encode(),
                           AppLink.from_config(klass.uplink.model_dump(), seed=[seed, d, 1]),
                           AppLink.from_config(klass.downlink.model_dump(), seed=[seed, d, 2]),
-                          np.random.default_rng([seed, d, 3]))
+                          np.random.default_rng([seed, d, 3]), np.random.default_rng([seed, d, 4]))
             dev.trainer = Trainer(sc.model.name, ds.train_x[shards[d]], ds.train_y[shards[d]],
                                   sc.algorithm.batch_size, compressor, sc.algorithm.c, seed, d)
             self.devices[d] = dev
@@ -238,7 +254,10 @@ class SimRuntime(Runtime):
             self._send(dev, wire.Pull(dev.session))
         elif isinstance(msg, wire.Model):
             dev.job = _Job(msg.version, msg.params)
-            busy = self.step_time * dev.klass["slowdown"] + _think(dev.klass["think_time"], dev.rng)
+            compute = self.step_time * dev.klass["slowdown"]
+            if self.spec.step_jitter:
+                compute *= 1.0 + self.spec.step_jitter * (2.0 * dev.compute_rng.random() - 1.0)
+            busy = compute + _think(dev.klass["think_time"], dev.rng)
             dev.job.ready = self._schedule(self.now + busy, _PUSH_READY, dev.device)
         elif isinstance(msg, wire.Ack):
             if msg.freeze:
@@ -290,5 +309,5 @@ class SimRuntime(Runtime):
         from ...rundir import write_json_atomic
         if self.run_dir.is_dir():
             write_json_atomic(self.run_dir / "sim.json", {
-                "virtual_time_s": self.now, "step_time_s": self.step_time, **self.spec.model_dump(),
+                "virtual_time_s": self.now, **self.spec.model_dump(), "step_time": self.step_time,
                 **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.stats.items()}})
