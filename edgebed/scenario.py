@@ -55,16 +55,43 @@ class ModelSpec(_Strict):
     name: Literal["cnn", "mlp"] = "cnn"
 
 
+# Parameters of the Spark papers' algorithms, and which algorithms use each (others refuse them).
+_ALGORITHM_PARAMS = {
+    "local_steps": ("model-averaging", "dynamic-averaging"),
+    "delta": ("dynamic-averaging",),
+    "moving_rate": ("easgd",),
+    "loss_threshold": ("easgd",),
+}
+
+
 class AlgorithmSpec(_Strict):
-    name: Literal["asgd", "comp-asgd", "adacomp"] = "adacomp"
-    lr: float = Field(0.1, gt=0, description="α, the base learning rate")
+    name: Literal["asgd", "comp-asgd", "adacomp", "model-averaging", "dynamic-averaging", "easgd"] = "adacomp"
+    lr: float = Field(0.1, gt=0, description="α, the base learning rate (of the local SGD steps for "
+                      "model-averaging, dynamic-averaging, easgd)")
     batch_size: int = Field(10, ge=1, description="b, samples per gradient")
     c: Fraction = Field(0.01, description="compression ratio: fraction of entries sent (comp-asgd, adacomp)")
+    local_steps: int = Field(10, ge=1, description="τ, local SGD steps per round (model-averaging, "
+                             "dynamic-averaging)")
+    delta: float = Field(1.0, ge=0, description="δ, divergence threshold ‖local − reference‖² that "
+                         "triggers a synchronisation (dynamic-averaging)")
+    moving_rate: float = Field(0.1, gt=0, lt=1, description="EASGD moving rate α of the elastic "
+                               "exchange, in (0, 1) (easgd)")
+    loss_threshold: float = Field(5.0, gt=0, description="training loss a device accumulates "
+                                  "before it exchanges with the center: DeepSpark's adaptive period (easgd)")
 
     @model_validator(mode="after")
     def _c_positive(self):
-        if self.name != "asgd" and self.c <= 0:
+        if self.name in ("comp-asgd", "adacomp") and self.c <= 0:
             raise ValueError(f"{self.name} needs c > 0 (the fraction of gradient entries sent)")
+        return self
+
+    @model_validator(mode="after")
+    def _params_apply(self):
+        for key, users in _ALGORITHM_PARAMS.items():
+            # Compared with the default, not model_fields_set: a dumped (resolved) scenario holds every key.
+            if getattr(self, key) != type(self).model_fields[key].default and self.name not in users:
+                raise ValueError(f"{key} is a parameter of {' and '.join(users)}, not of {self.name}; "
+                                 f"remove it or set algorithm.name to {users[0]}")
         return self
 
 

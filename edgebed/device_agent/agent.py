@@ -2,7 +2,9 @@
 
 This is the only agent loop; every runtime runs it (a process, a container, a Spark task). It learns
 everything about the run from the PS's Welcome: dataset and partition, model, algorithm, its speed
-class (compute slowdown, think time) and which link properties it must emulate itself.
+class (compute slowdown, think time) and which link properties it must emulate itself. What it computes
+between messages is its device policy (``policies.py``): one gradient per pull by default, local SGD
+steps for the model-averaging and EASGD rules.
 """
 from __future__ import annotations
 
@@ -145,6 +147,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     from ..data import load_dataset, partition
     from ..scenario import DatasetSpec
     from .link import AppLink
+    from .policies import PULL, make_policy
     from .trainer import Trainer
 
     ch, welcome, attempt = _join(ps_address, device, attempt, timeout, configure_socket, give_up_after)
@@ -167,37 +170,37 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
         up = AppLink.from_config(cfg["app_link"]["uplink"], seed=[seed, device, 1])
         down = AppLink.from_config(cfg["app_link"]["downlink"], seed=[seed, device, 2])
         rng = np.random.default_rng([seed, device, 3])
-        seq = 0
+        policy = make_policy(cfg.get("policy"), trainer)
+        seq, request, compute = 0, policy.start(), 0.0
         while True:
             try:
-                reply, ack = _exchange(ch, wire.Pull(session), up, down), None
-                if isinstance(reply, wire.Model):
-                    t0 = time.perf_counter()
-                    update, loss = trainer.step(reply.params)
-                    compute = time.perf_counter() - t0
+                if request == PULL:
+                    msg = wire.Pull(session)
+                else:   # a slow class computes longer, then thinks, before each push
                     _idle((klass["slowdown"] - 1.0) * compute + _think(klass["think_time"], rng), ch, session)
-                    push = wire.Push(session, seq, reply.version, update.values, update.indices, loss)
+                    msg = wire.Push(session, seq, request.version, request.values, request.indices, request.loss)
                     seq += 1
-                    ack = _exchange(ch, push, up, down)
+                reply = _exchange(ch, msg, up, down)
             except _Rejoin:
                 ch.close()
                 ch, welcome, attempt = _join(ps_address, device, attempt + 1, timeout, configure_socket,
                                              give_up_after)
                 if not isinstance(welcome, wire.Welcome):
                     return 0   # Stop (run over) or refused (e.g. frozen): nothing left to do
-                session = welcome.session
+                session, request, compute = welcome.session, policy.start(), 0.0
                 continue
             if isinstance(reply, wire.Stop):
                 break
-            if not isinstance(reply, wire.Model):
-                raise RuntimeError(f"pull refused: {reply}")
-            if isinstance(ack, wire.Stop):
-                break
-            if isinstance(ack, wire.Ack) and ack.freeze:
+            if isinstance(reply, wire.Ack) and reply.freeze:
                 (freezer or _block_forever)()
                 return 0
-            if not isinstance(ack, wire.Ack):
-                raise RuntimeError(f"push refused: {ack}")
+            if not isinstance(reply, (wire.Model, wire.Ack, wire.Sync)):
+                raise RuntimeError(f"{msg.kind} refused: {reply}")
+            t0 = time.perf_counter()
+            request = policy.next(reply)
+            compute = time.perf_counter() - t0
+            if request == PULL and klass["slowdown"] > 1.0:
+                _idle((klass["slowdown"] - 1.0) * compute, ch, session)   # local steps before a pull (EASGD)
         ch.send(wire.Bye(session, "stop"))
         return 0
     finally:

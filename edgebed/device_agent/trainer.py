@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from ..compression import Sparse, make_compressor
 from ..data import normalize
-from ..models import build_model, grad_flat, layers_of, set_flat
+from ..models import build_model, get_flat, grad_flat, layers_of, set_flat
 
 
 class Trainer:
@@ -44,12 +44,34 @@ class Trainer:
     def gradient(self, theta: np.ndarray) -> tuple[np.ndarray, float]:
         """∇loss at Θ on the next batch, as a flat float32 vector in Θ order, and the batch loss."""
         set_flat(self.model, theta)
+        loss = self._backward()
+        return grad_flat(self.model).astype(np.float32, copy=False), loss
+
+    def _backward(self) -> float:
         idx = torch.from_numpy(self.next_batch()).to(self.dev)
         for p in self.model.parameters():
             p.grad = None
         loss = F.cross_entropy(self.model(self.x[idx]), self.y[idx])
         loss.backward()
-        return grad_flat(self.model).astype(np.float32, copy=False), float(loss.detach())
+        return float(loss.detach())
+
+    # -- local SGD on the trainer's own model (model averaging, EASGD) -----------------------------
+    def set_params(self, theta: np.ndarray) -> None:
+        set_flat(self.model, theta)
+
+    def params(self) -> np.ndarray:
+        """The local model as a new flat float32 vector in Θ order."""
+        return get_flat(self.model)
+
+    def local_step(self, lr: float) -> float:
+        """One SGD step x ← x − lr·∇loss on the next batch, in place; returns the batch loss.
+
+        A manual update: torch.optim would import torch._dynamo (+65 MiB per agent, MEASURED.md)."""
+        loss = self._backward()
+        with torch.no_grad():
+            for p in self.model.parameters():
+                p.add_(p.grad, alpha=-lr)
+        return loss
 
     def step(self, theta: np.ndarray) -> tuple[Sparse, float]:
         grad, loss = self.gradient(theta)

@@ -1,0 +1,160 @@
+"""Device policies: what a device computes between two messages of the one agent loop.
+
+The loop (agent.py) sends what the policy asks for — ``PULL`` or an ``Upload`` (a push payload) —
+and hands every reply (Model, Ack, Sync) back to ``next``. The PS's update rule chooses the policy and
+sends it in Welcome (``UpdateRule.device_policy``):
+
+- ``gradient`` (ASGD, Comp-ASGD, AdaComp): pull Θ → one compressed gradient → push.
+- ``local-steps`` (SparkNet averaging): pull Θ → τ local SGD steps → push Δ = x − Θ.
+- ``dynamic`` (dynamic averaging): τ local steps per round, then report: Δ when ‖x − r‖² > δ, else an
+  empty push; on Sync upload Δ (if not sent) and pull the average as the new model and reference r.
+- ``elastic`` (DeepSpark's async EASGD): local steps until the accumulated loss passes the threshold,
+  then pull the center c, x ← x − e and push e = α(x − c).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+
+from ..ps import wire
+from ..ps.averaging import adaptive_exchange_due, divergence, easgd_exchange
+
+PULL = "pull"
+MAX_PERIOD = 1000   # elastic: exchange after this many steps even if the loss stays tiny (a lost center)
+
+
+@dataclass
+class Upload:
+    """A push's payload; the loop adds session and sequence number."""
+    version: int                          # the Θ version this was computed from
+    values: np.ndarray
+    indices: Optional[np.ndarray] = None  # None: dense
+    loss: float = math.nan
+
+
+Request = Union[str, Upload]
+
+
+class DevicePolicy:
+    """Hooks of the agent loop. ``start`` after (re)joining the PS; ``next`` for each reply."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def start(self) -> Request:
+        return PULL
+
+    def next(self, reply: wire.Message) -> Request:
+        raise NotImplementedError
+
+
+class GradientPush(DevicePolicy):
+    def next(self, reply):
+        if isinstance(reply, wire.Model):
+            update, loss = self.trainer.step(reply.params)
+            return Upload(reply.version, update.values, update.indices, loss)
+        return PULL
+
+
+class LocalSteps(DevicePolicy):
+    def __init__(self, trainer, steps: int, lr: float):
+        super().__init__(trainer)
+        self.steps, self.lr = steps, lr
+
+    def train(self) -> float:
+        """τ local steps on the trainer's model; the mean batch loss."""
+        return float(np.mean([self.trainer.local_step(self.lr) for _ in range(self.steps)]))
+
+    def next(self, reply):
+        if isinstance(reply, wire.Model):
+            self.trainer.set_params(reply.params)
+            loss = self.train()
+            return Upload(reply.version, self.trainer.params() - reply.params, None, loss)
+        return PULL
+
+
+class DynamicLocal(LocalSteps):
+    def __init__(self, trainer, steps: int, lr: float, delta: float):
+        super().__init__(trainer, steps, lr)
+        self.delta = delta
+        self.reference: Optional[np.ndarray] = None
+        self.version = 0
+        self.violated = False
+        self.uploading = False    # sent the delta a sync asked for; next Ack → pull the average
+
+    def start(self):
+        self.uploading = False
+        return PULL
+
+    def next(self, reply):
+        if isinstance(reply, wire.Model):   # (new) reference: the average everyone shares
+            self.reference, self.version = np.array(reply.params), reply.version
+            self.trainer.set_params(self.reference)
+            return self.report()
+        if isinstance(reply, wire.Sync):
+            if self.violated:               # our delta is in already
+                return PULL
+            self.uploading = True
+            return Upload(self.version, self.trainer.params() - self.reference)
+        if self.uploading:                  # Ack of the upload
+            self.uploading = False
+            return PULL
+        return self.report()                # Ack: quiet round, keep training our own model
+
+    def report(self) -> Upload:
+        loss = self.train()
+        x = self.trainer.params()
+        self.violated = divergence(x, self.reference) > self.delta
+        if self.violated:
+            return Upload(self.version, x - self.reference, None, loss)
+        return Upload(self.version, np.empty(0, np.float32), np.empty(0, np.uint32), loss)
+
+
+class Elastic(DevicePolicy):
+    def __init__(self, trainer, lr: float, moving_rate: float, loss_threshold: float):
+        super().__init__(trainer)
+        self.lr, self.alpha, self.threshold = lr, moving_rate, loss_threshold
+        self.joined = False
+        self.loss = math.nan
+
+    def start(self):
+        self.joined = False        # (re)start from the center
+        return PULL
+
+    def next(self, reply):
+        if isinstance(reply, wire.Model):
+            if not self.joined:
+                self.joined = True
+                self.trainer.set_params(reply.params)
+                return self.train_until_due()
+            center = reply.params
+            x, moved = easgd_exchange(self.trainer.params(), center, self.alpha)
+            self.trainer.set_params(x)
+            return Upload(reply.version, (moved - center).astype(np.float32, copy=False), None, self.loss)
+        return self.train_until_due()
+
+    def train_until_due(self) -> str:
+        acc, losses = 0.0, []
+        for _ in range(MAX_PERIOD):
+            losses.append(self.trainer.local_step(self.lr))
+            acc, due = adaptive_exchange_due(acc, losses[-1], self.threshold)
+            if due:
+                break
+        self.loss = float(np.mean(losses))
+        return PULL
+
+
+POLICIES: dict[str, type[DevicePolicy]] = {
+    "gradient": GradientPush, "local-steps": LocalSteps, "dynamic": DynamicLocal, "elastic": Elastic}
+
+
+def make_policy(config: Optional[dict], trainer) -> DevicePolicy:
+    """The policy named in Welcome's ``policy`` section (absent: gradient), built with its parameters."""
+    config = dict(config or {"name": "gradient"})
+    name = config.pop("name")
+    if name not in POLICIES:
+        raise ValueError(f"unknown device policy {name!r}; this agent knows {sorted(POLICIES)}")
+    return POLICIES[name](trainer, **config)
