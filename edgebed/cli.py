@@ -21,7 +21,7 @@ def cmd_validate(args) -> int:
             print(f"{args.scenario}: {p}", file=sys.stderr)
         return 2
     print(f"{args.scenario}: ok — {sc.workers.n} devices in {len(sc.workers.classes)} class(es), "
-          f"{sc.algorithm.name} (α={sc.algorithm.lr}, b={sc.algorithm.batch_size}, c={sc.algorithm.c}), "
+          f"{sc.algorithm.name} ({sc.algorithm.describe()}), "
           f"model {sc.model.name}, runtime {sc.runtime.name}")
     return 0
 

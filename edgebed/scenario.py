@@ -85,6 +85,13 @@ class AlgorithmSpec(_Strict):
             raise ValueError(f"{self.name} needs c > 0 (the fraction of gradient entries sent)")
         return self
 
+    def describe(self) -> str:
+        """The parameters this algorithm uses, e.g. ``α=0.05, b=10, c=0.01`` or ``α=0.05, b=10, τ=10``."""
+        own = {"c": self.c} if self.name in ("asgd", "comp-asgd", "adacomp") else {}
+        symbols = {"local_steps": "τ", "delta": "δ", "moving_rate": "moving rate", "loss_threshold": "loss threshold"}
+        own.update({symbols[k]: getattr(self, k) for k, users in _ALGORITHM_PARAMS.items() if self.name in users})
+        return ", ".join([f"α={self.lr}", f"b={self.batch_size}"] + [f"{k}={v}" for k, v in own.items()])
+
     @model_validator(mode="after")
     def _params_apply(self):
         for key, users in _ALGORITHM_PARAMS.items():
