@@ -59,6 +59,26 @@ def measure(run_dir: Path, summary: dict) -> dict:
     }
 
 
+NOTES = """
+## Why the columns differ
+
+- **Compute time.** A local agent's compute is measured for real and multiplied by its slowdown; 16
+  agents, the PS and the evaluator share the host's cores (2 here, often with other load), so a local
+  step takes several times the sim's `step_time` (0.4 ms for mlp, ± 10 %), and sleeps overshoot. Local
+  cycles are longer, so fewer updates per emulated second, and the fixed per-cycle overhead weighs most
+  on the fast class's short cycle: its share drops, the slower classes' rise.
+- **Link semantics.** The local runtime shapes links in the agent: a message reaches the PS when it is
+  sent and the sender sleeps its transfer time afterwards. `sim (app links)` replays exactly that;
+  `sim (network links)` delivers a message after its transfer time, as a real link does, so a push's
+  upload time falls between the pull and the apply: classes with slow uplinks see about twice the
+  staleness. The network column is what a kernel-shaped (docker/tc) run should be compared with.
+- **Ingress per update** is equal up to a few bytes: pushes are byte-identical but for the float loss in
+  their header; hellos, pulls and byes after the stop are amortised over the updates.
+- **Accuracy** follows the update sequence; runs differ in which device pushed when, so curves agree
+  within run-to-run noise, not to the digit.
+"""
+
+
 def to_markdown(scenario: str, results: dict) -> str:
     names = list(results)
     row = lambda label, f: f"| {label} | " + " | ".join(f(results[n]) for n in names) + " |"  # noqa: E731
@@ -82,7 +102,7 @@ def to_markdown(scenario: str, results: dict) -> str:
     updates = sorted({u for r in results.values() for u in r["accuracy_at"]})
     for u in updates:
         lines.append(row(f"accuracy @ {u}", lambda r, u=u: f"{r['accuracy_at'][u]:.2%}" if u in r["accuracy_at"] else "—"))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + NOTES
 
 
 def main(argv=None) -> int:
