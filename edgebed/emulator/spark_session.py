@@ -21,8 +21,10 @@ import math
 import os
 import re
 import shutil
+import signal
 import stat
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -236,6 +238,7 @@ class SparkRun:
     _log_file: Any = None
     _log_handler: Optional[logging.Handler] = None
     app_id: str = ""
+    _sigint: Any = None                          # SIGINT handler before SparkContext replaced it
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -263,6 +266,8 @@ class SparkRun:
             if self._log_file is not None:
                 self._log_file.close()
             self._collect_executor_logs()
+            if self._sigint is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, self._sigint)
 
     def _collect_executor_logs(self) -> None:
         # local-cluster workers write executor stdout/stderr (python workers' output included) under
@@ -361,6 +366,9 @@ def open_session(master_url: str, *, tasks: int, app_name: str = "edgebed",
     if local_ip is None and master.is_local:
         local_ip = "127.0.0.1"
     gateway = None
+    # SparkContext replaces the SIGINT handler of the main thread (cancel all jobs, then
+    # KeyboardInterrupt); the previous one is put back at stop.
+    sigint = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     try:
         with _environ(SPARK_LOCAL_IP=local_ip, PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON") or sys.executable):
             if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -369,7 +377,7 @@ def open_session(master_url: str, *, tasks: int, app_name: str = "edgebed",
             sc = SparkContext(conf=spark_conf, gateway=gateway)
         sc.setLogLevel(log_level)
         spark = SparkSession(sc)
-        run = SparkRun(spark, master, settings, 0, log_path, gateway, log_file, handler, sc.applicationId)
+        run = SparkRun(spark, master, settings, 0, log_path, gateway, log_file, handler, sc.applicationId, sigint)
     except BaseException:
         if gateway is not None:
             _shutdown_gateway(gateway)

@@ -271,6 +271,33 @@ class TestLocalSession:
         assert "not applied in Spark mode" in manifest["applied"]["network_shaping"]
 
 
+    @pytest.mark.timeout(180)
+    def test_crashes_are_freezes_not_task_failures(self, session, tmp_path, monkeypatch):
+        """Fail-stop in Spark: crashed agents stop contributing, the barrier stage is never retried."""
+        from edgebed.emulator import runtimes
+        from edgebed.emulator.engine import Engine
+        from edgebed.rundir import read_table
+        from edgebed.scenario import parse_scenario
+        monkeypatch.setitem(runtimes._KNOWN, "spark",
+                            ("edgebed.emulator.runtimes.spark", "SparkRuntime", "pip install -e '.[spark]'"))
+        sc_ = parse_scenario({
+            "name": "spark-crash", "seed": 2, "dataset": {"train_samples": 2000},
+            "model": {"name": "mlp"}, "algorithm": {"name": "asgd", "lr": 0.05},
+            "workers": {"n": 2}, "failures": {"crash_probability": 0.05},
+            "stop": {"updates": 5000, "wall_time": "120s"}, "eval": {"every": 1000, "test_samples": 200},
+            "runtime": {"name": "spark", "spark": {"master": MASTER}}})
+        result = Engine(sc_, out=tmp_path).run()
+        s = result.summary
+        assert s["status"] == "complete" and s["devices"]["crashed"] == 2, s
+        assert s["updates"] < 5000, "both agents stopped contributing"
+        ev = read_table(result.path, "events")
+        crash_update = ev[ev["event"] == "crash"]["update"].max()
+        assert s["updates"] == crash_update, "no update was applied after the last crash"
+        hellos = ev[ev["event"] == "hello"]
+        assert len(hellos) == 2 and hellos["detail"].str.contains("attempt=0").all(), \
+            "a barrier stage retry would have restarted the agents"
+
+
 def _evals(path) -> list[float]:
     from edgebed.rundir import read_table
     return read_table(path, "evals").sort_values("update")["accuracy"].tolist()
