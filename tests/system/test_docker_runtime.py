@@ -259,7 +259,7 @@ def test_cpu_quota_classes_order_compute_rates(make_runtime):
     # the ordering can only show when the host leaves the fast class its quota; other processes
     # saturating both cores starve all three below their quotas alike (CI's host is otherwise idle)
     require(used[0] >= 0.5 * quotas[0], "a host CPU not saturated by other processes",
-            f"fast container got {used[0]:.2f} of its {quotas[0]} cores; load {open('/proc/loadavg').read().split()[0]}")
+            f"fast container got {used[0]:.2f} of its {quotas[0]} cores; load {Path('/proc/loadavg').read_text().split()[0]}")
     assert rates[0] > rates[1] > rates[2]
     assert rates[0] / rates[2] > 2.0
 
