@@ -62,6 +62,7 @@ def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path):
         assert kt["devices"][d]["uplink_bytes"] >= 0.95 * t["in_bytes"], (d, kt["devices"][d], t)
     assert kt["ps"]["ingress_bytes"] >= 0.95 * ps["ingress_bytes"]
     assert sum(c["devices"] for c in kt["classes"].values()) == 8
+    assert 0 <= kt["host_cpu"]["busy_mean"] <= 1      # realized fidelity: was the host saturated?
 
     # teardown left nothing of the run
     record = json.loads((path / "docker.json").read_text())

@@ -148,6 +148,7 @@ class DockerRuntime(Runtime):
         self._counter_at = 0.0
         self._bridge_start: Optional[dict] = None
         self.gate_dir = self.run_dir / "gate"
+        self._cpu_busy: list[float] = []
 
     # -- what the engine asks ----------------------------------------------------------------
     def check(self) -> list[str]:
@@ -329,6 +330,7 @@ class DockerRuntime(Runtime):
         if not force and now - self._counter_at < COUNTER_EVERY:
             return
         self._counter_at = now
+        self._sample_cpu()
         wanted = {c["host_veth"]: int(d) for d, c in self.record["containers"].items() if "host_veth" in c}
         if not wanted:
             return
@@ -342,6 +344,26 @@ class DockerRuntime(Runtime):
                 self._counters[d] = {"uplink_bytes": int(st["rx_bytes"]), "downlink_bytes": int(st["tx_bytes"]),
                                      "uplink_packets": int(st["rx_packets"]),
                                      "downlink_packets": int(st["tx_packets"])}
+
+    def _sample_cpu(self) -> None:
+        """Host CPU busy fraction since the previous sample (from /proc/stat), for the summary."""
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return
+        idle, total = fields[3] + fields[4], sum(fields[:8])
+        prev = getattr(self, "_cpu_prev", None)
+        self._cpu_prev = (idle, total)
+        if prev and total > prev[1]:
+            self._cpu_busy.append(1.0 - (idle - prev[0]) / (total - prev[1]))
+
+    def host_cpu(self) -> dict:
+        """Host CPU saturation over the run: mean and share of samples above 95 % busy."""
+        b = self._cpu_busy
+        if not b:
+            return {}
+        return {"busy_mean": round(sum(b) / len(b), 3), "saturated_share": round(sum(x > 0.95 for x in b) / len(b), 3),
+                "samples": len(b)}
 
     def kernel_traffic(self) -> dict:
         """On-the-wire bytes (Ethernet + IP + TCP + payload) per device, per class and at the PS."""
@@ -366,7 +388,7 @@ class DockerRuntime(Runtime):
         return {"source": "kernel interface counters (host-side veth per device, bridge for the PS)",
                 "sampled_every_s": COUNTER_EVERY,
                 "devices": {str(d): c for d, c in sorted(self._counters.items())},
-                "classes": per_class, "ps": ps}
+                "classes": per_class, "ps": ps, "host_cpu": self.host_cpu()}
 
     # -- teardown -----------------------------------------------------------------------------
     def cleanup(self) -> None:
