@@ -11,6 +11,7 @@ Kernel interface counters (veth per device, bridge for the PS) go to ``run_dir/k
 """
 from __future__ import annotations
 
+import os
 import re
 import signal as _signal
 import threading
@@ -154,6 +155,13 @@ class DockerRuntime(Runtime):
     def check(self) -> list[str]:
         problems = super().check()
         names = {c.name for c in self.scenario.workers.classes}
+        if os.geteuid() != 0:
+            problems.append("runtime docker shapes links with tc inside container namespaces and reads "
+                            "interface counters: run edgebed as root (or use runtime: local)")
+        try:
+            self.client
+        except RuntimeError_ as err:
+            problems.append(str(err))
         for k in self.spec.cpus:
             if k not in names:
                 problems.append(f"runtime.docker.cpus.{k}: no speed class named {k!r} "
