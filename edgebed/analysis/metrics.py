@@ -89,6 +89,9 @@ def total_ingress(updates: pd.DataFrame, evals: pd.DataFrame, summary: dict) -> 
     return max(last_eval, pushes)
 
 
+COMPRESSING = ("comp-asgd", "adacomp")   # algorithms whose c means something (the others send dense)
+
+
 def summarize(run: str, scenario: dict, summary: dict, updates: pd.DataFrame,
               evals: pd.DataFrame, target: float) -> RunSummary:
     """The report row of one run from its resolved scenario, summary.json and tables."""
@@ -98,7 +101,8 @@ def summarize(run: str, scenario: dict, summary: dict, updates: pd.DataFrame,
     return RunSummary(
         run=run,
         algorithm=str(algo.get("name", "unknown")),
-        c=float(algo["c"]) if isinstance(algo.get("c"), (int, float)) else math.nan,
+        c=float(algo["c"]) if isinstance(algo.get("c"), (int, float)) and algo.get("name") in COMPRESSING
+        else math.nan,
         n=int(workers.get("n") or 0),
         status=str(summary.get("status", "unknown")),
         evals=len(evals),

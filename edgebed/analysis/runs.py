@@ -37,7 +37,7 @@ class Run:
         """Legend label: scenario name and algorithm (with c for the compressing ones)."""
         algo = self.scenario.get("algorithm") or {}
         text = f"{self.scenario.get('name', self.name)} · {self.algorithm}"
-        if self.algorithm != "asgd" and isinstance(algo.get("c"), (int, float)):
+        if self.algorithm in ("comp-asgd", "adacomp") and isinstance(algo.get("c"), (int, float)):
             text += f" c={algo['c']:g}"
         return text
 
