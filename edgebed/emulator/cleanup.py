@@ -56,13 +56,20 @@ def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dic
     if client is None:
         import docker
         client = docker.from_env(timeout=120)
-    for c in client.containers.list(all=True, sparse=True, filters={"label": label}):
+    def remove(c):
         try:
             c.remove(force=True)          # force: kills running and paused (frozen) containers
-            report["containers"].append(c.id[:12])
+            return c.id[:12], None
         except Exception as err:
-            if "No such container" not in str(err):
-                report["errors"].append(f"container {c.id[:12]}: {err}")
+            return None, None if "No such container" in str(err) else f"container {c.id[:12]}: {err}"
+    from concurrent.futures import ThreadPoolExecutor
+    found = client.containers.list(all=True, sparse=True, filters={"label": label})
+    with ThreadPoolExecutor(8) as pool:      # removals are independent; dockerd serialises what it must
+        for removed, error in pool.map(remove, found):
+            if removed:
+                report["containers"].append(removed)
+            if error:
+                report["errors"].append(error)
     for n in client.networks.list(filters={"label": label}):
         try:
             n.remove()

@@ -418,8 +418,11 @@ class DockerRuntime(Runtime):
     def _save_logs(self) -> None:
         log_dir = self.run_dir / "logs"
         log_dir.mkdir(exist_ok=True)
-        for h in self.handles:
+
+        def save(h):
             try:
                 (log_dir / f"agent-{h.device:04d}.log").write_bytes(h.container.logs())
             except Exception:
                 pass
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(save, self.handles))
