@@ -158,7 +158,7 @@ class FailureSpec(_Strict):
 class StopSpec(_Strict):
     updates: Optional[int] = Field(None, ge=1, description="I: stop after this many applied updates")
     target_accuracy: Optional[Fraction] = None
-    wall_time: Optional[Duration] = None
+    wall_time: Optional[Duration] = Field(None, description="run time limit, counted once all agents are started (sim: emulated time)")
 
     @model_validator(mode="after")
     def _something(self):

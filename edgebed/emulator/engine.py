@@ -33,8 +33,8 @@ class RunResult:
     summary: dict
 
 
-class Interrupted(Exception):
-    pass
+class Interrupted(BaseException):
+    """SIGTERM. A BaseException so that library code catching Exception (py4j retries) can't swallow it."""
 
 
 def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict) -> dict:
@@ -185,11 +185,15 @@ class Engine:
             for d in sorted(pending_freeze):
                 handles[d].freeze()
             ps._event(-1, "start", f"{len(handles)} agents on runtime {runtime.name}")
-            last_flush = time.monotonic()
+            # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
+            t_running = last_flush = time.monotonic()
             while ps.stopped is None:
                 runtime.drive(ps, TICK)
                 if server is not None and not server.alive:
                     raise RuntimeError(f"PS serve loop died: {server.error!r}")
+                if not evaluator.alive:
+                    raise RuntimeError("the evaluator process died (its traceback is on stderr); "
+                                       "no accuracy can be recorded, so the run is stopped")
                 for row in evaluator.results():
                     evals.append(row)
                     writer.append("evals", row)
@@ -198,7 +202,8 @@ class Engine:
                                         f"at update {row['update']}")
                 elapsed = time.monotonic() - t_start
                 # A virtual-clock runtime applies stop.wall_time to emulated time itself (deterministically).
-                if sc.stop.wall_time is not None and runtime.uses_sockets and elapsed >= sc.stop.wall_time:
+                if (sc.stop.wall_time is not None and runtime.uses_sockets
+                        and time.monotonic() - t_running >= sc.stop.wall_time):
                     ps.request_stop(f"wall time {sc.stop.wall_time:.0f} s reached")
                 for d, h in handles.items():
                     code = h.poll()

@@ -57,6 +57,8 @@ def _row(version: int, info: dict, acc: float, loss: float) -> dict:
 
 
 class InlineEvaluator:
+    alive = True
+
     def __init__(self, scenario_dict: dict):
         self.test = TestSet(scenario_dict)
         self._out: list[dict] = []
@@ -95,6 +97,10 @@ class ProcessEvaluator:
         self.proc.start()
         self.pending = 0
         self.ready = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.is_alive()
 
     def submit(self, version: int, theta: np.ndarray, info: dict) -> None:
         self.pending += 1

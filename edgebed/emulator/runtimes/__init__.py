@@ -12,6 +12,10 @@ from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 _KNOWN = {
     "local": ("edgebed.emulator.runtimes.local", "LocalRuntime", ""),
     "sim": ("edgebed.emulator.runtimes.sim", "SimRuntime", ""),
+    "docker": ("edgebed.emulator.runtimes.docker", "DockerRuntime",
+               "Install the extras (pip install -e '.[docker]') and start a Docker engine (make provision)."),
+    "spark": ("edgebed.emulator.runtimes.spark", "SparkRuntime",
+              "Install the extras (pip install -e '.[spark]') and Java 17 (apt-get install openjdk-17-jre-headless)."),
 }
 
 
