@@ -15,10 +15,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from .agent import run_agent
+    import zmq
     try:
-        return run_agent(args.ps, args.device, args.attempt, timeout=args.timeout)
+        code = run_agent(args.ps, args.device, args.attempt, timeout=args.timeout)
     except KeyboardInterrupt:
         return 130
+    zmq.Context.instance().term()   # delivers what is queued (the Bye) within the sockets' linger
+    return code
 
 
 if __name__ == "__main__":

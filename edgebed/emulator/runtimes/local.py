@@ -82,8 +82,11 @@ def _agent_main(ps_address: str, device: int, speed_class: str, log_path: str, e
     os.environ["EDGEBED_CLASS"] = speed_class
     signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's to handle
+    import zmq
     from ...device_agent.agent import run_agent
-    sys.exit(run_agent(ps_address, device))
+    code = run_agent(ps_address, device)
+    zmq.Context.instance().term()   # delivers what is queued (the Bye) within the sockets' linger
+    sys.exit(code)
 
 
 class LocalRuntime(Runtime):
