@@ -70,9 +70,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from .emulator.cleanup import clean
-    for line in clean(Path(args.run)):
-        print(line)
+    from .emulator.cleanup import clean, describe
+    print(describe(clean(Path(args.run))))
     return 0
 
 
@@ -116,6 +115,38 @@ def _study_parser(sub) -> None:
     r.set_defaults(func=cmd_study_report)
 
 
+def cmd_image_build(args) -> int:
+    from .emulator import images
+    info = images.build(args.mode, force=args.force)
+    print(info.message)
+    return 0
+
+
+def cmd_compose_export(args) -> int:
+    from .emulator.compose import export_compose
+    path = export_compose(_scenario(args), args.out, offline=args.offline)
+    print(f"written {path}; run it with: docker compose -f {path} up")
+    return 0
+
+
+def _docker_parsers(sub) -> None:
+    p = sub.add_parser("image", help="agent container images")
+    verbs = p.add_subparsers(dest="image_cmd", required=True)
+    b = verbs.add_parser("build", help="build the agent image: offline (no registry) or from the Dockerfile")
+    b.add_argument("--mode", choices=["auto", "offline", "dockerfile"], default="auto",
+                   help="auto = offline image; dockerfile needs a registry for python:3.11-slim")
+    b.add_argument("--force", action="store_true", help="rebuild even if the image exists")
+    b.set_defaults(func=cmd_image_build)
+    p = sub.add_parser("compose", help="docker compose projects")
+    verbs = p.add_subparsers(dest="compose_cmd", required=True)
+    e = verbs.add_parser("export", help="write a docker compose project that runs a scenario")
+    e.add_argument("scenario", help="scenario YAML file")
+    e.add_argument("out", help="output directory")
+    e.add_argument("--offline", action="store_true", help="use the offline image + host mounts")
+    e.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key")
+    e.set_defaults(func=cmd_compose_export)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="edgebed", description="Emulation testbed for asynchronous "
                                  "distributed deep learning on edge devices.")
@@ -145,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run directory")
     p.set_defaults(func=cmd_clean)
     _study_parser(sub)
+    _docker_parsers(sub)
     for extend in _EXTENSIONS:
         extend(sub)
     return ap

@@ -245,10 +245,11 @@ def apply_override(data: dict, assignment: str) -> None:
         node[last] = value
 
 
-def _format_errors(err: ValidationError, source: str) -> str:
+def format_errors(err: ValidationError, source: str, prefix: str = "") -> str:
+    """One line per problem: ``source: key.path: what is wrong and what to do``."""
     lines = []
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        loc = ".".join([prefix] * bool(prefix) + [str(x) for x in e["loc"]]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key; remove it or check its spelling (see scenarios/README.md for the keys)"
@@ -267,7 +268,7 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
     try:
         return Scenario.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(_format_errors(err, source)) from None
+        raise ScenarioError(format_errors(err, source)) from None
 
 
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:

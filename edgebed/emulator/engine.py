@@ -38,14 +38,20 @@ class Interrupted(BaseException):
 
 
 def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict) -> dict:
-    """What a device learns from the PS in Welcome (see device_agent/agent.py)."""
+    """What a device learns from the PS in Welcome (see device_agent/agent.py).
+
+    ``app_link`` is the runtime's ``applied()``: link properties at level "app" are emulated by the
+    agent; where the runtime enforces slowdown with CPU quotas the agent must not sleep on top."""
     klass = sc.class_of(device)
+    speed_class = klass.model_dump(mode="json")
+    if app_link.get("cpu_quota"):
+        speed_class["slowdown"] = 1.0
     return {
         "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
         "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
         "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
         "policy": RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
-        "speed_class": klass.model_dump(mode="json"),
+        "speed_class": speed_class,
         "app_link": {d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
                          if app_link.get(f"link_{p}") == "app"} for d in ("uplink", "downlink")},
     }
@@ -185,6 +191,9 @@ class Engine:
             for d in sorted(pending_freeze):
                 handles[d].freeze()
             ps._event(-1, "start", f"{len(handles)} agents on runtime {runtime.name}")
+            if applied.get("warning"):   # e.g. no netem: said once, recorded in events and manifest
+                ps._event(-1, "warning", applied["warning"])
+                print(f"warning: {applied['warning']}", file=sys.stderr)
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
             t_running = last_flush = time.monotonic()
             while ps.stopped is None:

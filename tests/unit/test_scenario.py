@@ -82,3 +82,20 @@ def test_shipped_scenarios_validate():
     from pathlib import Path
     for p in sorted(Path(__file__).parents[2].joinpath("scenarios").glob("*.yaml")):
         load_scenario(p)
+
+
+def test_resolved_scenarios_round_trip(tmp_path):
+    """What a run writes as scenario.yaml loads back to the same scenario (resume and studies rely on it)."""
+    from pathlib import Path
+    from edgebed.scenario import dump_scenario
+    for p in sorted(Path(__file__).parents[2].joinpath("scenarios").glob("*.yaml")):
+        sc = load_scenario(p)
+        dump_scenario(sc, tmp_path / "s.yaml")
+        assert load_scenario(tmp_path / "s.yaml") == sc, p.name
+
+
+def test_runtime_section_errors_name_the_key():
+    from edgebed.emulator.runtimes import get_runtime
+    sc = parse_scenario({**BASE, "runtime": {"name": "sim", "sim": {"bogus": 1}}}, "x.yaml")
+    with pytest.raises(ScenarioError, match="runtime.sim.bogus: unknown key"):
+        get_runtime("sim")(sc, "/nonexistent")

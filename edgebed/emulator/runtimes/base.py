@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ...scenario import Scenario
 
@@ -88,7 +88,11 @@ class Runtime(ABC):
     def __init__(self, scenario: Scenario, run_dir: Path):
         self.scenario = scenario
         self.run_dir = Path(run_dir)
-        self.spec = self.Spec.model_validate(getattr(scenario.runtime, name_attr(self.name), {}) or {})
+        try:
+            self.spec = self.Spec.model_validate(getattr(scenario.runtime, name_attr(self.name), {}) or {})
+        except ValidationError as err:
+            from ...scenario import ScenarioError, format_errors
+            raise ScenarioError(format_errors(err, scenario.name, prefix=f"runtime.{self.name}")) from None
 
     def check(self) -> list[str]:
         """Problems that make this scenario impossible on this runtime (empty list: fine).
