@@ -25,4 +25,4 @@ test: setup provision
 	$(PY) -m pytest
 
 bench: setup
-	$(PY) -m benchmarks.run_all
+	$(PY) -m benchmarks.bench_ps
