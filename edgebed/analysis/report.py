@@ -13,6 +13,7 @@ import pandas as pd
 
 from . import plots, tables
 from .metrics import RunSummary, class_shares, ratios_vs, summarize
+from ..rundir import read_json
 from .runs import ReportError, Run, load_runs
 
 __all__ = ["ReportError", "ReportResult", "write_report", "choose_baseline", "default_out_dir"]
@@ -80,6 +81,28 @@ def _notes(summaries: list[RunSummary], target: float) -> list[str]:
     return notes
 
 
+def wire_vs_payload(run: Run) -> Optional[pd.DataFrame]:
+    """Per speed class: bytes the PS counted (message payload) next to the bytes the kernel counted on
+    the devices' uplinks (TCP/IP headers, retransmissions, handshakes included). None unless the run
+    has kernel counters (Docker runtime)."""
+    kernel = read_json(run.path, "kernel_traffic.json")
+    if not kernel.get("classes"):
+        return None
+    payload = read_json(run.path, "traffic.json").get("by_class", {})
+    rows = []
+    for klass, k in kernel["classes"].items():
+        ps_in = payload.get(klass, {}).get("in_bytes", 0)
+        rows.append({"class": klass, "devices": k.get("devices"), "ps_payload_in_mb": ps_in / 1e6,
+                     "kernel_uplink_mb": k["uplink_bytes"] / 1e6,
+                     "overhead_pct": 100.0 * (k["uplink_bytes"] - ps_in) / ps_in if ps_in else float("nan")})
+    ps = kernel.get("ps", {})
+    total_in = sum(v.get("in_bytes", 0) for v in payload.values())
+    rows.append({"class": "PS interface", "devices": None, "ps_payload_in_mb": total_in / 1e6,
+                 "kernel_uplink_mb": ps.get("ingress_bytes", 0) / 1e6,
+                 "overhead_pct": 100.0 * (ps.get("ingress_bytes", 0) - total_in) / total_in if total_in else float("nan")})
+    return pd.DataFrame(rows)
+
+
 def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
               plot_files: dict[str, Path], target: float, baseline: Optional[str]) -> str:
     lines = ["# edgebed report", "", f"Target accuracy: {100 * target:g} %."]
@@ -90,6 +113,11 @@ def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
         lines += ["Notes:", *[f"- {n}" for n in notes], ""]
     if classes:
         lines += ["## Applied updates per speed class", "", classes]
+    for r in runs:
+        wire = wire_vs_payload(r)
+        if wire is not None:
+            lines += [f"## PS payload vs on-the-wire bytes (kernel counters): `{r.name}`", "",
+                      tables.to_markdown(wire.round(2)), ""]
     for kind, p in plot_files.items():
         lines += [f"![{kind.replace('_', ' ')}]({p.name})", ""]
     return "\n".join(lines)

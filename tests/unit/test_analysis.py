@@ -285,3 +285,21 @@ def test_bad_paths_raise_report_error_naming_the_path(trio, tmp_path):
         write_report([])
     with pytest.raises(ReportError, match="target accuracy"):
         write_report([trio[1]], target=97)
+
+
+def test_report_puts_kernel_bytes_next_to_ps_payload(tmp_path):
+    """Docker runs carry kernel counters: the report shows on-the-wire vs payload bytes per class."""
+    from edgebed.analysis.report import wire_vs_payload, write_report
+    from edgebed.analysis.runs import load_run
+    path = make_run(tmp_path, "dock", evals=[(10, 0.5)])
+    (path / "traffic.json").write_text(json.dumps({"by_class": {"fast": {"in_bytes": 1_000_000}}}))
+    (path / "kernel_traffic.json").write_text(json.dumps({
+        "classes": {"fast": {"uplink_bytes": 1_500_000, "downlink_bytes": 9, "devices": 2}},
+        "ps": {"ingress_bytes": 1_600_000}}))
+    wire = wire_vs_payload(load_run(path))
+    fast = wire[wire["class"] == "fast"].iloc[0]
+    assert fast["overhead_pct"] == pytest.approx(50.0) and fast["kernel_uplink_mb"] == pytest.approx(1.5)
+    assert wire[wire["class"] == "PS interface"].iloc[0]["overhead_pct"] == pytest.approx(60.0)
+    text = write_report([path], tmp_path / "rep").markdown.read_text()
+    assert "on-the-wire" in text and "1.5" in text
+    assert wire_vs_payload(load_run(make_run(tmp_path, "plain", evals=[(10, 0.5)]))) is None
