@@ -11,11 +11,6 @@ from edgebed.cli import main
 from edgebed.emulator.study import load_study, run_study
 
 STUDIES = Path(__file__).resolve().parents[2] / "scenarios" / "studies"
-BASE = STUDIES.parent / "paper-fig3-adacomp.yaml"
-# The studies' base scenario comes with the sim runtime (issue 4); until it is committed there is
-# nothing to run. Remove this guard once it exists.
-pytestmark = pytest.mark.skipif(not BASE.is_file(), reason=f"{BASE} (the sim issue's paper scenario) "
-                                "is not there yet")
 
 
 def run_and_report(name: str, out: Path):
