@@ -81,10 +81,10 @@ def cmd_study_run(args) -> int:
     if args.seeds is not None:
         study = study.first_seeds(args.seeds)
     from .emulator.engine import terminal_progress
-    jobs = len(study.cells) * len(study.spec.seed_list)
+    runs = len(study.cells) * len(study.spec.seed_list)
     print(f"edgebed: study {study.spec.name} — {len(study.cells)} cells × {len(study.spec.seed_list)} "
-          f"seeds = {jobs} runs; writing to {Path(args.out) / study.spec.name}/", file=sys.stderr)
-    status = run_study(study, args.out, progress=terminal_progress(sys.stderr))
+          f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/", file=sys.stderr)
+    status = run_study(study, args.out, progress=terminal_progress(sys.stderr), jobs=args.jobs)
     print(f"\n{status['complete']} ran, {status['skipped']} already complete, {status['failed']} failed, "
           f"{status['incomplete']} incomplete (of {status['total']})\n"
           f"  report: edgebed study report {Path(args.out) / study.spec.name}")
@@ -108,6 +108,9 @@ def _study_parser(sub) -> None:
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key in every cell, e.g. --set eval.every=500 (repeatable)")
     r.add_argument("--seeds", type=int, metavar="K", help="run only the study's first K seeds")
+    r.add_argument("--jobs", type=int, default=1, metavar="J",
+                   help="run J cells at once, each in its own process (default 1); give each fewer "
+                        "torch threads, e.g. --set runtime.sim.threads=1")
     r.set_defaults(func=cmd_study_run)
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")
     r.add_argument("study_dir", help="the study directory (<out>/<study name>/)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -227,11 +228,18 @@ def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
 RunCell = Callable[[Scenario, Path, Callable[[str, bool], None]], Any]   # → object with .path, .summary
 
 
-def engine_runner(source: str) -> RunCell:
-    def run(sc: Scenario, out: Path, progress) -> Any:
+@dataclass(frozen=True)
+class EngineRunner:
+    """The default ``run_cell``: one cell × seed through the Engine (picklable, for ``jobs > 1``)."""
+    source: str
+
+    def __call__(self, sc: Scenario, out: Path, progress) -> Any:
         from .engine import Engine
-        return Engine(sc, out, progress, source=source).run()
-    return run
+        return Engine(sc, out, progress, source=self.source).run()
+
+
+def engine_runner(source: str) -> RunCell:
+    return EngineRunner(source)
 
 
 def cell_dir(study_dir: Path, cell: Cell, seed: int) -> Path:
@@ -252,14 +260,78 @@ def _done(parent: Path, scenario: Scenario) -> Optional[Path]:
     return run if same else None
 
 
+def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
+             show: Callable[[str, bool], None], head: str) -> tuple[dict, bool]:
+    """Run (or skip, if already complete) one cell × seed; returns its status entry and whether
+    the user interrupted it."""
+    sc = study.scenario(cell, seed)
+    parent = cell_dir(sdir, cell, seed)
+    base = study.baseline_for(cell)
+    entry = {"cell": cell.id, "label": cell.label, "seed": seed, "overrides": list(cell.overrides),
+             "baseline": base.id if base else None,
+             "status": "", "run": None, "error": None, "wall_time_s": None}
+    done = _done(parent, sc)
+    if done is not None:
+        entry.update(status="skipped", run=str(done.relative_to(sdir)))
+        show(f"{head}: already complete ({done.name}), skipped", True)
+        return entry, False
+    parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    try:
+        res = run_cell(sc, parent, lambda line, final: show(f"{head} | {line}", False))
+        summary = res.summary
+        entry.update(status="complete" if summary.get("status") == "complete" else
+                     str(summary.get("status", "failed")),
+                     run=str(Path(res.path).relative_to(sdir)), error=summary.get("reason") or None)
+        interrupted = str(summary.get("reason", "")).startswith("interrupted")
+    except KeyboardInterrupt:
+        entry.update(status="incomplete", error="interrupted by the user")
+        interrupted = True
+    except Exception as err:  # noqa: BLE001 — one bad cell must not end the study
+        entry.update(status="failed", error=f"{type(err).__name__}: {err}")
+        (parent / "error.txt").write_text(traceback.format_exc())
+        run = latest_run(parent)
+        entry["run"] = str(run.relative_to(sdir)) if run else None
+        interrupted = False
+    entry["wall_time_s"] = round(time.monotonic() - t0, 2)
+    if entry["status"] == "complete":
+        entry["error"] = None
+    show(f"{head}: {entry['status']} in {entry['wall_time_s']:.1f} s"
+         + (f" — {entry['error']}" if entry["error"] else ""), True)
+    return entry, interrupted
+
+
+class _EveryMinute:
+    """Progress for a cell run in a worker process: final lines always, live lines once a minute
+    (several cells share one terminal, so no carriage-return line)."""
+
+    def __init__(self, period_s: float = 60.0):
+        self.period_s, self.last = period_s, 0.0
+
+    def __call__(self, line: str, final: bool) -> None:
+        now = time.monotonic()
+        if final or now - self.last >= self.period_s:
+            self.last = now
+            print(line, file=sys.stderr, flush=True)
+
+
+def _pool_job(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
+              head: str) -> tuple[dict, bool]:
+    return _run_one(study, sdir, cell, seed, run_cell, _EveryMinute(), head)
+
+
 def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[RunCell] = None,
-              progress: Optional[Callable[[str, bool], None]] = None) -> dict:
+              progress: Optional[Callable[[str, bool], None]] = None, jobs: int = 1) -> dict:
     """Run every cell × seed not already complete; returns (and writes) the status of the whole study.
 
     ``run_cell(scenario, out_dir, progress)`` runs one scenario (default: the Engine). An exception
     or a non-complete run marks that cell × seed failed/incomplete in status.json and the study goes
     on; a user interrupt (Ctrl-C) stops the study after recording it and raises KeyboardInterrupt.
+    ``jobs > 1`` runs that many cells at once, each in its own (spawned) process; ``run_cell`` must
+    then be picklable (a module-level function or :class:`EngineRunner`).
     """
+    if jobs < 1:
+        raise StudyError(f"jobs = {jobs}: give at least 1 (cells run at once)")
     run_cell = run_cell or engine_runner(str(study.path))
     show = progress or (lambda line, final: None)
     sdir = Path(out) / study.spec.name
@@ -268,11 +340,12 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     if study.cli_set:
         text += "\n# command line --set:\n" + "".join(f"#   {s}\n" for s in study.cli_set)
     (sdir / "study.yaml").write_text(text)
-    jobs = [(c, s) for c in study.cells for s in study.spec.seed_list]
+    todo = [(c, s) for c in study.cells for s in study.spec.seed_list]
+    heads = [f"[{i}/{len(todo)}] {c.label} · seed {s}" for i, (c, s) in enumerate(todo, start=1)]
     entries: list[dict] = []
     status = {"study": study.spec.name, "file": str(study.path), "base": str(study.base_path),
               "description": study.spec.description, "target": study.spec.target,
-              "baseline": study.spec.baseline, "total": len(jobs),
+              "baseline": study.spec.baseline, "total": len(todo), "jobs": jobs,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": entries}
 
     def save() -> None:
@@ -280,47 +353,59 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
             status[k] = sum(e["status"] == k for e in entries)
         write_json_atomic(sdir / "status.json", status)
 
-    for i, (cell, seed) in enumerate(jobs, start=1):
-        sc = study.scenario(cell, seed)
-        parent = cell_dir(sdir, cell, seed)
-        base = study.baseline_for(cell)
-        entry = {"cell": cell.id, "label": cell.label, "seed": seed, "overrides": list(cell.overrides),
-                 "baseline": base.id if base else None,
-                 "status": "", "run": None, "error": None, "wall_time_s": None}
-        entries.append(entry)
-        done = _done(parent, sc)
-        head = f"[{i}/{len(jobs)}] {cell.label} · seed {seed}"
-        if done is not None:
-            entry.update(status="skipped", run=str(done.relative_to(sdir)))
-            show(f"{head}: already complete ({done.name}), skipped", True)
+    if jobs == 1:
+        for (cell, seed), head in zip(todo, heads):
+            entry, interrupted = _run_one(study, sdir, cell, seed, run_cell, show, head)
+            entries.append(entry)
             save()
-            continue
-        parent.mkdir(parents=True, exist_ok=True)
-        t0 = time.monotonic()
-        try:
-            res = run_cell(sc, parent, lambda line, final: show(f"{head} | {line}", False))
-            summary = res.summary
-            entry.update(status="complete" if summary.get("status") == "complete" else
-                         str(summary.get("status", "failed")),
-                         run=str(Path(res.path).relative_to(sdir)), error=summary.get("reason") or None)
-            interrupted = str(summary.get("reason", "")).startswith("interrupted")
-        except KeyboardInterrupt:
-            entry.update(status="incomplete", error="interrupted by the user")
-            interrupted = True
-        except Exception as err:  # noqa: BLE001 — one bad cell must not end the study
-            entry.update(status="failed", error=f"{type(err).__name__}: {err}")
-            (parent / "error.txt").write_text(traceback.format_exc())
-            run = latest_run(parent)
-            entry["run"] = str(run.relative_to(sdir)) if run else None
-            interrupted = False
-        entry["wall_time_s"] = round(time.monotonic() - t0, 2)
-        if entry["status"] == "complete":
-            entry["error"] = None
-        save()
-        show(f"{head}: {entry['status']} in {entry['wall_time_s']:.1f} s"
-             + (f" — {entry['error']}" if entry["error"] else ""), True)
-        if interrupted:
-            raise KeyboardInterrupt
+            if interrupted:
+                raise KeyboardInterrupt
+    else:
+        _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show)
     status["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     save()
     return status
+
+
+def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show) -> None:
+    """``jobs`` cells at a time in spawned processes; entries are kept in study order."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    slots: list[Optional[dict]] = [None] * len(todo)
+
+    def publish() -> None:
+        entries[:] = [e for e in slots if e is not None]
+        save()
+
+    show(f"running {len(todo)} cell × seed runs, {jobs} at a time", True)
+    interrupted = False
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        pending = {pool.submit(_pool_job, study, sdir, cell, seed, run_cell, head): i
+                   for i, ((cell, seed), head) in enumerate(zip(todo, heads))}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = pending.pop(fut)
+                    try:
+                        slots[i], stop = fut.result()
+                    except Exception as err:  # noqa: BLE001 — a dead worker process
+                        cell, seed = todo[i]
+                        slots[i], stop = {"cell": cell.id, "label": cell.label, "seed": seed,
+                                          "overrides": list(cell.overrides), "baseline": None,
+                                          "status": "failed", "run": None,
+                                          "error": f"worker process: {type(err).__name__}: {err}",
+                                          "wall_time_s": None}, False
+                    interrupted |= stop
+                    publish()
+                if interrupted:
+                    for fut in pending:
+                        fut.cancel()
+        except KeyboardInterrupt:
+            interrupted = True
+            for fut in pending:
+                fut.cancel()
+    publish()
+    if interrupted:
+        raise KeyboardInterrupt

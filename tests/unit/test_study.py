@@ -172,6 +172,22 @@ def test_a_failed_cell_is_recorded_and_the_study_goes_on(tmp_path):
     assert (status["complete"], status["skipped"], status["failed"]) == (2, 4, 0)
 
 
+def test_jobs_run_cells_in_parallel_processes_and_keep_study_order(tmp_path):
+    study = load_study(write_study(tmp_path, **COMPRESSION))
+    status = run_study(study, tmp_path / "out", FakeRunner(fail=("comp-asgd-s2",)), jobs=2)
+    assert (status["complete"], status["failed"], status["jobs"]) == (5, 1, 2)
+    order = [(e["label"], e["seed"]) for e in status["cells"]]
+    assert order == [(c, s) for c in ("asgd", "adacomp", "comp-asgd") for s in (1, 2)]
+    assert "boom in st-comp-asgd-s2" in status["cells"][-1]["error"]
+    for e in status["cells"][:-1]:  # each worker wrote a real run dir the report can read
+        assert (tmp_path / "out" / "st" / e["run"] / "summary.json").exists()
+
+    status = run_study(load_study(study.path), tmp_path / "out", FakeRunner(), jobs=3)
+    assert (status["complete"], status["skipped"]) == (1, 5)
+    with pytest.raises(StudyError, match="jobs = 0"):
+        run_study(study, tmp_path / "out", FakeRunner(), jobs=0)
+
+
 def test_cli_exit_code_says_whether_a_cell_failed(tmp_path, monkeypatch):
     path = write_study(tmp_path, **COMPRESSION)
     import edgebed.emulator.study as mod
