@@ -47,6 +47,25 @@ def clean_pids(pids: list[int]) -> dict:
     return {"killed": killed, "not_agents_or_gone": skipped}
 
 
+def _kill_forked_agents(record: dict) -> list[int]:
+    """SIGKILL the host processes of ``agents: forked`` devices that are still alive. A pid is only
+    killed if it is still inside its container's cgroup (so a reused pid is never hit); a paused
+    container is thawed by its removal, which delivers the kill."""
+    killed = []
+    for c in record.get("containers", {}).values():
+        pid, cid = c.get("agent_pid"), c.get("id")
+        if not pid or not cid:
+            continue
+        try:
+            if cid not in Path(f"/proc/{pid}/cgroup").read_text():
+                continue
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except (OSError, ProcessLookupError):
+            continue
+    return killed
+
+
 def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dict:
     """Remove the containers and networks labelled ``edgebed.run=<run_id>`` and any edgebed qdisc left
     on the host-side veths listed in ``record`` (docker.json). Returns what was removed."""
@@ -56,6 +75,7 @@ def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dic
     if client is None:
         import docker
         client = docker.from_env(timeout=120)
+    report["agents"] = _kill_forked_agents(record or {})
     def remove(c):
         try:
             c.remove(force=True)          # force: kills running and paused (frozen) containers
@@ -130,6 +150,7 @@ def describe(report: dict) -> str:
     d = report.get("docker")
     if d is not None:
         lines.append(f"docker: removed {len(d.get('containers', []))} containers, "
-                     f"{len(d.get('networks', []))} networks, {len(d.get('qdiscs', []))} qdiscs")
+                     f"{len(d.get('networks', []))} networks, {len(d.get('qdiscs', []))} qdiscs"
+                     + (f", killed {len(d['agents'])} forked agents" if d.get("agents") else ""))
         lines += [f"docker error: {e}" for e in d.get("errors", [])]
     return "\n".join(lines) or "nothing recorded to clean"

@@ -1,6 +1,7 @@
 """End to end on the docker runtime: the engine, the PS on the bridge gateway, 8 device agents in
 containers with kernel-shaped uplinks; fail-stop by docker pause; kernel counters vs PS payload."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,7 +23,10 @@ def docker_registered(monkeypatch):
                             ("edgebed.emulator.runtimes.docker", "DockerRuntime", ""))
 
 
-def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path):
+@pytest.mark.parametrize("agents", ["container", "forked"])
+def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path, agents):
+    """Both agent placements: in the container, or forked on the host into the container's netns and
+    cgroups. The kernel counters of each device's veth prove its pushes went through the shaped link."""
     from edgebed.emulator.engine import Engine
     sc = parse_scenario({
         "name": "docker-e2e", "seed": 3, "model": {"name": "mlp"},
@@ -34,7 +38,7 @@ def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path):
              "downlink": {"rate": "50mbit"}}]},
         "failures": {"crash_probability": 0.01},
         "stop": {"updates": 300, "wall_time": "200s"},
-        "runtime": {"name": "docker"}})
+        "runtime": {"name": "docker", "docker": {"agents": agents}}})
     res = Engine(sc, out=tmp_path).run()
     s, path = res.summary, res.path
     assert s["status"] == "complete" and s["updates"] == 300, s
@@ -68,3 +72,7 @@ def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path):
     record = json.loads((path / "docker.json").read_text())
     assert cleanup.leftovers(record["run_id"]) == {"containers": [], "networks": []}
     assert len(record["cleanup"]["containers"]) == 8
+    if agents == "forked":              # the forked agent processes are gone too
+        pids = [c["agent_pid"] for c in record["containers"].values()]
+        assert len(pids) == 8 and not any(Path(f"/proc/{p}").exists() for p in pids)
+    assert applied["docker"]["agents"] == agents

@@ -286,3 +286,60 @@ def test_clean_removes_exactly_the_recorded_run(make_runtime):
     assert "removed 2 containers, 1 networks" in cleanup.describe(report)
     client = docker.from_env()
     assert client.containers.get(left["containers"][0]).status == "running"
+
+
+def test_forked_agent_joins_netns_and_cgroups_of_its_container(make_runtime):
+    """``agents: forked``: a host process that entered its container is shaped, throttled by the
+    container's CPU quota, frozen by docker pause, and killed by `edgebed clean` after an engine crash."""
+    import os
+    import signal
+
+    from edgebed.emulator import nsjoin
+    from edgebed.emulator.runtimes.docker import ForkedAgentHandle
+    sc = parse_scenario({"name": "forked", "workers": {"n": 2, "classes": [
+        {"name": "edge", "share": 1, "uplink": {"rate": "1mbit"}}]}, "stop": {"updates": 10},
+        "runtime": {"name": "docker", "docker": {"agents": "forked", "quota_after": "start",
+                                                  "base_cpus": 0.2}}})
+    rt = make_runtime(sc, None)
+    pids = []
+
+    def fork_busy(specs, handles):          # stands in for the agent: enter, then spin
+        for spec, h in zip(specs, handles):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    nsjoin.enter(**h.join)
+                    while True:
+                        pass
+                finally:
+                    os._exit(1)
+            pids.append(pid)
+            rt.record["containers"][str(spec.device)]["agent_pid"] = pid
+        rt._save()
+    rt._fork_agents = fork_busy
+    rt.ps_bind()
+    try:
+        handles = rt.start([AgentSpec(d, "edge", "") for d in range(2)])
+        assert all(isinstance(h, ForkedAgentHandle) for h in handles)
+        holder = rt.record["containers"]["0"]["pid"]
+        time.sleep(0.5)
+        assert nsjoin.netns_inode(pids[0]) == nsjoin.netns_inode(holder) != nsjoin.netns_inode()
+        assert rt.record["containers"]["0"]["cpus"] == 0.2
+        # the container's CPU accounting now includes the host process, capped by the quota
+        t0, u0 = time.monotonic(), _cpu_usage_ns(handles[0].container.id)
+        time.sleep(3.0)
+        used = (_cpu_usage_ns(handles[0].container.id) - u0) / 1e9 / (time.monotonic() - t0)
+        assert 0.05 < used <= 0.2 * 1.15, used
+        handles[0].freeze()                                   # docker pause freezes it
+        time.sleep(0.3)
+        state = Path(f"/proc/{pids[0]}/status").read_text().split("State:")[1].split()[0]
+        assert state == "D", state                            # frozen by the cgroup freezer
+        # an engine that died: `edgebed clean <run-dir>` kills the recorded host processes too
+        report = cleanup.clean(rt.run_dir)
+        assert sorted(report["docker"]["agents"]) == sorted(pids)
+        for pid in pids:
+            assert os.waitpid(pid, 0)[1] & 0x7f == signal.SIGKILL
+        pids.clear()
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)

@@ -8,6 +8,17 @@ device's first push arrived (a throttled start-up is ~11x slower), and ``docker 
 freezer) for a fail-stop crash. Everything carries the label ``edgebed.run=<run id>`` and is listed
 in ``run_dir/docker.json``, so ``edgebed clean <run-dir>`` removes exactly this run's objects.
 Kernel interface counters (veth per device, bridge for the PS) go to ``run_dir/kernel_traffic.json``.
+
+Where the agent process lives (``runtime.docker.agents``):
+
+* ``container`` (default): the container's own process imports torch and runs the agent — about
+  150 MiB per device, so roughly 135 devices fit in 20 GiB.
+* ``forked``: the container only holds the device's namespaces, cgroups and shaped link (its process
+  is ``sleep infinity``); the agent is forked on the host from the torch-preloaded fork server of the
+  local runtime and enters the container's network namespace and cgroups (``emulator/nsjoin.py``)
+  before it opens a socket. Its packets leave through the shaped ``eth0``, the CPU quota throttles it
+  and ``docker pause`` freezes it, while torch's pages are shared copy-on-write by all agents. It does
+  not share the container's mount and PID namespaces.
 """
 from __future__ import annotations
 
@@ -24,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...rundir import write_json_atomic
 from .. import cleanup as _cleanup
-from .. import images, links
+from .. import images, links, nsjoin
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 
 LABEL = images.LABEL
@@ -35,6 +46,7 @@ GATE_DIR = "/edgebed-gate"
 GATE = ("import os, sys, time\n"
         "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
         "os.execvp(sys.argv[2], sys.argv[2:])\n")
+HOLDER = "/usr/bin/sleep"   # ``agents: forked``: the container's only process (coreutils, in every image)
 STATUS_TTL = 0.5         # seconds a batch container listing is reused by poll()
 COUNTER_EVERY = 0.25     # seconds between kernel counter samples (one netlink dump each)
 
@@ -53,6 +65,10 @@ class DockerSpec(BaseModel):
         "(start-up unthrottled) or right at start")
     start_parallel: int = Field(4, ge=1, le=32, description="containers created concurrently")
     shape_downlink: bool = True
+    agents: Literal["container", "forked"] = Field(
+        "container", description="run the agent inside the container (container) or fork it on the host "
+        "from a torch-preloaded parent and move it into the container's netns and cgroups (forked; "
+        "needed for hundreds of devices)")
 
 
 def run_id_of(run_dir: Path) -> str:
@@ -119,6 +135,45 @@ class ContainerHandle(AgentHandle):
             self.frozen = True
 
 
+class ForkedAgentHandle(ContainerHandle):
+    """``agents: forked``: the agent is a host process (forked) inside the container's netns and
+    cgroups; exit status comes from the process, freeze is still ``docker pause`` of the container."""
+
+    def __init__(self, runtime: "DockerRuntime", device: int, container, join: dict):
+        super().__init__(runtime, device, container)
+        self.join = join
+        self.proc = None                # the multiprocessing.Process, once forked
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None and self.proc is not None and self.proc.exitcode is not None:
+            self.returncode = self.proc.exitcode
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        if self.proc is not None and self.returncode is None:
+            self.proc.join(timeout)
+        return self.poll()
+
+    def send_signal(self, sig: int) -> None:
+        if self.proc is None or self.poll() is not None:
+            return
+        if self.frozen:
+            sig = _signal.SIGKILL       # a frozen device is dead for the run (see ContainerHandle)
+        try:
+            os.kill(self.proc.pid, int(sig))
+        except ProcessLookupError:
+            return
+        if self.frozen:
+            try:                        # a frozen task gets its SIGKILL only once thawed
+                self.container.unpause()
+            except Exception:
+                pass
+
+
 class DockerRuntime(Runtime):
     name = "docker"
     # Class-level default for listings; instances replace it with what this kernel can do (netem).
@@ -172,7 +227,8 @@ class DockerRuntime(Runtime):
         out = super().applied()
         out["docker"] = {"image": self.spec.image or images.OFFLINE_IMAGE,
                          "cpus": {c.name: self.cpus_of(c.name) for c in self.scenario.workers.classes},
-                         "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after}
+                         "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after,
+                         "agents": self.spec.agents}
         if not links.kernel_qdiscs()["netem"]:
             out["warning"] = ("kernel has no netem: link delay, jitter and loss are applied by the agent "
                               "(application level); rate is shaped by the kernel (tbf)")
@@ -235,6 +291,8 @@ class DockerRuntime(Runtime):
             handles = list(pool.map(self._start_one, specs))
         self.handles = handles
         self._save()
+        if self.spec.agents == "forked":
+            self._fork_agents(specs, handles)
         if self.spec.quota_after == "start":
             self.apply_quotas(all_pending=True)
         return list(handles)
@@ -255,7 +313,10 @@ class DockerRuntime(Runtime):
                       working_dir="/tmp", hostname=f"device-{spec.device:04d}")
         if self.spec.memory:
             kwargs["mem_limit"] = self.spec.memory
-        cmd = [img.python, "-c", GATE, f"{GATE_DIR}/{spec.device}", *self.agent_command(spec)]
+        if self.spec.agents == "forked":
+            cmd = [HOLDER, "infinity"]     # holds namespaces and cgroups; the agent joins them
+        else:
+            cmd = [img.python, "-c", GATE, f"{GATE_DIR}/{spec.device}", *self.agent_command(spec)]
         container = self.client.containers.create(img.name, cmd, **kwargs)
         entry = {"device": spec.device, "class": spec.speed_class, "name": name, "id": container.id}
         with self._lock:
@@ -264,12 +325,29 @@ class DockerRuntime(Runtime):
         container.reload()
         pid = container.attrs["State"]["Pid"]
         entry["pid"] = pid
-        handle = ContainerHandle(self, spec.device, container)
-        if pid:
-            entry.update(self._shape(spec, pid))
-        (self.gate_dir / str(spec.device)).touch()
+        if not pid:
+            raise RuntimeError_(f"device {spec.device}: container {name} did not start "
+                                f"({container.attrs['State'].get('Error') or container.status}); "
+                                f"see `docker logs {name}`")
+        entry.update(self._shape(spec, pid))
+        if self.spec.agents == "forked":
+            handle = ForkedAgentHandle(self, spec.device, container, nsjoin.target(pid))
+        else:
+            handle = ContainerHandle(self, spec.device, container)
+            (self.gate_dir / str(spec.device)).touch()
         self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
         return handle
+
+    def _fork_agents(self, specs: list[AgentSpec], handles: list) -> None:
+        """``agents: forked``: fork each agent from the preloaded fork server into its container."""
+        from .local import fork_agent
+        log_dir = self.run_dir / "logs"
+        log_dir.mkdir(exist_ok=True)
+        for spec, h in zip(specs, handles):
+            env = {"EDGEBED_CPU_QUOTA": "1"}
+            h.proc = fork_agent(spec, str(log_dir / f"agent-{spec.device:04d}.log"), env, join=h.join)
+            self.record["containers"][str(spec.device)]["agent_pid"] = h.proc.pid
+        self._save()
 
     def _shape(self, spec: AgentSpec, pid: int) -> dict:
         klass = self.scenario.class_of(spec.device)
@@ -407,6 +485,9 @@ class DockerRuntime(Runtime):
             write_json_atomic(self.run_dir / "kernel_traffic.json", self.kernel_traffic())
         except Exception as err:
             self.record["warnings"].append(f"kernel counters not read: {err}")
+        for h in self.handles:           # forked agents are host processes: end them first
+            if isinstance(h, ForkedAgentHandle) and h.poll() is None:
+                h.kill()
         self._save_logs()
         self._save()
         report = _cleanup.clean_docker(self.run_id, client=self.client, record=self.record)
@@ -424,5 +505,5 @@ class DockerRuntime(Runtime):
                 (log_dir / f"agent-{h.device:04d}.log").write_bytes(h.container.logs())
             except Exception:
                 pass
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(save, self.handles))
+        with ThreadPoolExecutor(8) as pool:   # forked agents wrote their log files themselves
+            list(pool.map(save, [h for h in self.handles if not isinstance(h, ForkedAgentHandle)]))

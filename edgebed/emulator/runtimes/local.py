@@ -72,9 +72,30 @@ class ProcessHandle(AgentHandle):
         self.send_signal(signal.SIGSTOP)
 
 
-def _agent_main(ps_address: str, device: int, speed_class: str, log_path: str, env: dict) -> None:
+AGENT_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def fork_agent(spec: AgentSpec, log_path: str, env: dict, join: Optional[dict] = None):
+    """Start one agent forked from the torch-preloaded fork server; returns the started Process.
+
+    ``join`` (from ``nsjoin.target``) makes the child enter a container's network namespace and
+    cgroups first — the docker runtime's ``agents: forked`` mode."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    p = ctx.Process(target=_agent_main, name=f"edgebed-agent-{spec.device}",
+                    args=(spec.ps_address, spec.device, spec.speed_class, log_path,
+                          {**AGENT_ENV, **env, **spec.env}, join))
+    p.start()
+    return p
+
+
+def _agent_main(ps_address: str, device: int, speed_class: str, log_path: str, env: dict,
+                join: Optional[dict] = None) -> None:
     """Entry point of a forked agent: own session, own log, one torch thread."""
     os.setsid()
+    if join:                      # before any socket or thread: see nsjoin.enter
+        from ..nsjoin import enter
+        enter(**join)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -104,15 +125,10 @@ class LocalRuntime(Runtime):
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
         self.log_dir.mkdir(exist_ok=True)
         t0 = time.monotonic()
-        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        env = AGENT_ENV
         if self.spec.start_method == "forkserver":
-            ctx = mp.get_context("forkserver")
-            ctx.set_forkserver_preload(PRELOAD)
             for spec in specs:
-                log = str(self.log_dir / f"agent-{spec.device:04d}.log")
-                p = ctx.Process(target=_agent_main, name=f"edgebed-agent-{spec.device}",
-                                args=(spec.ps_address, spec.device, spec.speed_class, log, {**env, **spec.env}))
-                p.start()
+                p = fork_agent(spec, str(self.log_dir / f"agent-{spec.device:04d}.log"), {})
                 self.handles.append(ProcessHandle(spec.device, p))
         else:
             for spec in specs:
