@@ -21,10 +21,18 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict
 
 from ...rundir import write_json_atomic
+from ...device_agent.forked import agent_main
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 
+# What the fork server imports once, so forked agents share it copy-on-write. Everything a child
+# touches must be here: the target's module (device_agent.forked, which imports nothing heavy — not
+# pandas, as this module does through rundir) and the CLI, which multiprocessing re-imports in each
+# child as its __main__. Before the target moved out of this module, each agent imported pandas and
+# pyarrow itself: ~50 MiB private memory per agent.
 PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.device_agent.trainer",
-           "edgebed.device_agent.link", "edgebed.data", "edgebed.models", "edgebed.scenario"]
+           "edgebed.device_agent.link", "edgebed.device_agent.forked", "edgebed.emulator.nsjoin",
+           "edgebed.data", "edgebed.models", "edgebed.scenario", "edgebed.cli",
+           "edgebed.device_agent.cow"]   # last: freezes the GC so preloaded pages stay shared
 
 
 class LocalSpec(BaseModel):
@@ -82,32 +90,11 @@ def fork_agent(spec: AgentSpec, log_path: str, env: dict, join: Optional[dict] =
     cgroups first — the docker runtime's ``agents: forked`` mode."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
-    p = ctx.Process(target=_agent_main, name=f"edgebed-agent-{spec.device}",
+    p = ctx.Process(target=agent_main, name=f"edgebed-agent-{spec.device}",
                     args=(spec.ps_address, spec.device, spec.speed_class, log_path,
                           {**AGENT_ENV, **env, **spec.env}, join))
     p.start()
     return p
-
-
-def _agent_main(ps_address: str, device: int, speed_class: str, log_path: str, env: dict,
-                join: Optional[dict] = None) -> None:
-    """Entry point of a forked agent: own session, own log, one torch thread."""
-    os.setsid()
-    if join:                      # before any socket or thread: see nsjoin.enter
-        from ..nsjoin import enter
-        enter(**join)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.environ.update(env)
-    os.environ["EDGEBED_CLASS"] = speed_class
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's to handle
-    import zmq
-    from ...device_agent.agent import run_agent
-    code = run_agent(ps_address, device)
-    zmq.Context.instance().term()   # delivers what is queued (the Bye) within the sockets' linger
-    sys.exit(code)
 
 
 class LocalRuntime(Runtime):

@@ -1,0 +1,33 @@
+"""Entry point of an agent forked from the fork server (local runtime; docker ``agents: forked``).
+
+Kept apart from the runtimes on purpose: multiprocessing imports the target's module in every child,
+so this module imports nothing the fork server has not preloaded (see ``PRELOAD`` in
+``emulator/runtimes/local.py``).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Optional
+
+
+def agent_main(ps_address: str, device: int, speed_class: str, log_path: str, env: dict,
+                join: Optional[dict] = None) -> None:
+    """Entry point of a forked agent: own session, own log, one torch thread."""
+    os.setsid()
+    if join:                      # before any socket or thread: see nsjoin.enter
+        from ..emulator.nsjoin import enter
+        enter(**join)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ.update(env)
+    os.environ["EDGEBED_CLASS"] = speed_class
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's to handle
+    import zmq
+    from .agent import run_agent
+    code = run_agent(ps_address, device)
+    zmq.Context.instance().term()   # delivers what is queued (the Bye) within the sockets' linger
+    sys.exit(code)
