@@ -141,6 +141,7 @@ def main(argv=None) -> int:
                     help="comma-separated agents:devices pairs")
     ap.add_argument("--updates-per-device", type=int, default=3)
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--note", default="", help="conditions of the run (e.g. what else used the host)")
     args = ap.parse_args(argv)
     results = []
     for item in args.runs.split(","):
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
            "host": {"cores": os.cpu_count(), "kernel": platform.release(),
                     "mem_total_gib": round(int(Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1),
                     "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3]},
-           "results": results}
+           "note": args.note, "results": results}
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     md = ["| agents | devices | status | all devices pushed after | host memory (peak Δ) | per device | "
           "agent RSS / PSS / USS (mean) |", "|---|---|---|---|---|---|---|"]
