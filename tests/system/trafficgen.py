@@ -5,12 +5,16 @@
     python trafficgen.py client HOST PORT SECONDS [--netns NAME]
 
 Goodput is measured at the receiver over [warm-up, end] so the token bucket's initial burst and TCP's
-slow start don't count.
+slow start don't count. Times are the kernel's receive timestamps (SO_TIMESTAMPNS) where the kernel
+gives them, so a receiver that the scheduler runs late (a busy host) does not stretch the interval.
 """
 import json
 import socket
+import struct
 import sys
 import time
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)   # Linux value; the constant is missing in 3.11
 
 WARMUP = 1.0
 
@@ -31,10 +35,11 @@ def server(port: int) -> None:
     srv.listen(1)
     print(json.dumps({"listening": port}), flush=True)
     conn, _ = srv.accept()
+    conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     total, t0, mark_bytes, mark_t = 0, None, None, None
     while True:
-        data = conn.recv(1 << 16)
-        now = time.monotonic()
+        data, anc, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(16))
+        now = _kernel_time(anc)
         if not data:
             break
         if t0 is None:
@@ -45,6 +50,15 @@ def server(port: int) -> None:
         last = now
     rate = (total - mark_bytes) * 8 / (last - mark_t) if mark_t and last > mark_t else 0.0
     print(json.dumps({"bytes": total, "rate_bps": rate, "seconds": (last - t0) if t0 else 0}), flush=True)
+
+
+def _kernel_time(anc) -> float:
+    """Receive time of the newest segment in this read (kernel timestamp), else now."""
+    for level, kind, raw in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+            sec, nsec = struct.unpack("qq", raw[:16])
+            return sec + nsec * 1e-9
+    return time.time()
 
 
 def client(host: str, port: int, seconds: float) -> None:
