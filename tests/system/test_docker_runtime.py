@@ -6,6 +6,7 @@ silence of a paused container, compute rate under a CPU quota. The agent itself 
 test_docker_engine.py.
 """
 import socket
+import struct
 import tempfile
 import threading
 import time
@@ -60,16 +61,27 @@ class Receiver:
             self.threads.append(t)
 
     def _read(self, conn):
-        f = conn.makefile("rb")
-        device = int(f.readline())
-        line = self.timeline.setdefault(device, [])
-        total = 0
+        # Times are the kernel's receive timestamps (SO_TIMESTAMPNS, realtime clock → monotonic), so
+        # reader threads that a busy host schedules late do not shift them.
+        conn.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_TIMESTAMPNS", 35), 1)
+        offset = time.time() - time.monotonic()
+        head, line, total, device = b"", None, 0, None
         while True:
-            data = f.read1(1 << 16)
+            data, anc, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(16))
             if not data:
                 break
+            if device is None:
+                head += data
+                if b"\n" not in head:
+                    continue
+                dev, data = head.split(b"\n", 1)
+                device = int(dev)
+                line = self.timeline.setdefault(device, [])
+            stamp = next((struct.unpack("qq", raw[:16]) for lvl, kind, raw in anc
+                          if lvl == socket.SOL_SOCKET and len(raw) >= 16), None)
+            now = stamp[0] + stamp[1] * 1e-9 - offset if stamp else time.monotonic()
             total += len(data)
-            line.append((time.monotonic(), total))
+            line.append((now, total))
         conn.close()
 
     def bytes_between(self, device, t0, t1) -> int:
@@ -84,9 +96,8 @@ class Receiver:
         return at(t1) - at(t0)
 
     def goodput(self, device) -> float:
-        """Payload bits/s from the first to the last byte received. (The runtime gates each container
-        until its qdiscs are in place, so every byte crossed the shaped link; windows cut by read time
-        are biased by the receiver's scheduling on a busy 2-core host.)"""
+        """Payload bits/s from the first to the last byte received (kernel receive times). The runtime
+        gates each container until its qdiscs are in place, so every byte crossed the shaped link."""
         pts = self.timeline[device]
         return pts[-1][1] * 8 / (pts[-1][0] - pts[0][0])
 
