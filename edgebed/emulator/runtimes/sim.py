@@ -7,7 +7,7 @@ crash draws are those of a real run — but time is virtual: a message takes ``A
 then the class's think time. Events are ordered by (virtual time, sequence number), so the same
 scenario and seed give the same run, bit for bit. Gradients of devices whose pulled Θ is known are
 computed together (``device_agent/batched.py``) only when a push needs one, so batching never changes
-the event order.
+the event order (``runtime.sim.max_batch``; off by default, as it is slower on CPUs measured so far).
 
 Semantics a scenario should know about:
 - ``stop.wall_time`` is emulated (virtual) time here: the run describes the emulated system, and a
@@ -53,7 +53,9 @@ class SimSpec(BaseModel):
     # identical devices stay in lockstep forever (every round computed on one Θ), which no real run does.
     step_jitter: float = Field(0.1, ge=0, lt=1, description="relative spread of the compute time")
     link_model: Literal["network", "app"] = "network"
-    max_batch: int = Field(32, ge=1, description="gradients computed together (1: one at a time)")
+    # One at a time by default: on this CPU a vmap'd batch costs more per gradient than separate calls
+    # (CNN 4.9 vs 1.9 ms, MLP 0.9 vs 0.4 ms at one thread; benchmarks/bench_sim_paper.py times both).
+    max_batch: int = Field(1, ge=1, description="gradients computed together with vmap (1: one at a time)")
     threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
 
 
