@@ -246,6 +246,7 @@ class Engine:
             if curve is not None:
                 curve.stop()
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
+            summary["fidelity"] = self._fidelity(path, runtime, class_of)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
             write_json_atomic(path / "summary.json", summary)
             if old_term is not None:
@@ -330,6 +331,17 @@ class Engine:
                         "crashed": len(frozen), "lost": len(lost),
                         "alive_at_end": len(ps.devices) - len(frozen) - len(lost)},
         }
+
+    def _fidelity(self, path: Path, runtime, class_of) -> dict:
+        """summary.json's ``fidelity``: realized against configured (analysis/fidelity.py). A failure
+        here is recorded in the section, never at the cost of the summary."""
+        from ..analysis.fidelity import run_fidelity
+        try:
+            return run_fidelity(read_table(path, "updates"),
+                                [c.model_dump(mode="json") for c in self.sc.workers.classes],
+                                {d: class_of(d) for d in range(self.sc.workers.n)}, runtime.fidelity())
+        except Exception as err:
+            return {"error": f"{type(err).__name__}: {err}"}
 
     @staticmethod
     def _line(ps, evals, elapsed, alive) -> str:

@@ -118,3 +118,21 @@ def test_batched_gradients_equal_unbatched(model):
         g, loss = tr.gradient(thetas[i])
         np.testing.assert_allclose(grads[i], g, rtol=1e-4, atol=1e-6)
         assert losses[i] == pytest.approx(loss, rel=1e-5)
+
+
+def test_summary_fidelity_realized_rates_match_configured_speeds(tmp_path):
+    """No think time, unshaped links, no crashes: update rates follow the compute speeds (5:1), and the
+    summary's fidelity section says so next to the configured ratio."""
+    data = {"name": "sim-fidelity", "seed": 2, "dataset": {"train_samples": 1000}, "model": {"name": "mlp"},
+            "algorithm": {"name": "asgd", "lr": 0.05},
+            "workers": {"n": 6, "classes": [{"name": "fast", "share": 0.5},
+                                            {"name": "slow", "share": 0.5, "slowdown": 5}]},
+            "stop": {"updates": 600}, "eval": {"every": 600, "test_samples": 200}, "runtime": {"name": "sim"}}
+    s = Engine(parse_scenario(data), out=tmp_path).run().summary
+    rows = {r["class"]: r for r in s["fidelity"]["classes"]}
+    assert rows["fast"]["configured_speed_ratio"] == 5 and rows["slow"]["configured_speed_ratio"] == 1
+    assert rows["fast"]["realized_rate_ratio"] == pytest.approx(5, rel=0.1)
+    assert rows["fast"]["updates"] + rows["slow"]["updates"] == 600
+    # the duration is virtual: 100 pushes per fast device at ~0.4 ms of compute each
+    assert rows["fast"]["updates_per_device_per_s"] == pytest.approx(1 / 0.4e-3, rel=0.15)
+    assert "uplink" not in s["fidelity"]          # no kernel counters on the virtual clock

@@ -68,6 +68,19 @@ def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path, agents)
     assert sum(c["devices"] for c in kt["classes"].values()) == 8
     assert 0 <= kt["host_cpu"]["busy_mean"] <= 1      # realized fidelity: was the host saturated?
 
+    # realized fidelity in the summary: class rates vs configured speeds, uplink peak vs the tbf rate
+    fid = s["fidelity"]
+    rates = {r["class"]: r for r in fid["classes"]}
+    assert rates["fast"]["configured_speed_ratio"] == 2 and rates["slow"]["configured_speed_ratio"] == 1
+    assert rates["fast"]["updates"] + rates["slow"]["updates"] == 300
+    assert {u["class"] for u in fid["uplink"]} == {"fast", "slow"}
+    for u in fid["uplink"]:
+        assert u["configured_mbit"] == 1.0 and u["devices"] == 4
+        # tbf is a ceiling: over ≥ 1 s a device can't beat the rate by more than its 3.2 kB bucket
+        assert 0 < u["peak_mbit_min"] and u["peak_mbit_max"] <= 1.15, u
+        assert u["window_filled"] is False            # ~17 kB AdaComp pushes: a lower bound, said so
+    assert fid["host_cpu"] == kt["host_cpu"]
+
     # teardown left nothing of the run
     record = json.loads((path / "docker.json").read_text())
     assert cleanup.leftovers(record["run_id"]) == {"containers": [], "networks": []}

@@ -128,6 +128,12 @@ class Runtime(ABC):
         """Called by the engine's run loop every tick: make progress for about ``seconds``."""
         time.sleep(seconds)
 
+    def fidelity(self) -> dict:
+        """Called by the engine after cleanup, for summary.json's ``fidelity`` section: what this runtime
+        measured of the emulation itself — ``uplink_peak_bps`` (device → peak uplink bps from kernel
+        counters) and ``host_cpu`` (busy share of the host CPUs). Empty where it measured nothing."""
+        return {}
+
     def make_evaluator(self, scenario_dict: dict):
         from ...ps.evaluator import ProcessEvaluator
         return ProcessEvaluator(scenario_dict)

@@ -33,6 +33,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...analysis.fidelity import PeakRate
 from ...rundir import write_json_atomic
 from .. import cleanup as _cleanup
 from .. import images, links, nsjoin
@@ -202,6 +203,7 @@ class DockerRuntime(Runtime):
         self._quota_pending: dict[int, float] = {}
         self._counters: dict = {}
         self._counter_at = 0.0
+        self._uplink_peaks: dict[int, PeakRate] = {}   # device → peak uplink throughput (fidelity)
         self._bridge_start: Optional[dict] = None
         self.gate_dir = self.run_dir / "gate"
         self._cpu_busy: list[float] = []
@@ -430,6 +432,7 @@ class DockerRuntime(Runtime):
                 self._counters[d] = {"uplink_bytes": int(st["rx_bytes"]), "downlink_bytes": int(st["tx_bytes"]),
                                      "uplink_packets": int(st["rx_packets"]),
                                      "downlink_packets": int(st["tx_packets"])}
+                self._uplink_peaks.setdefault(d, PeakRate()).add(now, int(st["rx_bytes"]))
 
     def _sample_cpu(self) -> None:
         """Host CPU busy fraction since the previous sample (from /proc/stat), for the summary."""
@@ -450,6 +453,10 @@ class DockerRuntime(Runtime):
             return {}
         return {"busy_mean": round(sum(b) / len(b), 3), "saturated_share": round(sum(x > 0.95 for x in b) / len(b), 3),
                 "samples": len(b)}
+
+    def fidelity(self) -> dict:
+        return {"uplink_peak_bps": {d: p.peak_bps for d, p in self._uplink_peaks.items()},
+                "host_cpu": self.host_cpu()}
 
     def kernel_traffic(self) -> dict:
         """On-the-wire bytes (Ethernet + IP + TCP + payload) per device, per class and at the PS."""
