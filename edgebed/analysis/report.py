@@ -118,9 +118,38 @@ def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
         if wire is not None:
             lines += [f"## PS payload vs on-the-wire bytes (kernel counters): `{r.name}`", "",
                       tables.to_markdown(wire.round(2)), ""]
+    for r in runs:
+        lines += _fidelity_lines(r)
     for kind, p in plot_files.items():
         lines += [f"![{kind.replace('_', ' ')}]({p.name})", ""]
     return "\n".join(lines)
+
+
+def _fidelity_lines(run: Run) -> list[str]:
+    """summary.json's ``fidelity`` section as markdown (nothing for a run with one class and no
+    runtime measurements, where it has nothing to compare)."""
+    fid = run.summary.get("fidelity") or {}
+    if len(fid.get("classes", [])) < 2 and not fid.get("uplink") and not fid.get("host_cpu"):
+        return []
+    lines = [f"## Realized fidelity: `{run.name}`", ""]
+    if len(fid.get("classes", [])) > 1:
+        rows = pd.DataFrame(fid["classes"])[["class", "configured_speed_ratio", "realized_rate_ratio",
+                                             "updates_per_device_per_s", "think_time_s"]].set_axis(
+            ["class", "configured speed ratio", "realized rate ratio", "updates/device/s", "think time (s)"],
+            axis=1)
+        lines += ["Update rate per class relative to the slowest: configured compute speed vs realized "
+                  "(think time and link transfers lower the realized ratio).", "", tables.to_markdown(rows), ""]
+    if fid.get("uplink"):
+        rows = pd.DataFrame(fid["uplink"])[["class", "configured_mbit", "peak_mbit_mean", "peak_mbit_min",
+                                            "peak_mbit_max", "window_filled"]].set_axis(
+            ["class", "configured Mbit/s", "peak Mbit/s (mean)", "min", "max", "a push fills a window"], axis=1)
+        lines += [f"Uplink: {fid['uplink_measured_as']}; where a push does not fill a window the peak is "
+                  "a lower bound.", "", tables.to_markdown(rows), ""]
+    cpu = fid.get("host_cpu")
+    if cpu:
+        lines += [f"Host CPU: {100 * cpu['busy_mean']:.0f} % busy on average, saturated (> 95 %) in "
+                  f"{100 * cpu['saturated_share']:.0f} % of {cpu['samples']} samples.", ""]
+    return lines
 
 
 def write_report(runs: list[Path], out: Optional[Path] = None, target: float = 0.97,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -303,3 +304,24 @@ def test_report_puts_kernel_bytes_next_to_ps_payload(tmp_path):
     text = write_report([path], tmp_path / "rep").markdown.read_text()
     assert "on-the-wire" in text and "1.5" in text
     assert wire_vs_payload(load_run(make_run(tmp_path, "plain", evals=[(10, 0.5)]))) is None
+
+
+def test_report_shows_the_runs_realized_fidelity(tmp_path):
+    """summary.json's fidelity section (engine, analysis/fidelity.py) becomes tables in the report."""
+    from edgebed.analysis.fidelity import run_fidelity
+    path = make_run(tmp_path, "fid", n=6, classes={"fast": (2, 100), "slow": (4, 5)}, evals=[(10, 0.3)])
+    ups = pd.read_parquet(path / "updates")
+    ups["wall_time"] = np.linspace(0.1, 10.0, len(ups))
+    classes = [{"name": "fast", "slowdown": 1.0, "think_time": {"mean": 0.0}, "uplink": {"rate": 1e6}},
+               {"name": "slow", "slowdown": 10.0, "think_time": {"mean": 0.0}, "uplink": {"rate": None}}]
+    fid = run_fidelity(ups, classes, dict(zip(ups["device"], ups["speed_class"])),
+                       {"uplink_peak_bps": {0: 0.96e6, 1: 0.98e6}, "host_cpu": {
+                           "busy_mean": 0.42, "saturated_share": 0.1, "samples": 50}})
+    (path / "summary.json").write_text(json.dumps({"status": "complete", "fidelity": fid}))
+    text = write_report([path], tmp_path / "rep").markdown.read_text()
+    section = text.split("## Realized fidelity: `fid`")[1]
+    assert "| fast | 10 | 20 |" in section.replace(".0 ", " ")        # configured 10, realized 20
+    assert "0.97" in section and "42 % busy" in section and "10 % of 50 samples" in section
+    # a one-class run without runtime measurements has nothing to compare: no section
+    plain = make_run(tmp_path, "plain", evals=[(10, 0.5)])
+    assert "Realized fidelity" not in write_report([plain], tmp_path / "rep2").markdown.read_text()
