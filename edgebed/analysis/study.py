@@ -76,8 +76,12 @@ def _pm(mean: float, lo: float, hi: float, fmt) -> str:
 
 
 def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], target: float,
-               baseline_of: dict[str, Optional[str]]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(display table, numbers per cell, numbers per run). ``baseline_of`` maps cell id → baseline id."""
+               baseline_of: dict[str, Optional[str]], reference_of: Optional[dict[str, dict]] = None
+               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(display table, numbers per cell, numbers per run). ``baseline_of`` maps cell id → baseline id;
+    ``reference_of`` cell id → published numbers (``final_accuracy``, ``ingress_ratio``), shown as
+    ``reference …`` columns next to ours when any cell has them."""
+    reference_of = {k: v for k, v in (reference_of or {}).items() if v}
     per_run = []
     for cid, seeded in runs.items():
         for seed, r in seeded:
@@ -120,6 +124,9 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
     if not num.empty:
         num["baseline"] = [baseline_of.get(c["cell"]) for c in cells]
         num["ingress_ratio_vs_baseline"] = [round(x, 2) for x in ratios]
+        if reference_of:
+            for key in ("final_accuracy", "ingress_ratio"):
+                num[f"reference_{key}"] = [reference_of.get(c["cell"], {}).get(key) for c in cells]
     show_crash = any(not math.isnan(c["crashed_mean"]) and c["crashed_max"] > 0 for c in cells)
     t = f"{100 * target:g} %"
     rows = []
@@ -138,6 +145,10 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
                    tables.mb) + reached),
                "ingress ratio": ("baseline" if baseline_of.get(c["cell"]) == c["cell"]
                                  else tables.times(ratio))}
+        if reference_of:
+            ref = reference_of.get(c["cell"], {})
+            row["reference final acc (%)"] = tables.pct(ref["final_accuracy"]) if ref.get("final_accuracy") else "—"
+            row["reference ingress ratio"] = tables.times(ref["ingress_ratio"]) if ref.get("ingress_ratio") else "—"
         if show_crash:
             row["crashed"] = _pm(c["crashed_mean"], c["crashed_min"], c["crashed_max"], lambda v: f"{v:g}")
         rows.append(row)
@@ -207,7 +218,8 @@ def write_study_report(study_dir: str | Path, out: Optional[Path] = None) -> Stu
     out_dir = Path(out) if out is not None else study_dir / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    display, numbers, per_run = cell_table(runs, labels, target, baseline_of)
+    reference_of = {e["cell"]: e.get("reference") for e in status.get("cells", [])}
+    display, numbers, per_run = cell_table(runs, labels, target, baseline_of, reference_of)
     table_md = tables.to_markdown(display)
     table_csv = tables.write_csv(numbers, out_dir / "table.csv")
     runs_csv = tables.write_csv(per_run, out_dir / "runs.csv")
@@ -232,6 +244,9 @@ def write_study_report(study_dir: str | Path, out: Optional[Path] = None) -> Stu
     if status.get("baseline"):
         intro.append(f"Ingress ratio = baseline cell's mean ingress to target / the cell's "
                      f"(baseline: {status['baseline']}).")
+    if any(reference_of.values()):
+        intro.append("Reference columns: published numbers, not ours"
+                     + (f" — {status['reference_source']}." if status.get("reference_source") else "."))
     if status.get("description"):
         intro.append(status["description"].strip())
     sections = [("Cells", display)]

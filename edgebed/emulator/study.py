@@ -41,9 +41,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Reference(_Strict):
+    """Published numbers for a cell (e.g. the paper's), printed next to ours by ``study report``."""
+    final_accuracy: Optional[float] = Field(None, gt=0, le=1, description="a fraction")
+    ingress_ratio: Optional[float] = Field(None, gt=0, description="baseline's ingress to target / the cell's")
+
+
 class CellSpec(_Strict):
     label: Optional[str] = None
     set: dict[str, Any] = Field(default_factory=dict, description="dotted scenario key → value")
+    reference: Optional[Reference] = None
 
 
 class StudySpec(_Strict):
@@ -56,6 +63,7 @@ class StudySpec(_Strict):
     seeds: Union[int, list[int]] = 3
     target: float = Field(0.97, gt=0, le=1, description="target test accuracy, a fraction")
     baseline: Optional[str] = None
+    reference_source: str = Field("", description="where the cells' reference numbers come from")
 
     @field_validator("sweep")
     @classmethod
@@ -88,6 +96,7 @@ class Cell:
     overrides: tuple[str, ...]      # ``key=value`` strings for scenario.apply_override
     group: str                      # label of the ``cells:`` entry ('' without cells); baseline matching
     sweep: str                      # label of the sweep point ('' without sweep)
+    reference: Optional[Reference] = None   # published numbers for the cell, if the study gives them
 
 
 @dataclass(frozen=True)
@@ -168,7 +177,7 @@ def expand(spec: StudySpec) -> list[Cell]:
             ids.add(cid)
             overrides = (*fixed, *(_override(k, v) for k, v in entry.set.items()),
                          *(_override(k, v) for k, v in point.items()))
-            cells.append(Cell(cid, label, overrides, group, sweep))
+            cells.append(Cell(cid, label, overrides, group, sweep, entry.reference))
     labels = [c.label for c in cells]
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:
@@ -183,9 +192,12 @@ def _format(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = ("unknown key; study keys are name, description, base, set, sweep, cells, seeds, "
-                   "target, baseline (see scenarios/studies/README.md)")
+                   "target, baseline, reference_source; a cell has label, set, reference "
+                   "(see scenarios/studies/README.md)")
         elif e["type"] == "missing":
             msg = "required key is missing"
+        elif e["loc"][-1] in ("final_accuracy", "target"):
+            msg += "; give accuracy as a fraction (97.85 % → 0.9785)"
         lines.append(f"{source}: {loc}: {msg}")
     return "\n".join(lines)
 
@@ -269,6 +281,7 @@ def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
     base = study.baseline_for(cell)
     entry = {"cell": cell.id, "label": cell.label, "seed": seed, "overrides": list(cell.overrides),
              "baseline": base.id if base else None,
+             "reference": cell.reference.model_dump() if cell.reference else None,
              "status": "", "run": None, "error": None, "wall_time_s": None}
     done = _done(parent, sc)
     if done is not None:
@@ -345,7 +358,8 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     entries: list[dict] = []
     status = {"study": study.spec.name, "file": str(study.path), "base": str(study.base_path),
               "description": study.spec.description, "target": study.spec.target,
-              "baseline": study.spec.baseline, "total": len(todo), "jobs": jobs,
+              "baseline": study.spec.baseline, "reference_source": study.spec.reference_source,
+              "total": len(todo), "jobs": jobs,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": entries}
 
     def save() -> None:

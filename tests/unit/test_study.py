@@ -223,6 +223,39 @@ def test_report_has_each_cell_with_hand_computed_numbers(tmp_path):
     assert fast.share_mean == pytest.approx(0.75) and fast.rate_ratio_mean == pytest.approx(1.0)
 
 
+def test_report_prints_published_reference_numbers_next_to_ours(tmp_path):
+    cells = [dict(c) for c in COMPRESSION["cells"]]
+    cells[0]["reference"] = {"final_accuracy": 0.9785}
+    cells[1]["reference"] = {"final_accuracy": 0.9859, "ingress_ratio": 191}
+    path = write_study(tmp_path, seeds=1, baseline="asgd", cells=cells, reference_source="the paper, Fig. 3")
+    run_study(load_study(path), tmp_path / "out", FakeRunner())
+    rep = write_study_report(tmp_path / "out" / "st")
+    lines = {ln.split("|")[1].strip(): ln for ln in rep.table_markdown.splitlines()[2:]}
+    assert lines["adacomp"].rstrip(" |").endswith("| 98.59 | 191.0×")
+    assert lines["asgd"].rstrip(" |").endswith("| 97.85 | —")
+    assert lines["comp-asgd"].rstrip(" |").endswith("| — | —")
+    num = pd.read_csv(rep.table_csv).set_index("label")
+    assert num.loc["adacomp", "reference_ingress_ratio"] == 191
+    assert num.loc["adacomp", "ingress_ratio_vs_baseline"] == pytest.approx(400_000 / 3_000, abs=0.01)
+    assert "published numbers, not ours — the paper, Fig. 3." in rep.markdown.read_text()
+    # without references there are no reference columns
+    plain = write_study_report(_plain_study(tmp_path), tmp_path / "rep")
+    assert "reference" not in plain.table_markdown
+
+
+def _plain_study(tmp_path):
+    d = tmp_path / "plain"
+    d.mkdir()
+    run_study(load_study(write_study(d, seeds=1, **COMPRESSION)), d / "out", FakeRunner())
+    return d / "out" / "st"
+
+
+def test_a_reference_key_out_of_range_is_refused(tmp_path):
+    cells = [{"label": "asgd", "set": {"algorithm.name": "asgd"}, "reference": {"final_accuracy": 97.85}}]
+    with pytest.raises(StudyError, match=r"reference.final_accuracy: .*as a fraction .97.85 % → 0.9785"):
+        load_study(write_study(tmp_path, cells=cells))
+
+
 def test_report_notes_failed_runs_and_shows_crashes(tmp_path):
     study = load_study(write_study(tmp_path, seeds=1, **COMPRESSION))
     run_study(study, tmp_path / "out", FakeRunner(fail=("comp-asgd",), crashed=2))
