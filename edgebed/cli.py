@@ -80,9 +80,12 @@ def cmd_study_run(args) -> int:
     study = load_study(args.study, tuple(args.set or ()))   # errors before the engine (torch) loads
     if args.seeds is not None:
         study = study.first_seeds(args.seeds)
+    if args.cells:
+        study = study.select(tuple(args.cells))
     from .emulator.engine import terminal_progress
-    runs = len(study.cells) * len(study.spec.seed_list)
-    print(f"edgebed: study {study.spec.name} — {len(study.cells)} cells × {len(study.spec.seed_list)} "
+    runs = len(study.selected) * len(study.spec.seed_list)
+    of = f" (of {len(study.cells)})" if len(study.selected) < len(study.cells) else ""
+    print(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.spec.seed_list)} "
           f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/", file=sys.stderr)
     status = run_study(study, args.out, progress=terminal_progress(sys.stderr), jobs=args.jobs)
     print(f"\n{status['complete']} ran, {status['skipped']} already complete, {status['failed']} failed, "
@@ -108,6 +111,9 @@ def _study_parser(sub) -> None:
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key in every cell, e.g. --set eval.every=500 (repeatable)")
     r.add_argument("--seeds", type=int, metavar="K", help="run only the study's first K seeds")
+    r.add_argument("--cells", action="append", metavar="GLOB",
+                   help="run only the cells whose label or id matches, e.g. --cells '*train_samples=8000' "
+                        "(repeatable; a later run without it resumes the rest)")
     r.add_argument("--jobs", type=int, default=1, metavar="J",
                    help="run J cells at once, each in its own process (default 1); give each fewer "
                         "torch threads, e.g. --set runtime.sim.threads=1")

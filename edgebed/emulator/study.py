@@ -17,6 +17,7 @@ recorded in status.json and the study goes on.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import itertools
 import re
 import sys
@@ -107,6 +108,7 @@ class Study:
     base_path: Path
     cells: list[Cell]
     cli_set: tuple[str, ...] = ()
+    only: Optional[frozenset] = None   # ids of the cells to run (``select``); None: all of them
 
     def scenario(self, cell: Cell, seed: int) -> Scenario:
         """The resolved scenario of one cell × seed: base → study set → cell → sweep → seed → --set."""
@@ -124,6 +126,20 @@ class Study:
             raise StudyError(f"{self.path}: --seeds {k}: give at least 1")
         spec = self.spec.model_copy(update={"seeds": self.spec.seed_list[:k]})
         return dataclasses.replace(self, spec=spec)
+
+    def select(self, patterns: tuple[str, ...]) -> "Study":
+        """The same study running only the cells whose label or id matches a glob in ``patterns``
+        (baselines are still looked up among all cells; a later invocation without it resumes)."""
+        chosen = frozenset(c.id for c in self.cells
+                           if any(fnmatch.fnmatchcase(c.label, p) or fnmatch.fnmatchcase(c.id, p) for p in patterns))
+        if not chosen:
+            listed = "\n".join(f"  {c.label}   (id {c.id})" for c in self.cells)
+            raise StudyError(f"{self.path}: --cells {' '.join(patterns)} matches no cell; the cells are:\n{listed}")
+        return dataclasses.replace(self, only=chosen)
+
+    @property
+    def selected(self) -> list[Cell]:
+        return [c for c in self.cells if self.only is None or c.id in self.only]
 
     def baseline_for(self, cell: Cell) -> Optional[Cell]:
         """The cell ``cell`` is compared with: the baseline cell at the same sweep point."""
@@ -278,11 +294,7 @@ def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
     the user interrupted it."""
     sc = study.scenario(cell, seed)
     parent = cell_dir(sdir, cell, seed)
-    base = study.baseline_for(cell)
-    entry = {"cell": cell.id, "label": cell.label, "seed": seed, "overrides": list(cell.overrides),
-             "baseline": base.id if base else None,
-             "reference": cell.reference.model_dump() if cell.reference else None,
-             "status": "", "run": None, "error": None, "wall_time_s": None}
+    entry = _entry(study, cell, seed)
     done = _done(parent, sc)
     if done is not None:
         entry.update(status="skipped", run=str(done.relative_to(sdir)))
@@ -312,6 +324,22 @@ def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
     show(f"{head}: {entry['status']} in {entry['wall_time_s']:.1f} s"
          + (f" — {entry['error']}" if entry["error"] else ""), True)
     return entry, interrupted
+
+
+def _recorded(study: Study, sdir: Path, cell: Cell, seed: int) -> dict:
+    """The status entry of a cell × seed this invocation does not run: its complete run, if any."""
+    done = _done(cell_dir(sdir, cell, seed), study.scenario(cell, seed))
+    return _entry(study, cell, seed, status="skipped" if done else "not run",
+                  run=str(done.relative_to(sdir)) if done else None)
+
+
+def _entry(study: Study, cell: Cell, seed: int, **fields) -> dict:
+    """A cell × seed's record in status.json (``status``, ``run``, ``error``, ``wall_time_s`` filled later)."""
+    base = study.baseline_for(cell)
+    return {"cell": cell.id, "label": cell.label, "seed": seed, "overrides": list(cell.overrides),
+            "baseline": base.id if base else None,
+            "reference": cell.reference.model_dump() if cell.reference else None,
+            "status": "", "run": None, "error": None, "wall_time_s": None, **fields}
 
 
 class _EveryMinute:
@@ -353,18 +381,24 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     if study.cli_set:
         text += "\n# command line --set:\n" + "".join(f"#   {s}\n" for s in study.cli_set)
     (sdir / "study.yaml").write_text(text)
-    todo = [(c, s) for c in study.cells for s in study.spec.seed_list]
+    todo = [(c, s) for c in study.selected for s in study.spec.seed_list]
     heads = [f"[{i}/{len(todo)}] {c.label} · seed {s}" for i, (c, s) in enumerate(todo, start=1)]
     entries: list[dict] = []
     status = {"study": study.spec.name, "file": str(study.path), "base": str(study.base_path),
               "description": study.spec.description, "target": study.spec.target,
               "baseline": study.spec.baseline, "reference_source": study.spec.reference_source,
-              "total": len(todo), "jobs": jobs,
-              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": entries}
+              "total": len(study.cells) * len(study.spec.seed_list), "selected": len(todo), "jobs": jobs,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": []}
+
+    # cells left out by --cells stay in status.json as they are on disk, so the report keeps them
+    others = [_recorded(study, sdir, c, s) for c in study.cells if study.only is not None and c.id not in study.only
+              for s in study.spec.seed_list]
+    order = {(c.id, s): i for i, (c, s) in enumerate((c, s) for c in study.cells for s in study.spec.seed_list)}
 
     def save() -> None:
-        for k in ("complete", "skipped", "failed", "incomplete"):
-            status[k] = sum(e["status"] == k for e in entries)
+        status["cells"] = sorted(entries + others, key=lambda e: order[(e["cell"], e["seed"])])
+        for k in ("complete", "skipped", "failed", "incomplete", "not run"):
+            status[k] = sum(e["status"] == k for e in status["cells"])
         write_json_atomic(sdir / "status.json", status)
 
     if jobs == 1:

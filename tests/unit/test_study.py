@@ -256,6 +256,44 @@ def test_a_reference_key_out_of_range_is_refused(tmp_path):
         load_study(write_study(tmp_path, cells=cells))
 
 
+def test_cells_option_runs_a_subset_keeps_the_rest_recorded_and_a_full_run_resumes(tmp_path, monkeypatch,
+                                                                                    capsys):
+    path = write_study(tmp_path, seeds=1, sweep={"dataset.train_samples": [800, 400]}, **COMPRESSION)
+    import edgebed.emulator.study as mod
+    cli_runner = FakeRunner()
+    monkeypatch.setattr(mod, "engine_runner", lambda source: cli_runner)
+    assert main(["study", "run", str(path), "--out", str(tmp_path / "out"), "--cells", "adacomp*"]) == 0
+    assert "2 cells (of 6) × 1 seeds = 2 runs" in capsys.readouterr().err
+    assert sorted(cli_runner.calls) == ["st-adacomp-train-samples-400-s1", "st-adacomp-train-samples-800-s1"]
+    out2 = tmp_path / "out2"
+    runner = FakeRunner()
+    study = load_study(path).select(("*train_samples=800", "asgd*"))
+    assert [c.label for c in study.selected] == ["asgd · train_samples=800", "asgd · train_samples=400",
+                                                 "adacomp · train_samples=800", "comp-asgd · train_samples=800"]
+    status = run_study(study, out2, runner)
+    assert len(runner.calls) == 4 and status["total"] == 6 and status["selected"] == 4
+    by_label = {e["label"]: e for e in status["cells"]}
+    assert [e["label"] for e in status["cells"]][:2] == ["asgd · train_samples=800", "asgd · train_samples=400"]
+    assert by_label["adacomp · train_samples=400"]["status"] == "not run" and status["not run"] == 2
+    rep = write_study_report(out2 / "st")
+    assert "4 of 6 runs" in rep.markdown.read_text()
+    assert "adacomp · train_samples=400 · seed 1: not run; left out of the table" in rep.markdown.read_text()
+    # a later invocation without --cells runs only the two left
+    runner2 = FakeRunner()
+    status = run_study(load_study(path), out2, runner2)
+    assert sorted(runner2.calls) == ["st-adacomp-train-samples-400-s1", "st-comp-asgd-train-samples-400-s1"]
+    assert status["skipped"] == 4 and status["complete"] == 2
+    # and a --cells run after that keeps the others' complete runs in status.json
+    status = run_study(load_study(path).select(("asgd*",)), out2, FakeRunner())
+    assert status["skipped"] == 6 and len(status["cells"]) == 6
+
+
+def test_cells_option_that_matches_nothing_lists_the_cells(tmp_path):
+    study = load_study(write_study(tmp_path, **COMPRESSION))
+    with pytest.raises(StudyError, match=r"--cells nope matches no cell; the cells are:\n  asgd   \(id asgd\)"):
+        study.select(("nope",))
+
+
 def test_report_notes_failed_runs_and_shows_crashes(tmp_path):
     study = load_study(write_study(tmp_path, seeds=1, **COMPRESSION))
     run_study(study, tmp_path / "out", FakeRunner(fail=("comp-asgd",), crashed=2))
