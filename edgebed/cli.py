@@ -96,7 +96,7 @@ def cmd_study_run(args) -> int:
 
 def cmd_study_report(args) -> int:
     from .analysis.study import write_study_report
-    res = write_study_report(Path(args.study_dir), Path(args.out) if args.out else None)
+    res = write_study_report(Path(args.study_dir), Path(args.out) if args.out else None, args.target)
     print(res.table_markdown)
     print("\nwritten:", *[str(p) for p in res.files], sep="\n  ")
     return 0
@@ -121,6 +121,8 @@ def _study_parser(sub) -> None:
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")
     r.add_argument("study_dir", help="the study directory (<out>/<study name>/)")
     r.add_argument("--out", help="output directory (default <study dir>/report)")
+    r.add_argument("--target", type=float, metavar="ACC",
+                   help="target test accuracy as a fraction, instead of the study's (e.g. 0.94)")
     r.set_defaults(func=cmd_study_report)
 
 

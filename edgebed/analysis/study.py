@@ -209,11 +209,15 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def write_study_report(study_dir: str | Path, out: Optional[Path] = None) -> StudyReport:
-    """Aggregate a study directory into ``out`` (default ``<study dir>/report``)."""
+def write_study_report(study_dir: str | Path, out: Optional[Path] = None,
+                       target: Optional[float] = None) -> StudyReport:
+    """Aggregate a study directory into ``out`` (default ``<study dir>/report``). ``target`` (a test
+    accuracy fraction) replaces the study's own for the 'to target' columns and the ingress ratio."""
     study_dir = Path(study_dir)
+    if target is not None and not 0 < target <= 1:
+        raise ReportError(f"target accuracy {target!r} must be a fraction in (0, 1], e.g. 0.97")
     status, runs, labels, notes = _load(study_dir)
-    target = float(status.get("target") or 0.97)
+    target = float(target or status.get("target") or 0.97)
     baseline_of = {e["cell"]: e.get("baseline") for e in status.get("cells", [])}
     out_dir = Path(out) if out is not None else study_dir / "report"
     out_dir.mkdir(parents=True, exist_ok=True)

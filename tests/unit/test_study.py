@@ -294,6 +294,21 @@ def test_cells_option_that_matches_nothing_lists_the_cells(tmp_path):
         study.select(("nope",))
 
 
+def test_report_at_another_target_without_rerunning(tmp_path, capsys):
+    study = load_study(write_study(tmp_path, seeds=1, **COMPRESSION))
+    run_study(study, tmp_path / "out", FakeRunner())
+    # seed 1 curves (CURVES + 0.001): 90 % first at update 300 for asgd (0.951), 200 for adacomp (0.901)
+    assert main(["study", "report", str(tmp_path / "out" / "st"), "--out", str(tmp_path / "r90"),
+                 "--target", "0.9"]) == 0
+    num = pd.read_csv(tmp_path / "r90" / "table.csv").set_index("label")
+    assert num.loc["asgd", "ingress_to_target_mean"] == 300 * 1000
+    assert num.loc["adacomp", "ingress_to_target_mean"] == 200 * 10
+    assert num.loc["comp-asgd", "ingress_to_target_mean"] == 400 * 20      # 0.901 at 400
+    assert "updates to 90 %" in capsys.readouterr().out
+    assert main(["study", "report", str(tmp_path / "out" / "st"), "--target", "90"]) == 2
+    assert "must be a fraction" in capsys.readouterr().err
+
+
 def test_report_notes_failed_runs_and_shows_crashes(tmp_path):
     study = load_study(write_study(tmp_path, seeds=1, **COMPRESSION))
     run_study(study, tmp_path / "out", FakeRunner(fail=("comp-asgd",), crashed=2))
