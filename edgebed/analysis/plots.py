@@ -136,8 +136,12 @@ def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str |
     fig, ax = _new_axes(x, y, title)
     sx, sy = _axis(x).scale, _axis(y).scale
     for label, b in bands.items():
-        (line,) = ax.plot(b["x"] * sx, b["mean"] * sy, label=f"{label} ({int(b['runs'].iloc[0])} runs)",
+        (line,) = ax.plot(b["x"] * sx, b["mean"] * sy, label=f"{label} ({_runs(int(b['runs'].iloc[0]))})",
                           linewidth=1.5)
         ax.fill_between(b["x"] * sx, b["min"] * sy, b["max"] * sy, color=line.get_color(), alpha=0.2,
                         linewidth=0)
     return _save(fig, ax, Path(path), target, y)
+
+
+def _runs(k: int) -> str:
+    return "1 run" if k == 1 else f"{k} runs"
