@@ -53,8 +53,9 @@ class SimSpec(BaseModel):
     # identical devices stay in lockstep forever (every round computed on one Θ), which no real run does.
     step_jitter: float = Field(0.1, ge=0, lt=1, description="relative spread of the compute time")
     link_model: Literal["network", "app"] = "network"
-    # One at a time by default: on this CPU a vmap'd batch costs more per gradient than separate calls
-    # (CNN 4.9 vs 1.9 ms, MLP 0.9 vs 0.4 ms at one thread; benchmarks/bench_sim_paper.py times both).
+    # One at a time by default: on the reference CPU a vmap'd batch of 32 costs more per gradient than
+    # separate calls (CNN 4.9–6.9 vs 1.9–3.2 ms, MLP 0.74–0.98 vs 0.42–0.65 ms, one thread;
+    # benchmarks/bench_sim_paper.py times both).
     max_batch: int = Field(1, ge=1, description="gradients computed together with vmap (1: one at a time)")
     threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
 
