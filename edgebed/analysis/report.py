@@ -14,7 +14,7 @@ import pandas as pd
 from . import plots, tables
 from .metrics import RunSummary, class_shares, ratios_vs, summarize
 from ..rundir import read_json
-from .runs import ReportError, Run, load_runs
+from .runs import ReportError, Run, check_target, load_runs
 
 __all__ = ["ReportError", "ReportResult", "write_report", "choose_baseline", "default_out_dir"]
 
@@ -159,8 +159,7 @@ def write_report(runs: list[Path], out: Optional[Path] = None, target: float = 0
     ``target`` is a test accuracy fraction; ``baseline`` names the run others are compared with
     (only used with several runs). Raises ReportError for a path that is not a readable run dir.
     """
-    if not 0 < target <= 1:
-        raise ReportError(f"target accuracy {target!r} must be a fraction in (0, 1], e.g. 0.97")
+    check_target(target)
     loaded = load_runs(list(runs))
     base = choose_baseline(loaded, baseline) if len(loaded) > 1 else None
     summaries = [summarize(r.name, r.scenario, r.summary, r.updates, r.evals, target) for r in loaded]

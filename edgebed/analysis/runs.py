@@ -19,6 +19,12 @@ class ReportError(ValueError):
     """A report that can't be made: says which path, what's wrong and what to do."""
 
 
+def check_target(target: float) -> None:
+    """A target test accuracy must be a fraction: raise ReportError otherwise (97 → use 0.97)."""
+    if not 0 < target <= 1:
+        raise ReportError(f"target accuracy {target!r} must be a fraction in (0, 1], e.g. 0.97")
+
+
 @dataclass(frozen=True)
 class Run:
     path: Path

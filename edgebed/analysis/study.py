@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import plots, tables
 from .metrics import class_shares, ingress_ratio, summarize
-from .runs import ReportError, Run, load_run
+from .runs import ReportError, Run, check_target, load_run
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,8 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
                                  else tables.times(ratio))}
         if reference_of:
             ref = reference_of.get(c["cell"], {})
-            row["reference final acc (%)"] = tables.pct(ref["final_accuracy"]) if ref.get("final_accuracy") else "—"
-            row["reference ingress ratio"] = tables.times(ref["ingress_ratio"]) if ref.get("ingress_ratio") else "—"
+            row["reference final acc (%)"] = tables.pct(ref.get("final_accuracy") or math.nan)
+            row["reference ingress ratio"] = tables.times(ref.get("ingress_ratio") or math.nan)
         if show_crash:
             row["crashed"] = _pm(c["crashed_mean"], c["crashed_min"], c["crashed_max"], lambda v: f"{v:g}")
         rows.append(row)
@@ -214,8 +214,8 @@ def write_study_report(study_dir: str | Path, out: Optional[Path] = None,
     """Aggregate a study directory into ``out`` (default ``<study dir>/report``). ``target`` (a test
     accuracy fraction) replaces the study's own for the 'to target' columns and the ingress ratio."""
     study_dir = Path(study_dir)
-    if target is not None and not 0 < target <= 1:
-        raise ReportError(f"target accuracy {target!r} must be a fraction in (0, 1], e.g. 0.97")
+    if target is not None:
+        check_target(target)
     status, runs, labels, notes = _load(study_dir)
     target = float(target or status.get("target") or 0.97)
     baseline_of = {e["cell"]: e.get("baseline") for e in status.get("cells", [])}

@@ -391,7 +391,8 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": []}
 
     # cells left out by --cells stay in status.json as they are on disk, so the report keeps them
-    others = [_recorded(study, sdir, c, s) for c in study.cells if study.only is not None and c.id not in study.only
+    selected = {c.id for c in study.selected}
+    others = [_recorded(study, sdir, c, s) for c in study.cells if c.id not in selected
               for s in study.spec.seed_list]
     order = {(c.id, s): i for i, (c, s) in enumerate((c, s) for c in study.cells for s in study.spec.seed_list)}
 
