@@ -1,0 +1,114 @@
+"""The virtual clock's tables for the gradient rules stay bit-identical to those recorded at commit
+63d2d44 (before the device protocol was rewritten as one state machine): long study runs computed
+with that code must stay comparable with new ones.
+
+The fixture (``tests/fixtures/sim_golden.json``) holds each scenario and a SHA-256 per column of its
+``updates``, ``evals`` and ``events`` tables (wall-clock columns excluded). Re-record only on purpose:
+``.venv/bin/python tests/integration/test_sim_golden.py --record``.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sim_golden.json"
+TABLES = ("updates", "evals", "events")
+WALL = {"wall_time"}
+
+_CLASSES = [
+    {"name": "fast", "share": 0.34, "slowdown": 1, "think_time": "5ms"},
+    {"name": "slowlink", "share": 0.33, "slowdown": 1,
+     "uplink": {"rate": "2mbit", "delay": "20ms", "jitter": "5ms", "loss": "2%"},
+     "downlink": {"rate": "20mbit", "delay": "5ms"}},
+    {"name": "slowcpu", "share": 0.33, "slowdown": 4,
+     "think_time": {"dist": "exponential", "mean": "5ms"}, "uplink": {"rate": "10mbit"}},
+]
+
+
+def _base(name: str, algorithm: dict, model: str = "mlp", n: int = 6, updates: int = 300, **extra) -> dict:
+    sc = {"name": name, "seed": 3, "dataset": {"train_samples": 2000}, "model": {"name": model},
+          "algorithm": {"lr": 0.05, "batch_size": 10, **algorithm},
+          "workers": {"n": n, "classes": copy.deepcopy(_CLASSES)},
+          "failures": {"crash_probability": 0.01}, "stop": {"updates": updates},
+          "eval": {"every": 100, "test_samples": 300}, "runtime": {"name": "sim", "sim": {}}}
+    for key, value in extra.items():
+        sc[key] = {**sc.get(key, {}), **value} if isinstance(value, dict) else value
+    return sc
+
+
+SCENARIOS = {
+    "mlp-asgd": _base("mlp-asgd", {"name": "asgd"}),
+    "mlp-comp-asgd-app": _base("mlp-comp-asgd-app", {"name": "comp-asgd", "c": 0.05},
+                               runtime={"name": "sim", "sim": {"link_model": "app"}}),
+    "mlp-adacomp-batched": _base("mlp-adacomp-batched", {"name": "adacomp", "c": 0.02},
+                                 runtime={"name": "sim", "sim": {"max_batch": 4, "step_jitter": 0.2}}),
+    "mlp-asgd-target": _base("mlp-asgd-target", {"name": "asgd"}, updates=2000,
+                             stop={"target_accuracy": 0.5}, eval={"every": 20, "test_samples": 300}),
+    "mlp-adacomp-walltime": _base("mlp-adacomp-walltime", {"name": "adacomp", "c": 0.05}, updates=5000,
+                                  stop={"wall_time": "0.4s"}),
+    "cnn-adacomp": _base("cnn-adacomp", {"name": "adacomp", "c": 0.01}, model="cnn", n=5, updates=200),
+    "cnn-asgd": _base("cnn-asgd", {"name": "asgd"}, model="cnn", n=4, updates=150,
+                      eval={"every": 50, "test_samples": 200}),
+}
+
+
+def column_hashes(frame: pd.DataFrame) -> dict[str, str]:
+    """SHA-256 of each column's exact values (floats by their bytes; NaN as one fixed pattern)."""
+    out = {}
+    for col in sorted(c for c in frame.columns if c not in WALL):
+        s = frame[col]
+        if s.dtype.kind in "fiub":
+            data = np.ascontiguousarray(s.to_numpy(dtype=np.float64)).tobytes()
+        else:
+            data = "\x1f".join(map(str, s.tolist())).encode()
+        out[col] = hashlib.sha256(data).hexdigest()[:24]
+    return out
+
+
+def run_tables(scenario: dict, out: Path) -> dict:
+    from edgebed.emulator.engine import Engine
+    from edgebed.rundir import read_table
+    from edgebed.scenario import parse_scenario
+    result = Engine(parse_scenario(copy.deepcopy(scenario)), out=out).run()
+    tables = {t: read_table(result.path, t) for t in TABLES}
+    return {"rows": {t: len(f) for t, f in tables.items()},
+            "columns": {t: column_hashes(f) for t, f in tables.items()},
+            "ingress_bytes": result.summary["ingress_bytes"], "updates": result.summary["updates"]}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_sim_tables_bit_identical_to_recorded(name, tmp_path):
+    golden = json.loads(FIXTURE.read_text())[name]
+    assert golden["scenario"] == SCENARIOS[name], "the scenario changed: re-record on purpose, or restore it"
+    got = run_tables(golden["scenario"], tmp_path)
+    assert got["rows"] == golden["rows"]
+    for table in TABLES:
+        differ = {c for c in golden["columns"][table] if got["columns"][table].get(c) != golden["columns"][table][c]}
+        assert not differ, f"{name}: {table} columns {sorted(differ)} differ from the recorded run"
+        assert set(got["columns"][table]) == set(golden["columns"][table])
+    assert (got["ingress_bytes"], got["updates"]) == (golden["ingress_bytes"], golden["updates"])
+
+
+def record() -> None:
+    import tempfile
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, sc in SCENARIOS.items():
+            out[name] = {"scenario": sc, **run_tables(sc, Path(tmp) / name)}
+            print(name, out[name]["rows"], out[name]["updates"], file=sys.stderr)
+    FIXTURE.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--record"]:
+        record()
+    else:
+        sys.exit("usage: test_sim_golden.py --record   (overwrites tests/fixtures/sim_golden.json)")
