@@ -33,27 +33,28 @@ sys.path.insert(0, str(ROOT))
 
 
 def time_steps(model: str, n_steps: int, threads: int, batch: int = 1) -> float:
-    """Seconds per worker-step: ``batch == 1`` → Trainer.step one at a time; else batched gradients."""
+    """Seconds per worker-step: ``batch == 1`` → Trainer.gradient + compression one at a time; else batched gradients."""
     import torch
     from edgebed.data import load_bundled, partition
     from edgebed.device_agent.batched import BatchedGradient, trainer_batches
+    from edgebed.compression import make_compressor
     from edgebed.device_agent.trainer import Trainer
     from edgebed.models import initial_theta
     torch.set_num_threads(threads)
     ds = load_bundled(0.2, 1)
     shards = partition(ds.train_y, 200, "iid", 1)
     k = max(batch, 1)
-    trainers = [Trainer(model, ds.train_x[shards[d]], ds.train_y[shards[d]], 10, "top-c-per-layer", 0.01, 1, d)
-                for d in range(k)]
+    trainers = [Trainer(model, ds.train_x[shards[d]], ds.train_y[shards[d]], 10, 1, d) for d in range(k)]
+    comp = make_compressor("top-c-per-layer", 0.01, trainers[0].layers)
     theta, _ = initial_theta(model, 1)
     thetas = [theta + np.float32(1e-3) * d for d in range(k)]
     if batch == 1:
         tr = trainers[0]
         for _ in range(20):
-            tr.step(theta)
+            comp.compress(tr.gradient(theta)[0])
         t0 = time.perf_counter()
         for _ in range(n_steps):
-            tr.step(theta)
+            comp.compress(tr.gradient(theta)[0])
         return (time.perf_counter() - t0) / n_steps
     bg = BatchedGradient(model, 1)
     rounds = max(2, n_steps // k)
@@ -62,12 +63,12 @@ def time_steps(model: str, n_steps: int, threads: int, batch: int = 1) -> float:
     for _ in range(rounds):
         grads, _ = bg(thetas, *trainer_batches(trainers))
         for tr, g in zip(trainers, grads):
-            tr.compressor.compress(g)
+            comp.compress(g)
     return (time.perf_counter() - t0) / (rounds * k)
 
 
 class Probe:
-    """Times ``steps`` sequential Trainer.step calls every ``every`` seconds (floor samples)."""
+    """Times ``steps`` sequential gradient + compression calls every ``every`` seconds (floor samples)."""
 
     def __init__(self, model: str, threads: int, steps: int, every: float):
         self.model, self.threads, self.steps, self.every = model, threads, steps, every
@@ -82,15 +83,16 @@ class Probe:
             return
         if self.trainer is None:
             from edgebed.data import load_bundled
+            from edgebed.compression import make_compressor
             from edgebed.device_agent.trainer import Trainer
             from edgebed.models import initial_theta
             ds = load_bundled(0.2, 1)
-            self.trainer = Trainer(self.model, ds.train_x[:40], ds.train_y[:40], 10, "top-c-per-layer",
-                                   0.01, 1, 0)
+            self.trainer = Trainer(self.model, ds.train_x[:40], ds.train_y[:40], 10, 1, 0)
+            self.comp = make_compressor("top-c-per-layer", 0.01, self.trainer.layers)
             self.theta, _ = initial_theta(self.model, 1)
         t0 = time.perf_counter()
         for _ in range(self.steps):
-            self.trainer.step(self.theta)
+            self.comp.compress(self.trainer.gradient(self.theta)[0])
         t1 = time.perf_counter()
         self.samples.append((t1 - t0) / self.steps)
         self.spent += t1 - now

@@ -1,10 +1,10 @@
-"""The device agent loop: hello → (pull Θ → SGD step on its shard → compress → push)* → bye.
+"""The socket driver of the device state machine (``protocol.py``): ZeroMQ, link sleeps, heartbeats, rejoin.
 
-This is the only agent loop; every runtime runs it (a process, a container, a Spark task). It learns
-everything about the run from the PS's Welcome: dataset and partition, model, algorithm, its speed
-class (compute slowdown, think time) and which link properties it must emulate itself. What it computes
-between messages is its device policy (``policies.py``): one gradient per pull by default, local SGD
-steps for the model-averaging and EASGD rules.
+Every socket runtime runs it (a process, a container, a Spark task); the virtual clock drives the same
+machine from its event heap. The machine decides what to send and compute; this driver carries it out
+in real time: each message crosses the emulated app-level link (``link.py``), the compute phase is
+measured and stretched by the speed class's slowdown, waits send heartbeats, and a lost PS is
+re-joined with a new hello. Everything about the run comes from the PS's Welcome.
 """
 from __future__ import annotations
 
@@ -60,24 +60,12 @@ class Channel:
         self.sock.close()
 
 
-def _think(cfg: dict, rng: np.random.Generator) -> float:
-    mean, dist = cfg.get("mean", 0.0), cfg.get("dist", "constant")
-    if mean <= 0 and dist != "uniform":
-        return 0.0
-    if dist == "exponential":
-        return float(rng.exponential(mean))
-    if dist == "uniform":
-        s = cfg.get("spread", 0.0)
-        return max(0.0, float(rng.uniform(mean - s, mean + s)))
-    return float(mean)
-
-
 def _block_forever() -> None:
     """Fail-stop without an external freezer: never send again (the runtime ends us later)."""
     threading.Event().wait()
 
 
-def _join(ps_address: str, device: int, attempt: int, timeout: float, configure_socket,
+def _join(ps_address: str, machine, attempt: int, timeout: float, configure_socket,
           give_up_after: float) -> tuple[Channel, wire.Message, int]:
     """Hello until the PS answers (a fresh socket per try, so a late reply can't be mistaken for a
     new one); each retry counts as a new attempt. Raises PSUnreachable after ``give_up_after`` s."""
@@ -85,7 +73,8 @@ def _join(ps_address: str, device: int, attempt: int, timeout: float, configure_
     while True:
         ch = Channel(ps_address, timeout, configure_socket=configure_socket)
         try:
-            ch.send(wire.Hello(device, os.environ.get("EDGEBED_CLASS", ""), attempt))
+            (hello,) = machine.hello(attempt)
+            ch.send(hello.msg)
             reply, _ = ch.recv()
             return ch, reply, attempt
         except PSUnreachable:
@@ -97,15 +86,13 @@ def _join(ps_address: str, device: int, attempt: int, timeout: float, configure_
 
 
 def _exchange(ch: Channel, msg: wire.Message, up, down) -> wire.Message:
-    """One request/reply through the emulated link; PS gone or session forgotten → _Rejoin."""
+    """One request/reply through the emulated link; PS gone → _Rejoin."""
     up.traverse(ch.send(msg))
     try:
         reply, nbytes = ch.recv()
     except PSUnreachable as err:
         raise _Rejoin(str(err)) from None
     down.traverse(nbytes)
-    if isinstance(reply, wire.Error) and reply.code == "unknown-session":
-        raise _Rejoin(reply.message)
     return reply
 
 
@@ -144,64 +131,73 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
         configure_socket = client_from_env()
     import torch
     torch.set_num_threads(1)
-    from ..data import load_dataset, partition
-    from ..scenario import DatasetSpec
     from .link import AppLink
-    from .policies import PULL, make_policy
-    from .trainer import Trainer
+    from .protocol import Compute, DeviceProtocol, Exit, Freeze, Rejoin, Send, Wait
 
-    ch, welcome, attempt = _join(ps_address, device, attempt, timeout, configure_socket, give_up_after)
+    def make_trainer(cfg: dict):
+        return trainer_for(cfg, device, data, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
+
+    machine = DeviceProtocol(device, os.environ.get("EDGEBED_CLASS", ""), make_trainer)
+    ch, reply, attempt = _join(ps_address, machine, attempt, timeout, configure_socket, give_up_after)
+    links = []
+
+    def carry_out(action) -> list:
+        """One action of the machine, in real time; returns the machine's next actions."""
+        if isinstance(action, Send):
+            if isinstance(action.msg, wire.Bye):
+                ch.send(action.msg)   # no reply; the socket's linger delivers it
+                return []
+            if not links:   # the app-level link this runtime left to the agent (from Welcome)
+                cfg = machine.config
+                links.extend(AppLink.from_config(cfg["app_link"][d], seed=[cfg["seed"], device, i])
+                             for i, d in ((1, "uplink"), (2, "downlink")))
+            return machine.receive(_exchange(ch, action.msg, *links))
+        if isinstance(action, Compute):
+            t0 = time.perf_counter()
+            machine.compute()
+            slowdown = machine.config["speed_class"]["slowdown"]
+            if slowdown > 1.0:   # a slow class computes longer
+                _idle((slowdown - 1.0) * (time.perf_counter() - t0), ch, machine.session)
+            return machine.computed()
+        if isinstance(action, Wait):
+            _idle(action.seconds, ch, machine.session)
+            return machine.waited()
+        if isinstance(action, Rejoin):
+            raise _Rejoin(action.reason)
+        raise AssertionError(f"unhandled {action}")
+
     try:
-        if isinstance(welcome, wire.Stop):
-            return 0
-        if not isinstance(welcome, wire.Welcome):
-            raise RuntimeError(f"PS refused hello: {welcome}")
-        cfg, session = welcome.config, welcome.session
-        seed = cfg["seed"]
-        if data is None:
-            ds = load_dataset(DatasetSpec.model_validate(cfg["dataset"]), seed)
-            shard = partition(ds.train_y, cfg["n_devices"], cfg["dataset"]["partition"], seed,
-                              cfg["dataset"]["labels_per_worker"])[device]
-            data = (ds.train_x[shard], ds.train_y[shard])
-        algo = cfg["algorithm"]
-        trainer = Trainer(cfg["model"], data[0], data[1], algo["batch_size"], cfg["compressor"], algo["c"],
-                          seed, device, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
-        klass = cfg["speed_class"]
-        up = AppLink.from_config(cfg["app_link"]["uplink"], seed=[seed, device, 1])
-        down = AppLink.from_config(cfg["app_link"]["downlink"], seed=[seed, device, 2])
-        rng = np.random.default_rng([seed, device, 3])
-        policy = make_policy(cfg.get("policy"), trainer)
-        seq, request, compute = 0, policy.start(), 0.0
-        while True:
-            try:
-                if request == PULL:
-                    msg = wire.Pull(session)
-                else:   # a slow class computes longer, then thinks, before each push
-                    _idle((klass["slowdown"] - 1.0) * compute + _think(klass["think_time"], rng), ch, session)
-                    msg = wire.Push(session, seq, request.version, request.values, request.indices, request.loss)
-                    seq += 1
-                reply = _exchange(ch, msg, up, down)
-            except _Rejoin:
-                ch.close()
-                ch, welcome, attempt = _join(ps_address, device, attempt + 1, timeout, configure_socket,
-                                             give_up_after)
-                if not isinstance(welcome, wire.Welcome):
-                    return 0   # Stop (run over) or refused (e.g. frozen): nothing left to do
-                session, request, compute = welcome.session, policy.start(), 0.0
-                continue
-            if isinstance(reply, wire.Stop):
-                break
-            if isinstance(reply, wire.Ack) and reply.freeze:
+        actions = machine.receive(reply)
+        while actions:
+            action = actions.pop(0)
+            if isinstance(action, Freeze):
                 (freezer or _block_forever)()
                 return 0
-            if not isinstance(reply, (wire.Model, wire.Ack, wire.Sync)):
-                raise RuntimeError(f"{msg.kind} refused: {reply}")
-            t0 = time.perf_counter()
-            request = policy.next(reply)
-            compute = time.perf_counter() - t0
-            if request == PULL and klass["slowdown"] > 1.0:
-                _idle((klass["slowdown"] - 1.0) * compute, ch, session)   # local steps before a pull (EASGD)
-        ch.send(wire.Bye(session, "stop"))
+            if isinstance(action, Exit):
+                if action.code:
+                    raise RuntimeError(f"device {device}: {action.reason}")
+                return 0
+            try:
+                actions += carry_out(action)
+            except _Rejoin:
+                ch.close()
+                ch, reply, attempt = _join(ps_address, machine, attempt + 1, timeout, configure_socket,
+                                           give_up_after)
+                actions = machine.receive(reply)
         return 0
     finally:
         ch.close()
+
+
+def trainer_for(cfg: dict, device: int, data=None, torch_device: str = "cpu"):
+    """The device's Trainer from its Welcome config; ``data=(x, y)`` instead of the scenario's shard."""
+    from ..data import load_dataset, partition
+    from ..scenario import DatasetSpec
+    from .trainer import Trainer
+    seed = cfg["seed"]
+    if data is None:
+        ds = load_dataset(DatasetSpec.model_validate(cfg["dataset"]), seed)
+        shard = partition(ds.train_y, cfg["n_devices"], cfg["dataset"]["partition"], seed,
+                          cfg["dataset"]["labels_per_worker"])[device]
+        data = (ds.train_x[shard], ds.train_y[shard])
+    return Trainer(cfg["model"], data[0], data[1], cfg["algorithm"]["batch_size"], seed, device, torch_device)

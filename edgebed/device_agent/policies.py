@@ -1,7 +1,7 @@
 """Device policies: what a device computes between two messages of the one agent loop.
 
-The loop (agent.py) sends what the policy asks for — ``PULL`` or an ``Upload`` (a push payload) —
-and hands every reply (Model, Ack, Sync) back to ``next``. The PS's update rule chooses the policy and
+The device state machine (``protocol.py``) sends what the policy asks for — ``PULL`` or an ``Upload``
+(a push payload, compressed by the machine) — and hands every reply (Model, Ack, Sync) back to ``next``. The PS's update rule chooses the policy and
 sends it in Welcome (``UpdateRule.device_policy``):
 
 - ``gradient`` (ASGD, Comp-ASGD, AdaComp): pull Θ → one compressed gradient → push.
@@ -31,21 +31,25 @@ MAX_PERIOD = 100
 
 @dataclass
 class Upload:
-    """A push's payload; the loop adds session and sequence number."""
+    """A push's payload; the state machine compresses it and adds session and sequence number."""
     version: int                          # the Θ version this was computed from
-    values: np.ndarray
-    indices: Optional[np.ndarray] = None  # None: dense
+    values: Optional[np.ndarray]          # None while a deferred gradient is not computed yet
+    indices: Optional[np.ndarray] = None  # None: dense (the machine's compressor picks the entries)
     loss: float = math.nan
+    theta: Optional[np.ndarray] = None    # set: the gradient at this Θ is still to compute (virtual clock)
 
 
 Request = Union[str, Upload]
 
 
 class DevicePolicy:
-    """Hooks of the agent loop. ``start`` after (re)joining the PS; ``next`` for each reply."""
+    """Hooks of the device state machine. ``start`` after (re)joining the PS; ``next`` for each reply."""
 
     def __init__(self, trainer):
         self.trainer = trainer
+        # The virtual clock sets this to compute gradients later, several devices' at once
+        # (``device_agent/batched.py``); only the gradient policy has such separable work.
+        self.deferred = False
 
     def start(self) -> Request:
         return PULL
@@ -57,8 +61,10 @@ class DevicePolicy:
 class GradientPush(DevicePolicy):
     def next(self, reply):
         if isinstance(reply, wire.Model):
-            update, loss = self.trainer.step(reply.params)
-            return Upload(reply.version, update.values, update.indices, loss)
+            if self.deferred:
+                return Upload(reply.version, None, theta=reply.params)
+            grad, loss = self.trainer.gradient(reply.params)
+            return Upload(reply.version, grad, None, loss)
         return PULL
 
 

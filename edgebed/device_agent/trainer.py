@@ -5,7 +5,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..compression import Sparse, make_compressor
 from ..data import normalize
 from ..models import build_model, get_flat, grad_flat, layers_of, set_flat
 
@@ -17,7 +16,7 @@ class Trainer:
     sequence of batches is a function of (seed, device) alone."""
 
     def __init__(self, model: str, x: np.ndarray, y: np.ndarray, batch_size: int,
-                 compressor: str, c: float, seed: int, device: int, torch_device: str = "cpu"):
+                 seed: int, device: int, torch_device: str = "cpu"):
         if len(y) == 0:
             raise ValueError(f"device {device} has an empty shard; use fewer workers or more samples")
         self.dev = torch.device(torch_device)
@@ -28,10 +27,10 @@ class Trainer:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(y.astype(np.int64)).to(self.dev)
         self.b = batch_size
-        self.compressor = make_compressor(compressor, c, self.layers)
         self.rng = np.random.default_rng([seed, device, 0xBA7C])
         self._order = np.empty(0, dtype=np.int64)
         self._pos = 0
+        self.steps = 0   # batches drawn: SGD steps taken (the virtual clock charges compute time by it)
 
     def next_batch(self) -> np.ndarray:
         if self._pos + self.b > len(self._order):
@@ -39,6 +38,7 @@ class Trainer:
             self._pos = 0
         idx = self._order[self._pos:self._pos + self.b]
         self._pos += self.b
+        self.steps += 1
         return idx
 
     def gradient(self, theta: np.ndarray) -> tuple[np.ndarray, float]:
@@ -72,7 +72,3 @@ class Trainer:
             for p in self.model.parameters():
                 p.add_(p.grad, alpha=-lr)
         return loss
-
-    def step(self, theta: np.ndarray) -> tuple[Sparse, float]:
-        grad, loss = self.gradient(theta)
-        return self.compressor.compress(grad), loss

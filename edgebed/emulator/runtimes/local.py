@@ -29,7 +29,8 @@ from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 # pandas, as this module does through rundir) and the CLI, which multiprocessing re-imports in each
 # child as its __main__. Before the target moved out of this module, each agent imported pandas and
 # pyarrow itself: ~50 MiB private memory per agent.
-PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.device_agent.trainer",
+PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.device_agent.protocol",
+           "edgebed.device_agent.policies", "edgebed.device_agent.trainer",
            "edgebed.device_agent.link", "edgebed.device_agent.forked", "edgebed.emulator.nsjoin",
            "edgebed.data", "edgebed.models", "edgebed.scenario", "edgebed.cli",
            "edgebed.device_agent.cow"]   # last: freezes the GC so preloaded pages stay shared

@@ -1,13 +1,16 @@
 """Virtual-clock runtime: the whole run in one process as a discrete-event simulation.
 
-Every device follows the agent's protocol (Hello→Welcome, Pull→Model, Push→Ack|Stop, Bye) with real
-``wire`` frames handed to ``ParameterServer.process`` — so ingress bytes, update rules, staleness and
-crash draws are those of a real run — but time is virtual: a message takes ``AppLink.transfer_time``
-(bytes·8/rate + delay ± jitter + loss RTOs), a gradient takes ``step_time × slowdown`` (± ``step_jitter``),
-then the class's think time. Events are ordered by (virtual time, sequence number), so the same
-scenario and seed give the same run, bit for bit. Gradients of devices whose pulled Θ is known are
-computed together (``device_agent/batched.py``) only when a push needs one, so batching never changes
-the event order (``runtime.sim.max_batch``; off by default, as it is slower on CPUs measured so far).
+Every device is the same state machine the socket agent drives (``device_agent/protocol.py``), here
+driven from an event heap: its messages are real ``wire`` frames handed to ``ParameterServer.process``
+— so ingress bytes, update rules, staleness and crash draws are those of a real run, for all six
+algorithms — but time is virtual: a message takes ``AppLink.transfer_time`` (bytes·8/rate + delay ±
+jitter + loss RTOs), a compute phase takes ``steps × step_time × slowdown`` (each step ± ``step_jitter``),
+a wait (think time) its drawn seconds. Events are ordered by (virtual time, sequence number), so the
+same scenario and seed give the same run, bit for bit. Replies a round-based rule holds (model
+averaging) come back through ``Hooks.send`` and go down the device's downlink like any other. With
+``runtime.sim.max_batch`` > 1, gradients of devices whose pulled Θ is known are computed together
+(``device_agent/batched.py``) only when a push needs one, so batching never changes the event order
+(off by default, as it is slower on CPUs measured so far).
 
 Semantics a scenario should know about:
 - ``stop.wall_time`` is emulated (virtual) time here: the run describes the emulated system, and a
@@ -29,21 +32,18 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...device_agent.agent import _think
+from ...device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Send, Wait
 from ...ps import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 
 # Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
-# project's 2-core reference machine (see ../shared/MEASURED.md); override with runtime.sim.step_time.
+# project's 2-core reference machine (benchmarks/bench_sim_paper.py); override with runtime.sim.step_time.
 DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
 
-# Update rules whose devices compute one gradient per pulled Θ (the protocol the sim replays).
-GRADIENT_RULES = ("asgd", "comp-asgd", "adacomp")
-
-# event kinds
-_ARRIVE, _REPLY, _PUSH_READY = 0, 1, 2
+# event kinds: a message reaches the PS; a reply reaches the device; the device's timed phase is over
+_ARRIVE, _REPLY, _RESUME = 0, 1, 2
 
 
 class SimSpec(BaseModel):
@@ -61,30 +61,19 @@ class SimSpec(BaseModel):
 
 
 @dataclass
-class _Job:
-    version: int
-    theta: np.ndarray          # the Θ this device pulled (its private snapshot)
-    ready: tuple = ()          # (virtual time, seq) of its push: batching order
-    update: object = None      # compressed gradient, once computed
-    loss: float = math.nan
-
-
-@dataclass
 class _Device:
     device: int
     klass: dict
     peer: bytes
     up: object
     down: object
-    rng: np.random.Generator
     compute_rng: np.random.Generator
-    trainer: object = None
-    session: str = ""
-    seq: int = 0
-    job: Optional[_Job] = None
+    machine: DeviceProtocol
     frozen: bool = False
     code: Optional[int] = None      # exit code once ended
-    wait_after_send: float = 0.0    # link_model app: the sender's transfer time still to wait
+    sent_until: float = -math.inf   # link_model app: when the sender is done waiting its transfer time
+    then: list = field(default_factory=list)   # actions to carry out when its timed phase is over
+    ready: tuple = ()               # (virtual time, seq) of that moment: the batching order
 
 
 class SimHandle(AgentHandle):
@@ -140,18 +129,11 @@ class SimRuntime(Runtime):
         self.step_time = self.spec.step_time if self.spec.step_time is not None \
             else DEFAULT_STEP_TIME[scenario.model.name]
         self.devices: dict[int, _Device] = {}
+        self._by_peer: dict[bytes, _Device] = {}
         self._heap: list = []
         self._seq = 0
         self._batched = None
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
-
-    def check(self) -> list[str]:
-        problems = super().check()
-        if self.scenario.algorithm.name not in GRADIENT_RULES:
-            problems.append(f"algorithm.name: {self.scenario.algorithm.name!r} is not supported by runtime 'sim' "
-                            f"yet (its devices run one gradient per pull: {', '.join(GRADIENT_RULES)}); "
-                            "use runtime local")
-        return problems
 
     def applied(self) -> dict:
         return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
@@ -170,27 +152,30 @@ class SimRuntime(Runtime):
         from ...data import load_dataset, partition
         from ...device_agent.link import AppLink
         from ...device_agent.trainer import Trainer
-        from ...ps.rules import RULES
         sc = self.scenario
         seed = sc.seed
         ds = load_dataset(sc.dataset, seed)
         shards = partition(ds.train_y, sc.workers.n, sc.dataset.partition, seed, sc.dataset.labels_per_worker)
-        compressor = RULES[sc.algorithm.name].compressor
         classes = class_assignment(sc)
+
+        def trainer_of(d: int):   # one dataset load for all devices; the agent's Trainer otherwise
+            return lambda cfg: Trainer(cfg["model"], ds.train_x[shards[d]], ds.train_y[shards[d]],
+                                       cfg["algorithm"]["batch_size"], seed, d)
         handles = []
         for spec in specs:
             d = spec.device
             klass = sc.workers.classes[classes[d]]
-            # The same random streams as the agent (device_agent/agent.py): links, think time.
+            # The agent's random streams (device_agent/agent.py): links [seed, d, 1|2]; compute time [.., 4].
+            machine = DeviceProtocol(d, spec.speed_class, trainer_of(d))
+            machine.deferred_gradients = self.spec.max_batch > 1
             dev = _Device(d, klass.model_dump(mode="json"), f"sim-{d}".encode(),
                           AppLink.from_config(klass.uplink.model_dump(), seed=[seed, d, 1]),
                           AppLink.from_config(klass.downlink.model_dump(), seed=[seed, d, 2]),
-                          np.random.default_rng([seed, d, 3]), np.random.default_rng([seed, d, 4]))
-            dev.trainer = Trainer(sc.model.name, ds.train_x[shards[d]], ds.train_y[shards[d]],
-                                  sc.algorithm.batch_size, compressor, sc.algorithm.c, seed, d)
+                          np.random.default_rng([seed, d, 4]), machine)
             self.devices[d] = dev
+            self._by_peer[dev.peer] = dev
             handles.append(SimHandle(dev))
-            self._send(dev, wire.Hello(d, spec.speed_class, 0))
+            self._carry_out(dev, machine.hello(0))
         if self.spec.max_batch > 1:
             from ...device_agent.batched import BatchedGradient
             self._batched = BatchedGradient(sc.model.name, seed)
@@ -201,6 +186,7 @@ class SimRuntime(Runtime):
         """Process events for about ``seconds`` of wall time. Once the PS has stopped, run until every
         device has had its Stop (so the run ends the way a real one does), whatever that takes."""
         self.ps = ps
+        ps.hooks.send = self._deliver   # replies a round-based rule held, released later
         deadline = time.monotonic() + seconds
         limit = self.scenario.stop.wall_time
         if not self._heap:
@@ -221,9 +207,10 @@ class SimRuntime(Runtime):
             elif dev.code is not None or dev.frozen:
                 continue
             elif kind == _REPLY:
-                self._on_reply(dev, payload)
+                self._carry_out(dev, dev.machine.receive(wire.decode(payload)))
             else:
-                self._push(dev)
+                then, dev.then = dev.then, []
+                self._carry_out(dev, then)
 
     def _schedule(self, t: float, kind: int, device: int, payload=None) -> tuple:
         key = (t, self._seq)
@@ -231,80 +218,95 @@ class SimRuntime(Runtime):
         self._seq += 1
         return key
 
+    def _carry_out(self, dev: _Device, actions: list) -> None:
+        """The device's actions, in order, on the virtual clock. A compute phase or a wait takes
+        virtual time: the rest waits for a _RESUME event at its end."""
+        busy = None   # virtual seconds of the timed phase in progress (None: none)
+        while actions:
+            action = actions.pop(0)
+            if isinstance(action, Send) and busy is None:
+                self._send(dev, action.msg)
+            elif isinstance(action, Compute):
+                t0 = time.perf_counter()
+                steps = dev.machine.compute()
+                self.stats["compute_s"] += time.perf_counter() - t0
+                self.stats["gradients"] += steps
+                if steps:
+                    busy = (0.0 if busy is None else busy) + self._compute_time(dev, steps)
+                actions = dev.machine.computed() + actions
+            elif isinstance(action, Wait):   # the push is built when the wait is over
+                busy = (0.0 if busy is None else busy) + action.seconds
+                actions = [_Waited()] + actions
+            elif isinstance(action, _Waited) and busy is None:
+                self._fill_deferred(dev)
+                actions = dev.machine.waited() + actions
+            elif busy is not None:           # a Send or the end of a wait, after the timed phase
+                dev.then = [action] + actions
+                dev.ready = self._schedule(self.now + busy, _RESUME, dev.device)
+                return
+            elif isinstance(action, Freeze):
+                dev.frozen = True            # fail-stop: never sends again
+                return
+            elif isinstance(action, Exit):
+                dev.code = action.code       # 1: the real agent raises (the PS refused a message)
+                return
+            else:                            # Rejoin: a virtual PS never forgets a session
+                dev.code = 1
+                return
+
+    def _compute_time(self, dev: _Device, steps: int) -> float:
+        """Virtual seconds of ``steps`` SGD steps on this device: step_time × slowdown × U(1 ± jitter) each."""
+        total = 0.0
+        for _ in range(steps):
+            compute = self.step_time * dev.klass["slowdown"]
+            if self.spec.step_jitter:
+                compute *= 1.0 + self.spec.step_jitter * (2.0 * dev.compute_rng.random() - 1.0)
+            total += compute
+        return total
+
     def _send(self, dev: _Device, msg: wire.Message) -> None:
         """The device sends ``msg`` over its uplink."""
         frames = wire.encode(msg)
         up = dev.up.transfer_time(wire.frames_nbytes(frames))
         if self.spec.link_model == "app":
-            dev.wait_after_send = up
+            dev.sent_until = self.now + up
             self._schedule(self.now, _ARRIVE, dev.device, frames)
         else:
             self._schedule(self.now + up, _ARRIVE, dev.device, frames)
 
     def _arrive(self, dev: _Device, frames) -> None:
-        """A message reaches the PS; its reply goes down the device's downlink."""
+        """A message reaches the PS; its reply (unless held) goes down the device's downlink."""
         reply = self.ps.process(dev.peer, frames)
-        if reply is None:
+        if reply is not None:
+            self._deliver(dev.peer, reply)
+
+    def _deliver(self, peer: bytes, frames) -> None:
+        """A reply leaves the PS for the device (also ``Hooks.send`` for held replies)."""
+        dev = self._by_peer[peer]
+        down = dev.down.transfer_time(wire.frames_nbytes(frames))
+        self._schedule(max(self.now, dev.sent_until) + down, _REPLY, dev.device, frames)
+
+    # -- batched compute -----------------------------------------------------------------------
+    def _fill_deferred(self, dev: _Device) -> None:
+        """Compute ``dev``'s deferred gradient, and with it those of the devices that push next."""
+        if dev.machine.deferred_upload is None:
             return
-        down = dev.down.transfer_time(wire.frames_nbytes(reply))
-        wait, dev.wait_after_send = dev.wait_after_send, 0.0
-        self._schedule(self.now + wait + down, _REPLY, dev.device, reply)
-
-    def _on_reply(self, dev: _Device, frames) -> None:
-        msg = wire.decode(frames)
-        if isinstance(msg, wire.Welcome):
-            dev.session = msg.session
-            self._send(dev, wire.Pull(dev.session))
-        elif isinstance(msg, wire.Model):
-            dev.job = _Job(msg.version, msg.params)
-            compute = self.step_time * dev.klass["slowdown"]
-            if self.spec.step_jitter:
-                compute *= 1.0 + self.spec.step_jitter * (2.0 * dev.compute_rng.random() - 1.0)
-            busy = compute + _think(dev.klass["think_time"], dev.rng)
-            dev.job.ready = self._schedule(self.now + busy, _PUSH_READY, dev.device)
-        elif isinstance(msg, wire.Ack):
-            if msg.freeze:
-                dev.frozen = True       # fail-stop: never sends again
-            else:
-                self._send(dev, wire.Pull(dev.session))
-        elif isinstance(msg, wire.Stop):
-            self._send(dev, wire.Bye(dev.session, "stop"))
-            dev.code = 0
-        else:                           # Error: the real agent raises and exits with 1
-            dev.code = 1
-
-    def _push(self, dev: _Device) -> None:
-        job = dev.job
-        if job.update is None:
-            self._compute(dev)
-        dev.job = None
-        self._send(dev, wire.Push(dev.session, dev.seq, job.version, job.update.values,
-                                  job.update.indices, job.loss))
-        dev.seq += 1
-
-    # -- compute -------------------------------------------------------------------------------
-    def _compute(self, dev: _Device) -> None:
-        """Compute ``dev``'s gradient, and with it those of the devices that push next (batching)."""
         t0 = time.perf_counter()
-        if self._batched is None:
-            batch = [dev]
-        else:
-            waiting = [x for x in self.devices.values()
-                       if x.job is not None and x.job.update is None and x.code is None and not x.frozen]
-            waiting.sort(key=lambda x: x.job.ready)
-            batch = waiting[: self.spec.max_batch]
-            assert batch[0] is dev, "the device pushing now must have the earliest push"
+        waiting = [x for x in self.devices.values()
+                   if x.machine.deferred_upload is not None and x.code is None and not x.frozen]
+        waiting.sort(key=lambda x: x.ready)
+        batch = waiting[: self.spec.max_batch]
+        assert batch[0] is dev, "the device pushing now must have the earliest push"
         if len(batch) == 1:
-            grads = [dev.trainer.gradient(dev.job.theta)]
+            grads = [dev.machine.trainer.gradient(dev.machine.deferred_upload.theta)]
         else:
             from ...device_agent.batched import trainer_batches
-            g, losses = self._batched([x.job.theta for x in batch], *trainer_batches([x.trainer for x in batch]))
+            g, losses = self._batched([x.machine.deferred_upload.theta for x in batch],
+                                      *trainer_batches([x.machine.trainer for x in batch]))
             grads = list(zip(g, losses))
         for x, (grad, loss) in zip(batch, grads):
-            x.job.update = x.trainer.compressor.compress(grad)
-            x.job.loss = float(loss)
-            x.job.theta = None          # the snapshot is no longer needed
-        self.stats["gradients"] += len(batch)
+            up = x.machine.deferred_upload
+            up.values, up.loss, up.theta = grad, float(loss), None   # the snapshot is no longer needed
         self.stats["batches"] += 1
         self.stats["compute_s"] += time.perf_counter() - t0
 
@@ -314,3 +316,7 @@ class SimRuntime(Runtime):
             write_json_atomic(self.run_dir / "sim.json", {
                 "virtual_time_s": self.now, **self.spec.model_dump(), "step_time": self.step_time,
                 **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.stats.items()}})
+
+
+class _Waited:
+    """Marker in a device's action list: its Wait is over, ask the machine for the push."""

@@ -1,0 +1,178 @@
+"""DeviceProtocol: one device's side of the protocol as a sans-IO state machine — replies in, actions out.
+
+    hello → Welcome → (Compute → [Wait] → Send Pull | Push)* … Stop → Bye, exit
+
+The machine owns everything a device decides: its session, its push sequence numbers, its device
+policy (``policies.py``: what it computes between two messages), its compressor (called in one place,
+``_push``) and its think-time draws. It never sleeps, opens a socket or reads a clock. A driver feeds it
+the PS's replies and carries out the actions it returns, in order:
+
+- ``Send(msg)``: put ``msg`` on the uplink; hand the reply (if any) to ``receive``.
+- ``Compute()``: call ``compute()`` (the policy's SGD steps), then ``computed()`` for what follows. A
+  driver times this phase: the socket agent measures it and stretches it by the speed class's
+  slowdown; the virtual clock charges ``steps × step_time × slowdown``.
+- ``Wait(seconds)``: the think time between computing and pushing; then call ``waited()``.
+- ``Freeze()``: fail-stop (the PS drew a crash): never send again. ``Rejoin()``: the PS forgot the
+  session — say hello again (``hello(attempt + 1)``). ``Exit(code)``: the device is done.
+
+Two drivers run it: ``agent.py`` (ZeroMQ socket, app-level link sleeps, heartbeats, rejoin) and the
+virtual clock (``emulator/runtimes/sim.py``, an event heap). Both seed every random stream from
+(seed, device), so the same seed makes both emit the same messages.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..compression import make_compressor
+from ..ps import wire
+from .policies import PULL, Upload, make_policy
+
+
+@dataclass
+class Send:
+    msg: wire.Message
+
+
+@dataclass
+class Compute:
+    """Run ``DeviceProtocol.compute`` now, then ``computed``."""
+
+
+@dataclass
+class Wait:
+    seconds: float
+
+
+@dataclass
+class Freeze:
+    pass
+
+
+@dataclass
+class Rejoin:
+    reason: str
+
+
+@dataclass
+class Exit:
+    code: int
+    reason: str = ""
+
+
+Action = Send | Compute | Wait | Freeze | Rejoin | Exit
+
+
+def think_time(cfg: dict, rng: np.random.Generator) -> float:
+    """One draw of a speed class's ``think_time`` (seconds) from the device's think stream."""
+    mean, dist = cfg.get("mean", 0.0), cfg.get("dist", "constant")
+    if mean <= 0 and dist != "uniform":
+        return 0.0
+    if dist == "exponential":
+        return float(rng.exponential(mean))
+    if dist == "uniform":
+        s = cfg.get("spread", 0.0)
+        return max(0.0, float(rng.uniform(mean - s, mean + s)))
+    return float(mean)
+
+
+class DeviceProtocol:
+    """One device. ``make_trainer(welcome_config)`` builds its ``Trainer`` at the first Welcome (the
+    driver knows where the data comes from: the scenario's dataset, a Spark partition, a shared load)."""
+
+    def __init__(self, device: int, speed_class: str, make_trainer: Callable[[dict], object]):
+        self.device = device
+        self.speed_class = speed_class
+        self.make_trainer = make_trainer
+        self.config: Optional[dict] = None
+        self.trainer = self.policy = self.compressor = None
+        self.session = ""
+        self.seq = 0                       # push sequence number; kept across rejoins (the PS dedups by it)
+        self.attempt = 0
+        self._rng: Optional[np.random.Generator] = None   # think-time stream
+        self._reply: Optional[wire.Message] = None        # the reply the next compute() answers
+        self._request = None                              # PULL or the Upload the compute produced
+        self.deferred_gradients = False    # the virtual clock may compute gradients later, in batches
+
+    # -- driver entry points -------------------------------------------------------------------
+    def hello(self, attempt: int) -> list[Action]:
+        """(Re)join: a first hello, or a new one after the session was lost (the push in flight is dropped)."""
+        self.attempt, self.session = attempt, ""
+        return [Send(wire.Hello(self.device, self.speed_class, attempt))]
+
+    def receive(self, reply: wire.Message) -> list[Action]:
+        """The PS's reply to the last message sent."""
+        if isinstance(reply, wire.Welcome):
+            return self._welcome(reply)
+        if isinstance(reply, wire.Stop):
+            if not self.session:
+                return [Exit(0, f"run over before joining: {reply.reason}")]
+            return [Send(wire.Bye(self.session, "stop")), Exit(0, reply.reason)]
+        if isinstance(reply, wire.Error):
+            if reply.code == "unknown-session":
+                return [Rejoin(reply.message)]
+            if self.session == "" and self.config is not None:
+                return [Exit(0, f"refused on rejoin: {reply.message}")]   # e.g. frozen: nothing left to do
+            return [Exit(1, f"PS refused: {reply.code}: {reply.message}")]
+        if isinstance(reply, wire.Ack) and reply.freeze:
+            return [Freeze()]
+        if isinstance(reply, (wire.Model, wire.Ack, wire.Sync)):
+            self._reply = reply
+            return [Compute()]
+        return [Exit(1, f"unexpected reply {reply.kind}")]
+
+    def compute(self) -> int:
+        """The policy's work on the last reply; returns the number of SGD steps it took."""
+        before = self.trainer.steps
+        self._request = self.policy.next(self._reply)
+        self._reply = None
+        deferred = isinstance(self._request, Upload) and self._request.theta is not None
+        return self.trainer.steps - before + int(deferred)
+
+    def computed(self) -> list[Action]:
+        """After the compute phase: pull now, or think (``Wait``) and then push."""
+        return self._after(self._request)
+
+    def waited(self) -> list[Action]:
+        return [Send(self._push(self._request))]
+
+    @property
+    def deferred_upload(self) -> Optional[Upload]:
+        """The push payload whose gradient the driver still has to compute (deferred mode), else None."""
+        up = self._request
+        return up if isinstance(up, Upload) and up.theta is not None else None
+
+    # -- internals -----------------------------------------------------------------------------
+    def _welcome(self, msg: wire.Welcome) -> list[Action]:
+        if self.config is None:
+            cfg = self.config = msg.config
+            self.trainer = self.make_trainer(cfg)
+            algo = cfg["algorithm"]
+            self.compressor = make_compressor(cfg["compressor"], algo.get("c", 1.0), self.trainer.layers)
+            self.policy = make_policy(cfg.get("policy"), self.trainer)
+            self.policy.deferred = self.deferred_gradients
+            self._rng = np.random.default_rng([cfg["seed"], self.device, 3])
+        self.session = msg.session
+        return self._after(self.policy.start())
+
+    def _after(self, request) -> list[Action]:
+        self._request = request
+        if request == PULL:
+            return [Send(wire.Pull(self.session))]
+        return [Wait(think_time(self.config["speed_class"]["think_time"], self._rng))]
+
+    def _push(self, up: Upload) -> wire.Push:
+        if up.theta is not None:
+            raise RuntimeError(f"device {self.device}: the deferred gradient at version {up.version} was "
+                               "never computed (the driver must fill it before the push)")
+        values, indices = up.values, up.indices
+        if indices is None:   # the one place a payload is compressed (dense payloads only)
+            sparse = self.compressor.compress(values)
+            values, indices = sparse.values, sparse.indices
+        msg = wire.Push(self.session, self.seq, up.version, values, indices,
+                        up.loss if up.loss is not None else math.nan)
+        self.seq += 1
+        return msg
