@@ -182,13 +182,14 @@ class SecuritySpec(_Strict):
 
 
 class RuntimeSpec(_Strict):
-    name: Literal["local", "docker", "sim", "spark"] = "local"
+    name: Literal["local", "docker", "sim", "spark", "compose"] = "local"
     local: dict[str, Any] = Field(default_factory=dict)
     # Sections of the other runtimes are free-form here and validated by the runtime itself
     # (its class has a `Spec` pydantic model), so an optional backend adds no import cost.
     docker: dict[str, Any] = Field(default_factory=dict)
     sim: dict[str, Any] = Field(default_factory=dict)
     spark: dict[str, Any] = Field(default_factory=dict)
+    compose: dict[str, Any] = Field(default_factory=dict)   # set by `compose serve` in the PS container
 
 
 class Scenario(_Strict):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..scenario import Scenario, class_assignment
 from . import images
@@ -159,21 +160,25 @@ class _ExternalHandle(AgentHandle):
         pass                              # the PS rejects a frozen device's messages
 
 
+class ComposeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bind: str = Field(f"tcp://0.0.0.0:{PS_PORT}", description="endpoint the PS binds in its container")
+
+
 class ComposeRuntime(Runtime):
-    """Agents started by docker compose; the engine in the PS container only serves them."""
-    name = "docker"
+    """Agents started by docker compose; the engine in the PS container only serves them. Selected by
+    ``compose serve`` (runtime.name=compose) for a scenario written for the docker runtime."""
+    name = "compose"
+    Spec = ComposeSpec
     capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
                                 cpu_quota=True, freeze="protocol")
 
-    def __init__(self, scenario, run_dir, bind: str = f"tcp://0.0.0.0:{PS_PORT}"):
-        self.scenario = scenario
-        self.run_dir = Path(run_dir)
-        self.bind = bind
-        self.spec = None
+    def __init__(self, scenario, run_dir):
+        super().__init__(scenario, run_dir)
         self.handles: dict[int, _ExternalHandle] = {}
 
     def ps_bind(self) -> str:
-        return self.bind
+        return self.spec.bind
 
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
         self.handles = {s.device: _ExternalHandle(s.device) for s in specs}
@@ -191,9 +196,8 @@ def serve(scenario_path: str, bind: str, out: str) -> int:
     """Entry point of the compose PS service: run the engine with compose-started agents."""
     from ..scenario import load_scenario
     from . import engine as engine_mod
-    sc = load_scenario(scenario_path)
-    # The engine looks runtimes up by the scenario's name; here the agents are compose's.
-    engine_mod.get_runtime = lambda name: (lambda scenario, run_dir: ComposeRuntime(scenario, run_dir, bind))
+    # The scenario was written for the docker runtime; here the agents are compose's.
+    sc = load_scenario(scenario_path, ("runtime.name=compose", f"runtime.compose.bind={bind}"))
     res = engine_mod.Engine(sc, out=out, progress=engine_mod.terminal_progress(sys.stdout, 5.0),
                             source=scenario_path).run()
     print(f"edgebed: run {res.summary['status']}: {res.summary.get('updates')} updates -> {res.path}")

@@ -78,9 +78,6 @@ class Engine:
         except Exception:
             _remove_empty(path)
             raise
-        if sc.security.curve and runtime.name != "local":
-            problems.append(f"security.curve: the {runtime.name} runtime can't hand devices their keys yet; "
-                            "use runtime local or set security.curve: false")
         if self.resume:
             if problems:
                 raise ScenarioError("\n".join(f"{path}: {p}" for p in problems))
@@ -128,9 +125,27 @@ class Engine:
         rule_cls = RULES[sc.algorithm.name]
         rule = rule_cls(theta, layers, sc.algorithm.lr, sc.algorithm.c)
         applied = runtime.applied()
+        clock = runtime.clock
         evaluator = runtime.make_evaluator(sc.to_dict())
         handles: dict[int, object] = {}
         pending_freeze: set[int] = set()
+        evals: list[dict] = []
+        ps = None
+
+        def collect() -> None:
+            """Record finished evaluations; the one place the target accuracy stops a run. Called after
+            every snapshot (an inline evaluator's row is ready at once, so its stop falls on that very
+            update) and every tick."""
+            for row in evaluator.results():
+                evals.append(row)
+                writer.append("evals", row)
+                if sc.stop.target_accuracy is not None and row["accuracy"] >= sc.stop.target_accuracy:
+                    ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
+                                    f"at update {row['update']}")
+
+        def snapshot(version, theta, info) -> None:
+            evaluator.submit(version, theta, info)
+            collect()
 
         def freeze(d: int) -> None:
             h = handles.get(d)
@@ -139,21 +154,20 @@ class Engine:
             else:
                 h.freeze()
 
-        hooks = Hooks(record=writer.append, freeze=freeze, snapshot=evaluator.submit,
-                      clock=getattr(runtime, "clock", None))
+        hooks = Hooks(record=writer.append, freeze=freeze, snapshot=snapshot, clock=clock.now)
         ps = ParameterServer(PSConfig(
             n_devices=sc.workers.n, class_of=class_of,
             welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2), theta, rule, hooks)   # /2: before the devices' reply timeout
-        server = curve = None
+        transport = None
         status, reason, error = "incomplete", "", None
-        evals: list[dict] = []
         ps.config.checkpoint_every = sc.checkpoint.every
         started_unix, bind, attempt = time.time(), runtime.ps_bind(), 0
         if self.resume:
-            evals, started_unix, bind, attempt = self._restore(ps, path)
+            restored, started_unix, bind, attempt = self._restore(ps, path, clock)
+            evals.extend(restored)
         if sc.checkpoint.every:
             from ..ps import checkpoint
 
@@ -166,22 +180,15 @@ class Engine:
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
         t_start = time.monotonic()
         try:
-            if runtime.uses_sockets:
-                from ..ps.serve import ZmqServer
-                if sc.security.curve:
-                    from ..ps import auth
-                    curve = auth.CurveServer(auth.generate(path, sc.workers.n)).start()
-                server = ZmqServer(ps, bind, configure_socket=curve.configure_socket if curve else None).start()
-                endpoint = runtime.agent_endpoint(server.endpoint)
-                # A resumed PS binds the same endpoint, so devices that outlive the engine can reconnect.
-                write_json_atomic(path / "endpoint.json", {"bind": server.endpoint, "agents": endpoint,
+            transport = runtime.transport(ps, bind, path if sc.security.curve else None)
+            endpoint = runtime.agent_endpoint(transport.endpoint) if transport.endpoint else ""
+            if endpoint:   # a resumed PS binds the same endpoint, so devices that outlive the engine can reconnect
+                write_json_atomic(path / "endpoint.json", {"bind": transport.endpoint, "agents": endpoint,
                                                            "attempt": attempt})
-            else:
-                endpoint = ""
 
             def agent_env(d: int) -> dict:
                 env = {"EDGEBED_ATTEMPT": str(attempt)}
-                if curve is not None:
+                if sc.security.curve:
                     from ..ps import auth
                     env[auth.ENV_KEY] = str(auth.device_key_path(path, d).resolve())
                 return env
@@ -195,32 +202,29 @@ class Engine:
                 ps._event(-1, "warning", applied["warning"])
                 print(f"warning: {applied['warning']}", file=sys.stderr)
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
-            t_running = last_flush = time.monotonic()
+            clock.running()
+            if sc.stop.wall_time is not None:
+                limit = sc.stop.wall_time
+                clock.alarm(limit, lambda: ps.request_stop(
+                    f"wall time {limit:.0f} s reached" + (" (virtual time)" if clock.virtual else "")))
+            last_flush = time.monotonic()
             while ps.stopped is None:
                 runtime.drive(ps, TICK)
-                if server is not None and not server.alive:
-                    raise RuntimeError(f"PS serve loop died: {server.error!r}")
+                if not transport.alive:
+                    raise RuntimeError(f"PS serve loop died: {transport.error!r}")
                 if not evaluator.alive:
                     raise RuntimeError("the evaluator process died (its traceback is on stderr); "
                                        "no accuracy can be recorded, so the run is stopped")
-                for row in evaluator.results():
-                    evals.append(row)
-                    writer.append("evals", row)
-                    if sc.stop.target_accuracy is not None and row["accuracy"] >= sc.stop.target_accuracy:
-                        ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
-                                        f"at update {row['update']}")
+                collect()
+                clock.check()
                 elapsed = time.monotonic() - t_start
-                # A virtual-clock runtime applies stop.wall_time to emulated time itself (deterministically).
-                if (sc.stop.wall_time is not None and runtime.uses_sockets
-                        and time.monotonic() - t_running >= sc.stop.wall_time):
-                    ps.request_stop(f"wall time {sc.stop.wall_time:.0f} s reached")
                 for d, h in handles.items():
                     code = h.poll()
                     if code is not None and d not in seen_exit:
                         seen_exit.add(d)
                         ps._event(d, "exit", f"code={code}")
                 # Silence is measured in wall time: meaningless for devices on a virtual clock.
-                for d in (ps.silent_devices(sc.failures.lost_after) if runtime.uses_sockets else ()):
+                for d in (ps.silent_devices(sc.failures.lost_after) if not clock.virtual else ()):
                     if d not in lost:
                         lost.add(d)
                         ps._event(d, "lost", f"silent for more than {sc.failures.lost_after:.0f} s")
@@ -241,10 +245,8 @@ class Engine:
             ps.request_stop(reason)
         finally:
             elapsed = time.monotonic() - t_start
-            self._teardown(runtime, handles, server, ps, evaluator, writer, evals,
+            self._teardown(runtime, handles, transport, ps, evaluator, writer, evals,
                            wait_eval=(status == "complete"))
-            if curve is not None:
-                curve.stop()
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
             summary["fidelity"] = self._fidelity(path, runtime, class_of)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
@@ -256,7 +258,7 @@ class Engine:
             raise error
         return RunResult(path, summary)
 
-    def _restore(self, ps, path: Path) -> tuple[list[dict], float, str, int]:
+    def _restore(self, ps, path: Path, clock) -> tuple[list[dict], float, str, int]:
         """Resume: load the checkpoint into ``ps``, end the old agents, record the gap.
 
         Returns (evaluations up to the checkpoint, run start as Unix time, endpoint to bind, attempt
@@ -265,7 +267,7 @@ class Engine:
         ckpt = checkpoint.load(path / "checkpoint")
         checkpoint.restore(ps, ckpt)
         started = ckpt.meta["extra"].get("started_unix", ckpt.meta["written_unix"])
-        ps.t0 = time.monotonic() - (time.time() - started)   # wall_time keeps counting from the run's start
+        clock.t0 = time.monotonic() - (time.time() - started)   # wall time keeps counting from the run's start
         gap = time.time() - ckpt.meta["written_unix"]
         recorded = read_table(path, "updates")["update"]
         last = int(recorded.max()) if len(recorded) else ckpt.version
@@ -284,14 +286,14 @@ class Engine:
         evals = [e for e in read_table(path, "evals").to_dict("records") if e["update"] <= ckpt.version]
         return evals, started, ep.get("bind", "tcp://127.0.0.1:0"), attempt
 
-    def _teardown(self, runtime, handles, server, ps, evaluator, writer, evals, wait_eval: bool) -> None:
+    def _teardown(self, runtime, handles, transport, ps, evaluator, writer, evals, wait_eval: bool) -> None:
         try:
-            # Agents that got Stop end on their own; frozen ones never will.
+            # Agents that got Stop end on their own (the runtime keeps driving them); frozen ones never will.
             deadline = time.monotonic() + DRAIN_GRACE
             frozen = {d for d, st in ps.devices.items() if st.frozen}
-            while runtime.uses_sockets and time.monotonic() < deadline and any(
+            while time.monotonic() < deadline and any(
                     h.poll() is None for d, h in handles.items() if d not in frozen):
-                time.sleep(0.05)
+                runtime.drive(ps, 0.05)
             for h in handles.values():
                 if h.poll() is None:
                     h.terminate()
@@ -299,8 +301,8 @@ class Engine:
                 if h.wait(2) is None:
                     h.kill()
         finally:
-            if server is not None:
-                server.stop()
+            if transport is not None:
+                transport.stop()
             if wait_eval and ps.version > 0 and ps.last_snapshot != ps.version:
                 ps.snapshot()   # the final Θ is always evaluated
             for row in evaluator.close(wait=wait_eval):

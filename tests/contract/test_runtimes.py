@@ -31,13 +31,41 @@ def test_runtime_declares_itself(name, tmp_path):
 def test_runtime_refuses_link_properties_it_cannot_apply(name, tmp_path):
     cls = get_runtime(name)
     caps = cls.capabilities
-    runtime = cls.__new__(cls)   # check() reads the scenario only: no engine, container or JVM
-    runtime.scenario = scenario(name, rate="1mbit", delay="10ms", jitter="1ms", loss="1%")
-    runtime.run_dir = tmp_path
-    problems = Runtime.check(runtime)
+    # The runtime's own check(): its extra probes (root, Docker engine, Spark slots) may add problems,
+    # but a link property is refused exactly when the runtime declares it can't apply it.
+    problems = cls(scenario(name, rate="1mbit", delay="10ms", jitter="1ms", loss="1%"), tmp_path).check()
     for prop in ("rate", "delay", "jitter", "loss"):
         refused = any(f"uplink.{prop}" in p for p in problems)
         assert refused == (getattr(caps, f"link_{prop}") == "none"), (name, prop, problems)
+
+
+@pytest.mark.parametrize("name", sorted(_KNOWN))
+def test_runtime_refuses_curve_unless_declared(name, tmp_path):
+    cls = get_runtime(name)
+    sc = parse_scenario({"name": "c", "workers": {"n": 2}, "stop": {"updates": 5},
+                         "runtime": {"name": name}, "security": {"curve": True}})
+    refused = any(p.startswith("security.curve") for p in cls(sc, tmp_path).check())
+    assert refused == (not cls.capabilities.curve)
+
+
+@pytest.mark.parametrize("name", sorted(_KNOWN))
+def test_runtime_declares_transport_and_clock(name, tmp_path):
+    runtime = get_runtime(name)(scenario(name), tmp_path)
+    wall, virtual = runtime.clock.now()
+    assert wall >= 0
+    assert (virtual == virtual) == runtime.clock.virtual   # a virtual time only on a virtual clock
+    assert callable(runtime.transport)
+
+
+@pytest.mark.parametrize("name", sorted(_KNOWN))
+def test_runtime_applied_reports_its_levels(name, tmp_path):
+    """What goes into the manifest comes from the runtime itself (probes included, e.g. docker's qdiscs)."""
+    runtime = get_runtime(name)(scenario(name), tmp_path)
+    applied = runtime.applied()
+    caps = runtime.capabilities
+    for prop in ("link_rate", "link_delay", "link_jitter", "link_loss"):
+        assert applied[prop] == getattr(caps, prop) and applied[prop] in LEVELS
+    assert applied["cpu_quota"] == caps.cpu_quota and applied["freeze"] == caps.freeze
 
 
 @pytest.mark.parametrize("name", sorted(_KNOWN))

@@ -14,6 +14,8 @@ _KNOWN = {
     "sim": ("edgebed.emulator.runtimes.sim", "SimRuntime", ""),
     "docker": ("edgebed.emulator.runtimes.docker", "DockerRuntime",
                "Install the extras (pip install -e '.[docker]') and start a Docker engine (make provision)."),
+    "compose": ("edgebed.emulator.compose", "ComposeRuntime",
+                "Use `edgebed compose export` and `docker compose up`: the PS service selects this runtime."),
     "spark": ("edgebed.emulator.runtimes.spark", "SparkRuntime",
               "Install the extras (pip install -e '.[spark]') and Java 17 (apt-get install openjdk-17-jre-headless)."),
 }

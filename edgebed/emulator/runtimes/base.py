@@ -3,8 +3,9 @@
 A runtime is handed ``AgentSpec``s by the engine and returns ``AgentHandle``s that mirror
 ``subprocess.Popen`` (``poll``, ``wait``, ``send_signal``, ``kill``) plus ``freeze`` for fail-stop
 crashes. It declares its ``Capabilities`` so the engine refuses a scenario it can't honour before
-anything starts, and reports in ``applied()`` which link property it applied at which level, for the
-manifest. The engine's run loop is the only caller of every method here.
+anything starts, reports in ``applied()`` which link property it applied at which level, for the
+manifest, and declares how messages reach the PS (``transport``) and what time it is (``clock``,
+``transport.py``). The engine's run loop is the only caller of every method here.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import ClassVar, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ...scenario import Scenario
+from .transport import SocketTransport, WallClock
 
 
 class RuntimeError_(RuntimeError):
@@ -35,6 +37,7 @@ class Capabilities:
     cpu_quota: bool = False          # speed classes enforced by CPU quotas (else by sleeping)
     freeze: str = "signal"           # how fail-stop is enforced: signal | pause | protocol | model
     max_agents: Optional[int] = None
+    curve: bool = False              # can hand devices their CURVE keys (security.curve)
 
 
 @dataclass
@@ -88,6 +91,7 @@ class Runtime(ABC):
     def __init__(self, scenario: Scenario, run_dir: Path):
         self.scenario = scenario
         self.run_dir = Path(run_dir)
+        self.clock = self.make_clock()
         try:
             self.spec = self.Spec.model_validate(getattr(scenario.runtime, name_attr(self.name), {}) or {})
         except ValidationError as err:
@@ -109,6 +113,9 @@ class Runtime(ABC):
                     if wanted and getattr(caps, prop) == "none":
                         problems.append(f"workers.classes.{cls.name}.{direction}.{prop[5:]}: runtime "
                                         f"{self.name!r} can't apply it; remove it or choose another runtime")
+        if self.scenario.security.curve and not caps.curve:
+            problems.append(f"security.curve: the {self.name} runtime can't hand devices their keys yet; "
+                            "use runtime local or set security.curve: false")
         if caps.max_agents is not None and self.scenario.workers.n > caps.max_agents:
             problems.append(f"workers.n={self.scenario.workers.n} exceeds the {self.name} runtime's "
                             f"limit of {caps.max_agents}")
@@ -120,12 +127,19 @@ class Runtime(ABC):
         return {"link_rate": c.link_rate, "link_delay": c.link_delay, "link_jitter": c.link_jitter,
                 "link_loss": c.link_loss, "cpu_quota": c.cpu_quota, "freeze": c.freeze}
 
-    # Socket runtimes run the PS serve loop on a thread and their agents elsewhere; a runtime that
-    # drives the PS itself (the virtual clock) sets this False and overrides ``drive``.
-    uses_sockets: ClassVar[bool] = True
+    def make_clock(self) -> WallClock:
+        """The run's clock (``self.clock``): host time; the virtual clock's runtime returns its own."""
+        return WallClock()
+
+    def transport(self, ps, bind: str, curve_keys: Optional[Path] = None):
+        """Start carrying device messages to ``ps``: by default the PS's ZeroMQ serve loop on ``bind``
+        (CURVE keys for the devices written to ``curve_keys``). Returns an object with ``endpoint``,
+        ``alive``, ``error`` and ``stop()``."""
+        return SocketTransport(ps, bind, curve_keys, self.scenario.workers.n)
 
     def drive(self, ps, seconds: float) -> None:
-        """Called by the engine's run loop every tick: make progress for about ``seconds``."""
+        """Called by the engine's run loop every tick (and while agents drain after the stop): make
+        progress for about ``seconds``."""
         time.sleep(seconds)
 
     def fidelity(self) -> dict:

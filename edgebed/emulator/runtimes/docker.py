@@ -258,9 +258,6 @@ class DockerRuntime(Runtime):
         self._ensure_network()
         return f"tcp://{self.gateway}:0"
 
-    def agent_endpoint(self, bound: str) -> str:
-        return bound
-
     # -- set-up -------------------------------------------------------------------------------
     def _save(self) -> None:
         write_json_atomic(self.run_dir / "docker.json", self.record)

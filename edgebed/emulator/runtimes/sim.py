@@ -37,6 +37,7 @@ from ...ps import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
+from .transport import VirtualClock
 
 # Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
 # project's 2-core reference machine (benchmarks/bench_sim_paper.py); override with runtime.sim.step_time.
@@ -100,18 +101,19 @@ class SimHandle(AgentHandle):
         self._dev.frozen = True
 
 
-class SimEvaluator(InlineEvaluator):
-    """Inline (deterministic) evaluation that stops the run at the target accuracy on the spot."""
+class InlineTransport:
+    """Messages go straight to ``ps.process`` from the event loop; held replies come back through
+    ``Hooks.send`` onto the device's downlink."""
+    endpoint = ""
+    alive = True
+    error = None
 
-    def __init__(self, scenario_dict: dict, runtime: "SimRuntime"):
-        super().__init__(scenario_dict)
-        self.runtime = runtime
+    def __init__(self, runtime: "SimRuntime", ps):
+        runtime.ps = ps
+        ps.hooks.send = runtime._deliver
 
-    def submit(self, version: int, theta: np.ndarray, info: dict) -> None:
-        super().submit(version, theta, info)
-        target, ps = self.runtime.scenario.stop.target_accuracy, self.runtime.ps
-        if target is not None and ps is not None and self._out[-1]["accuracy"] >= target:
-            ps.request_stop(f"reached target accuracy {target:.2%} at update {version}")
+    def stop(self) -> None:
+        pass
 
 
 class SimRuntime(Runtime):
@@ -119,12 +121,9 @@ class SimRuntime(Runtime):
     capabilities = Capabilities(link_rate="model", link_delay="model", link_jitter="model",
                                 link_loss="model", cpu_quota=False, freeze="model")
     Spec = SimSpec
-    uses_sockets = False
 
     def __init__(self, scenario, run_dir):
         super().__init__(scenario, run_dir)
-        self.now = 0.0                     # virtual seconds
-        self.t_wall = time.monotonic()
         self.ps = None
         self.step_time = self.spec.step_time if self.spec.step_time is not None \
             else DEFAULT_STEP_TIME[scenario.model.name]
@@ -139,11 +138,19 @@ class SimRuntime(Runtime):
         return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
                 "stop_wall_time": "virtual", "compute": f"max_batch={self.spec.max_batch}"}
 
-    def clock(self) -> tuple[float, float]:
-        return time.monotonic() - self.t_wall, self.now
+    @property
+    def now(self) -> float:
+        """Virtual seconds."""
+        return self.clock.t
+
+    def make_clock(self) -> VirtualClock:
+        return VirtualClock()
+
+    def transport(self, ps, bind: str, curve_keys=None) -> InlineTransport:
+        return InlineTransport(self, ps)
 
     def make_evaluator(self, scenario_dict: dict):
-        return SimEvaluator(scenario_dict, self)
+        return InlineEvaluator(scenario_dict)   # on the spot: a target stop falls on the same update
 
     # -- set-up --------------------------------------------------------------------------------
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
@@ -185,21 +192,14 @@ class SimRuntime(Runtime):
     def drive(self, ps, seconds: float) -> None:
         """Process events for about ``seconds`` of wall time. Once the PS has stopped, run until every
         device has had its Stop (so the run ends the way a real one does), whatever that takes."""
-        self.ps = ps
-        ps.hooks.send = self._deliver   # replies a round-based rule held, released later
         deadline = time.monotonic() + seconds
-        limit = self.scenario.stop.wall_time
         if not self._heap:
             time.sleep(min(seconds, 0.05))
         while self._heap:
             if ps.stopped is None and time.monotonic() >= deadline:
                 return
-            t = self._heap[0][0]
-            if limit is not None and t > limit and ps.stopped is None:
-                self.now = limit
-                ps.request_stop(f"wall time {limit:.0f} s reached (virtual time)")
             t, _, kind, d, payload = heapq.heappop(self._heap)
-            self.now = max(self.now, t)
+            self.clock.advance(t)   # may fire the engine's time limit first, at exactly its time
             self.stats["events"] += 1
             dev = self.devices[d]
             if kind == _ARRIVE:

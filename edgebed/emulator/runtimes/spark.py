@@ -28,9 +28,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pyspark  # noqa: F401  (the registry offers this runtime only when pyspark imports)
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ...scenario import ScenarioError
 from ..spark_session import (SparkRun, SparkSetupError, check_gpu_request, master_problem, open_session, parse_master,
                              task_slots)
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
@@ -287,12 +286,7 @@ class SparkRuntime(Runtime):
     Spec = SparkSpec
 
     def __init__(self, scenario, run_dir, agent_fn: Optional[Callable[..., int]] = None):
-        try:
-            super().__init__(scenario, run_dir)
-        except ValidationError as err:
-            raise ScenarioError("\n".join(
-                f"runtime.spark.{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
-                for e in err.errors())) from None
+        super().__init__(scenario, run_dir)   # a bad runtime.spark section → ScenarioError there
         self.agent_fn = agent_fn or _run_agent
         self.master = parse_master(self.spec.master)
         self.plan = task_plan(scenario.workers.n, self.spec.agents_per_task)
