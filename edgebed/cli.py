@@ -188,13 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_clean)
     _study_parser(sub)
     _docker_parsers(sub)
-    for extend in _EXTENSIONS:
-        extend(sub)
     return ap
-
-
-# Modules with their own verbs (image, compose, study) append a function(subparsers) here.
-_EXTENSIONS: list = []
 
 
 def main(argv=None) -> int:

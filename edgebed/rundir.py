@@ -16,7 +16,6 @@ leaves only whole files: a table is the concatenation of its complete parts.
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import threading
@@ -168,10 +167,6 @@ def host_facts() -> dict:
         "packages": {p: ver(p) for p in ("edgebed", "torch", "numpy", "pyzmq", "pyarrow", "pandas",
                                           "pydantic", "pyroute2", "docker", "pyspark")},
     }
-
-
-def nan_if_none(x: Optional[float]) -> float:
-    return math.nan if x is None else float(x)
 
 
 def rows_to_frame(rows: Iterable[dict], table: str) -> pd.DataFrame:

@@ -27,6 +27,7 @@ class _Rejoin(Exception):
     """The PS went away or forgot our session (restart): say hello again with attempt+1."""
 
 
+CLASS_ENV = "EDGEBED_CLASS"   # the device's speed-class name, set by the runtime (AgentSpec.environment)
 HEARTBEAT_EVERY = 10.0   # seconds: an idle device says it is alive this often (the PS's lost_after is larger)
 
 
@@ -137,7 +138,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     def make_trainer(cfg: dict):
         return trainer_for(cfg, device, data, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
 
-    machine = DeviceProtocol(device, os.environ.get("EDGEBED_CLASS", ""), make_trainer)
+    machine = DeviceProtocol(device, os.environ.get(CLASS_ENV, ""), make_trainer)
     ch, reply, attempt = _join(ps_address, machine, attempt, timeout, configure_socket, give_up_after)
     links = []
 

@@ -12,7 +12,7 @@ import sys
 from typing import Optional
 
 
-def agent_main(ps_address: str, device: int, speed_class: str, log_path: str, env: dict,
+def agent_main(ps_address: str, device: int, log_path: str, env: dict,
                 join: Optional[dict] = None) -> None:
     """Entry point of a forked agent: own session, own log, one torch thread."""
     os.setsid()
@@ -23,7 +23,6 @@ def agent_main(ps_address: str, device: int, speed_class: str, log_path: str, en
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.environ.update(env)
-    os.environ["EDGEBED_CLASS"] = speed_class
     signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's to handle
     import zmq

@@ -85,7 +85,7 @@ class DeviceProtocol:
 
     def __init__(self, device: int, speed_class: str, make_trainer: Callable[[dict], object]):
         self.device = device
-        self.speed_class = speed_class
+        self.speed_class = speed_class   # said in Hello (its bytes cross the link like any other)
         self.make_trainer = make_trainer
         self.config: Optional[dict] = None
         self.trainer = self.policy = self.compressor = None

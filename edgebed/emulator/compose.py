@@ -26,27 +26,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..scenario import Scenario, class_assignment
 from . import images
 from .runtimes.base import AgentHandle, AgentSpec, Capabilities, Runtime
+from .runtimes.docker import DockerSpec, cpus_for
 
 PS_PORT = 5555
 SCENARIO_IN_CONTAINER = "/edgebed/scenario.yaml"
 RUNS_IN_CONTAINER = "/edgebed/runs"
 
 
-def _cpus(sc: Scenario, klass, docker_spec: dict) -> float:
-    cpus = (docker_spec.get("cpus") or {}).get(klass.name)
-    return float(cpus) if cpus is not None else float(docker_spec.get("base_cpus", 1.0)) / klass.slowdown
-
-
 def compose_dict(sc: Scenario, offline: bool = False, context: str = "..") -> dict:
     """The compose project as a dict (compose file format 2.4: cpus/mem_limit without swarm)."""
-    dspec = dict(sc.runtime.docker)
+    dspec = DockerSpec.model_validate(sc.runtime.docker or {})
     if offline:
         info = images.offline_info()
         image, python = info.name, info.python
         mounts = [f"{h}:{m['bind']}:ro" for h, m in info.mounts.items()]
         env = dict(info.env)
     else:
-        image, python, mounts = dspec.get("image") or images.DOCKERFILE_IMAGE, "python", []
+        image, python, mounts = dspec.image or images.DOCKERFILE_IMAGE, "python", []
         env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     labels = {images.LABEL: "1", f"{images.LABEL}.scenario": sc.name}
     ps = {
@@ -69,8 +65,8 @@ def compose_dict(sc: Scenario, offline: bool = False, context: str = "..") -> di
                    "--rate", f"{klass.uplink.rate:.0f}", "--", *agent]
         svc = {
             "image": image, "command": cmd, "depends_on": ["ps"], "networks": ["edgebed"],
-            "environment": {**env, "EDGEBED_CLASS": klass.name, "EDGEBED_CPU_QUOTA": "1"},
-            "cpus": round(_cpus(sc, klass, dspec), 4),
+            "environment": {**env, **AgentSpec(d, klass.name, f"tcp://ps:{PS_PORT}").environment()},
+            "cpus": round(cpus_for(klass, dspec), 4),
             "labels": {**labels, f"{images.LABEL}.device": str(d), f"{images.LABEL}.class": klass.name},
             "working_dir": "/tmp",
         }
@@ -78,8 +74,8 @@ def compose_dict(sc: Scenario, offline: bool = False, context: str = "..") -> di
             svc["cap_add"] = ["NET_ADMIN"]     # for the tc init step on its own eth0
         if mounts:
             svc["volumes"] = list(mounts)
-        if dspec.get("memory"):
-            svc["mem_limit"] = dspec["memory"]
+        if dspec.memory:
+            svc["mem_limit"] = dspec.memory
         services[f"agent-{d:04d}"] = svc
     return {"version": "2.4", "services": services,
             "networks": {"edgebed": {"driver": "bridge", "internal": True, "labels": dict(labels)}}}

@@ -190,9 +190,6 @@ class Shaped:
     qdisc: Optional[str]          # kind of the root qdisc installed, None if nothing was installed
     levels: dict
 
-    def as_dict(self) -> dict:
-        return {"ifindex": self.ifindex, "netns": self.netns, "qdisc": self.qdisc, "levels": self.levels}
-
 
 def shape(index: int, profile, netns: NetnsRef = None, latency: float = 0.1) -> Shaped:
     """Shape egress of ``index`` with what this kernel offers (see ``shape_with``)."""

@@ -51,7 +51,7 @@ def report_agent(ps_address, device, attempt, data, torch_device):
     s.connect(ps_address)
     s.send_json({"device": device, "attempt": attempt, "torch_device": torch_device, "pid": os.getpid(),
                  "digests": [_digest(r) for r in x], "labels": y.tolist(),
-                 "env_class": os.environ.get("EDGEBED_CLASS"), "omp": os.environ.get("OMP_NUM_THREADS")})
+                 "omp": os.environ.get("OMP_NUM_THREADS")})
     s.close()
     return 10 + device
 

@@ -48,6 +48,11 @@ class AgentSpec:
     ps_address: str                   # endpoint the agent connects to, e.g. tcp://127.0.0.1:5555
     env: dict = field(default_factory=dict)
 
+    def environment(self) -> dict:
+        """The agent's environment variables: ``env`` and its speed class (the one way it learns it
+        before the PS's Welcome)."""
+        return {**self.env, "EDGEBED_CLASS": self.speed_class}
+
 
 class AgentHandle(ABC):
     """A running agent; mirrors subprocess.Popen. Called by the engine's run loop only."""

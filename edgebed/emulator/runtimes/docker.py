@@ -52,6 +52,13 @@ STATUS_TTL = 0.5         # seconds a batch container listing is reused by poll()
 COUNTER_EVERY = 0.25     # seconds between kernel counter samples (one netlink dump each)
 
 
+def cpus_for(klass, spec: "DockerSpec") -> float:
+    """CPU quota of a speed class: ``cpus.<class>`` if given, else ``base_cpus / slowdown``."""
+    if klass.name in spec.cpus:
+        return float(spec.cpus[klass.name])
+    return spec.base_cpus / klass.slowdown
+
+
 class DockerSpec(BaseModel):
     """``runtime.docker`` section of a scenario."""
     model_config = ConfigDict(extra="forbid")
@@ -237,10 +244,8 @@ class DockerRuntime(Runtime):
         return out
 
     def cpus_of(self, class_name: str) -> float:
-        if class_name in self.spec.cpus:
-            return self.spec.cpus[class_name]
         klass = next(c for c in self.scenario.workers.classes if c.name == class_name)
-        return self.spec.base_cpus / klass.slowdown
+        return cpus_for(klass, self.spec)
 
     @property
     def client(self):
@@ -306,8 +311,7 @@ class DockerRuntime(Runtime):
         name = f"edgebed-{self.run_id}-{spec.device:04d}"
         labels = {**self.labels, f"{LABEL}.device": str(spec.device), f"{LABEL}.class": spec.speed_class}
         kwargs = dict(name=name, labels=labels, network=self.network.name, detach=True,
-                      environment={**img.env, **spec.env, "EDGEBED_CLASS": spec.speed_class,
-                                   "EDGEBED_CPU_QUOTA": "1"},
+                      environment={**img.env, **spec.environment()},
                       volumes={**img.mounts, str(self.gate_dir): {"bind": GATE_DIR, "mode": "ro"}},
                       working_dir="/tmp", hostname=f"device-{spec.device:04d}")
         if self.spec.memory:
@@ -343,8 +347,7 @@ class DockerRuntime(Runtime):
         log_dir = self.run_dir / "logs"
         log_dir.mkdir(exist_ok=True)
         for spec, h in zip(specs, handles):
-            env = {"EDGEBED_CPU_QUOTA": "1"}
-            h.proc = fork_agent(spec, str(log_dir / f"agent-{spec.device:04d}.log"), env, join=h.join)
+            h.proc = fork_agent(spec, str(log_dir / f"agent-{spec.device:04d}.log"), {}, join=h.join)
             self.record["containers"][str(spec.device)]["agent_pid"] = h.proc.pid
         self._save()
 

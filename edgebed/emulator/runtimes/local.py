@@ -92,8 +92,8 @@ def fork_agent(spec: AgentSpec, log_path: str, env: dict, join: Optional[dict] =
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     p = ctx.Process(target=agent_main, name=f"edgebed-agent-{spec.device}",
-                    args=(spec.ps_address, spec.device, spec.speed_class, log_path,
-                          {**AGENT_ENV, **env, **spec.env}, join))
+                    args=(spec.ps_address, spec.device, log_path,
+                          {**AGENT_ENV, **env, **spec.environment()}, join))
     p.start()
     return p
 
@@ -124,7 +124,7 @@ class LocalRuntime(Runtime):
                     proc = subprocess.Popen(
                         [sys.executable, "-m", "edgebed.device_agent", "--ps", spec.ps_address,
                          "--device", str(spec.device)],
-                        env={**os.environ, **env, **spec.env, "EDGEBED_CLASS": spec.speed_class},
+                        env={**os.environ, **env, **spec.environment()},
                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
                 self.handles.append(ProcessHandle(spec.device, proc))
         self.startup_seconds = time.monotonic() - t0

@@ -380,7 +380,7 @@ class SparkRuntime(Runtime):
             raise SparkSetupError(f"all agents of a barrier stage talk to one PS, got {sorted(addresses)}")
         self.session = self._session()
         sc = self.session.sc
-        env = {s.device: {**s.env, "EDGEBED_CLASS": s.speed_class} for s in specs}
+        env = {s.device: s.environment() for s in specs}
         cfg = TaskConfig(addresses.pop(), self.plan, env, self.spec.gpus_per_task > 0, self.agent_fn)
         self.stage = BarrierStage(sc, self.training_rdd(sc), barrier_task(cfg),
                                   f"edgebed {self.scenario.name}: {len(specs)} agents in {self.tasks} tasks").start()
