@@ -27,6 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .atomic import replacing
+
 # Columns of each table and their arrow types; writers must give exactly these keys.
 SCHEMAS: dict[str, pa.Schema] = {
     "updates": pa.schema([
@@ -64,9 +66,8 @@ TABLES = tuple(SCHEMAS)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=_json_default) + "\n")
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
 def _json_default(o):
@@ -102,18 +103,15 @@ class RunWriter:
             self._rows = {t: [] for t in TABLES}
         for table, rows in pending.items():
             arrow = pa.Table.from_pylist(rows, schema=SCHEMAS[table])
-            final = self.path / table / f"part-{self._parts[table]:05d}.parquet"
-            tmp = final.with_name(f".{final.name}.tmp")
-            pq.write_table(arrow, tmp)
-            os.replace(tmp, final)
+            with replacing(self.path / table / f"part-{self._parts[table]:05d}.parquet") as tmp:
+                pq.write_table(arrow, tmp)
             self._parts[table] += 1
 
     def export_csv(self) -> None:
         for t in TABLES:
             df = read_table(self.path, t)
-            tmp = self.path / f".{t}.csv.tmp"
-            df.to_csv(tmp, index=False)
-            os.replace(tmp, self.path / f"{t}.csv")
+            with replacing(self.path / f"{t}.csv") as tmp:
+                df.to_csv(tmp, index=False)
 
 
 def read_table(run: str | Path, table: str) -> pd.DataFrame:

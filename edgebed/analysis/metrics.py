@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
-
-class TargetHit(NamedTuple):
-    """The first evaluation at which Θ reached the target accuracy."""
-    update: int           # applied updates at that evaluation
-    ingress_bytes: int    # cumulative PS ingress (all message types) up to that update
-    wall_time: float      # seconds since the run started
+from ..target import TargetHit, to_target  # noqa: F401  (re-exported: part of the metrics API)
 
 
 @dataclass(frozen=True)
@@ -41,16 +36,6 @@ class RunSummary:
 
 def _by_update(evals: pd.DataFrame) -> pd.DataFrame:
     return evals.sort_values("update", kind="stable")
-
-
-def to_target(evals: pd.DataFrame, target: float) -> Optional[TargetHit]:
-    """First eval (in update order) whose accuracy is ≥ ``target``; None if never reached."""
-    ev = _by_update(evals)
-    hit = ev[ev["accuracy"] >= target]
-    if hit.empty:
-        return None
-    row = hit.iloc[0]
-    return TargetHit(int(row["update"]), int(row["ingress_bytes"]), float(row["wall_time"]))
 
 
 def final_accuracy(evals: pd.DataFrame) -> float:

@@ -7,11 +7,12 @@ column name (empty cell = no value) so studies and spreadsheets can aggregate th
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
+
+from ..atomic import replacing
 
 from .metrics import RunSummary
 
@@ -135,7 +136,6 @@ def to_markdown(frame: pd.DataFrame) -> str:
 def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     """Write ``frame`` as CSV atomically (a temporary name, then renamed)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        frame.to_csv(tmp, index=False)
     return path

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+import pandas as pd
 from .. import __version__
 from ..models import initial_theta
 from ..ps.rules import RULES
 from ..ps.server import Hooks, ParameterServer, PSConfig
 from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
+from ..target import to_target
 from ..units import fmt_bytes
 from .runtimes import AgentSpec, get_runtime
 
@@ -316,15 +318,14 @@ class Engine:
         accs = [e["accuracy"] for e in sorted(evals, key=lambda e: e["update"])]
         frozen = sorted(d for d, st in ps.devices.items() if st.frozen)
         target = self.sc.stop.target_accuracy
-        hit = next((e for e in sorted(evals, key=lambda e: e["update"])
-                    if target is not None and e["accuracy"] >= target), None)
+        hit = to_target(pd.DataFrame(evals), target)
         return {
             "status": status, "reason": reason, "runtime": runtime.name,
             "updates": ps.version, "wall_time_s": round(elapsed, 3),
             "updates_per_s": round(ps.version / elapsed, 2) if elapsed > 0 else None,
             "final_accuracy": accs[-1] if accs else None, "best_accuracy": max(accs) if accs else None,
-            "target_accuracy": target, "updates_to_target": hit["update"] if hit else None,
-            "ingress_bytes_to_target": hit["ingress_bytes"] if hit else None,
+            "target_accuracy": target, "updates_to_target": hit.update if hit else None,
+            "ingress_bytes_to_target": hit.ingress_bytes if hit else None,
             "ingress_bytes": ps.meter.ingress_bytes, "egress_bytes": ps.meter.egress_bytes,
             "push_bytes": ps.meter.push_bytes, "rejected_messages": ps.meter.rejected,
             "rule": ps.rule.stats(),

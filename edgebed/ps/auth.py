@@ -19,17 +19,16 @@ from typing import Callable, Optional
 
 import zmq
 
+from ..atomic import replacing
+
 ENV_KEY = "EDGEBED_CURVE_KEY"
 KEYS_DIR = "keys"
 
 
 def _write_private(path: Path, data: dict) -> None:
     """Create ``path`` with mode 0600 from the start (no window where it is world-readable)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    with replacing(path, mode=0o600) as tmp:
+        tmp.write_text(json.dumps(data))
 
 
 def device_key_path(run_dir: str | Path, device: int) -> Path:

@@ -90,8 +90,9 @@ def adaptive_exchange_due(accumulated_loss: float, loss: float, threshold: float
 
 # -- streaming forms used by the PS's averaging rules: one delta at a time, O(|Θ|) memory ----------
 
-def accumulate(total: np.ndarray, values: np.ndarray, indices=None) -> None:
-    """total ← total + Δ in place; Δ dense (``indices`` None) or sparse (uint32 positions, unique)."""
+def add_delta(total: np.ndarray, values: np.ndarray, indices=None) -> None:
+    """total ← total + Δ in place; Δ dense (``indices`` None) or sparse (uint32 positions, unique).
+    Sums deltas (the averaging rules) and moves EASGD's center: center + α(worker − center)."""
     if indices is None:
         total += values
     else:
@@ -105,10 +106,3 @@ def apply_mean(theta: np.ndarray, total: np.ndarray, count: int) -> None:
         raise ValueError(f"mean of {count} deltas")
     theta += (total / count).astype(theta.dtype, copy=False)
 
-
-def add_delta(theta: np.ndarray, values: np.ndarray, indices=None) -> None:
-    """Θ ← Θ + Δ in place (the center's half of ``easgd_exchange``: center + α(worker − center))."""
-    if indices is None:
-        theta += values
-    else:
-        theta[indices] += values

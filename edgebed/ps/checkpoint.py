@@ -16,13 +16,14 @@ What a restart keeps and loses (by design, kept simple):
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
+
+from ..atomic import replacing
 
 FILE = "ps.npz"
 
@@ -33,21 +34,6 @@ class Checkpoint:
     theta: np.ndarray
     rule_state: dict[str, np.ndarray]
     meta: dict = field(default_factory=dict)   # devices, meter, errors, written_unix, extra
-
-
-def _meter_state(meter) -> dict:
-    return {"ingress_bytes": meter.ingress_bytes, "egress_bytes": meter.egress_bytes,
-            "push_bytes": meter.push_bytes, "messages_in": meter.messages_in, "rejected": meter.rejected,
-            "by_kind": dict(meter.by_kind), "by_device": {str(k): v for k, v in meter.by_device.items()}}
-
-
-def _load_meter(meter, state: dict) -> None:
-    for key in ("ingress_bytes", "egress_bytes", "push_bytes", "messages_in", "rejected"):
-        setattr(meter, key, int(state[key]))
-    meter.by_kind.clear()
-    meter.by_kind.update({k: dict(v) for k, v in state["by_kind"].items()})
-    meter.by_device.clear()
-    meter.by_device.update({int(k): dict(v) for k, v in state["by_device"].items()})
 
 
 def save(ps, directory: str | Path, extra: Optional[dict] = None) -> Path:
@@ -61,22 +47,14 @@ def save(ps, directory: str | Path, extra: Optional[dict] = None) -> Path:
         "devices": {str(d): {"last_seq": st.last_seq, "attempt": st.attempt, "frozen": st.frozen,
                              "pushes": st.pushes} for d, st in ps.devices.items()},
         "crash_rngs": {str(d): rng.bit_generator.state for d, rng in ps._crash_rngs.items()},
-        "meter": _meter_state(ps.meter), "errors": dict(ps.errors), "extra": extra or {},
+        "meter": ps.meter.state(), "errors": dict(ps.errors), "extra": extra or {},
     }
     arrays = {"theta": ps.theta, "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
     arrays.update({f"rule.{k}": v for k, v in ps.rule.state_dict().items()})
     final = directory / FILE
-    tmp = directory / f".{FILE}.tmp"
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)   # the rename itself survives a power cut
-    finally:
-        os.close(dfd)
+    with replacing(final, durable=True) as tmp:   # the rename itself survives a power cut
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
     return final
 
 
@@ -107,5 +85,5 @@ def restore(ps, ckpt: Checkpoint) -> None:
         rng = np.random.default_rng()
         rng.bit_generator.state = state
         ps._crash_rngs[int(d)] = rng
-    _load_meter(ps.meter, m["meter"])
+    ps.meter.load_state(m["meter"])
     ps.errors = dict(m["errors"])

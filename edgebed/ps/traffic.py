@@ -44,17 +44,30 @@ class TrafficMeter:
         if device is not None:
             self.by_device[device]["out_bytes"] += nbytes
 
+    _TOTALS = ("ingress_bytes", "egress_bytes", "push_bytes", "messages_in", "rejected")
+
+    def state(self) -> dict:
+        """Every counter, JSON-ready (device keys as strings): what a checkpoint keeps."""
+        return {**{key: getattr(self, key) for key in self._TOTALS}, "by_kind": dict(self.by_kind),
+                "by_device": {str(k): v for k, v in sorted(self.by_device.items())}}
+
+    def load_state(self, state: dict) -> None:
+        """Restore the counters ``state()`` returned (a resumed PS keeps counting from there)."""
+        for key in self._TOTALS:
+            setattr(self, key, int(state[key]))
+        self.by_kind.clear()
+        self.by_kind.update({k: dict(v) for k, v in state["by_kind"].items()})
+        self.by_device.clear()
+        self.by_device.update({int(k): dict(v) for k, v in state["by_device"].items()})
+
     def to_dict(self) -> dict:
+        """traffic.json: the counters, the unit and per-class sums."""
         by_class: dict[str, dict] = defaultdict(lambda: {"in_bytes": 0, "out_bytes": 0, "push_bytes": 0, "pushes": 0})
         for dev, d in self.by_device.items():
             c = by_class[self.class_of_device(dev)]
             for key in c:
                 c[key] += d[key]
-        return {
-            "unit": "bytes (message payload: header + array frames)",
-            "ingress_bytes": self.ingress_bytes, "egress_bytes": self.egress_bytes,
-            "push_bytes": self.push_bytes, "messages_in": self.messages_in, "rejected": self.rejected,
-            "by_kind": dict(self.by_kind),
-            "by_class": dict(by_class),
-            "by_device": {str(k): v for k, v in sorted(self.by_device.items())},
-        }
+        state = self.state()
+        by_device = state.pop("by_device")
+        return {"unit": "bytes (message payload: header + array frames)", **state,
+                "by_class": dict(by_class), "by_device": by_device}

@@ -7,7 +7,7 @@ import pytest
 
 from edgebed.device_agent.policies import PULL, DynamicLocal, Elastic, LocalSteps, Upload, make_policy
 from edgebed.ps import wire
-from edgebed.ps.averaging import accumulate, add_delta, apply_mean, average, easgd_exchange
+from edgebed.ps.averaging import add_delta, apply_mean, average, easgd_exchange
 from edgebed.ps.rules import RULES, DynamicAveraging, EASGD, ModelAveraging
 from edgebed.ps.server import Hooks, ParameterServer, PSConfig
 from edgebed.scenario import ScenarioError, parse_scenario
@@ -25,7 +25,7 @@ def test_streaming_mean_of_deltas_is_the_average_of_the_models():
     models = [v(3, 1), v(1, 5), v(2, 0)]
     total = np.zeros(2)
     for m in models:
-        accumulate(total, m - theta)
+        add_delta(total, m - theta)
     assert list(total) == [3.0, 3.0]
     apply_mean(theta, total, 3)
     np.testing.assert_allclose(theta, average(models))   # (2, 2)
@@ -36,8 +36,8 @@ def test_streaming_mean_of_deltas_is_the_average_of_the_models():
 
 def test_sparse_accumulate_and_add_delta():
     total = np.zeros(4)
-    accumulate(total, v(1, 2), np.array([0, 3], np.uint32))
-    accumulate(total, v(5), np.array([3], np.uint32))
+    add_delta(total, v(1, 2), np.array([0, 3], np.uint32))
+    add_delta(total, v(5), np.array([3], np.uint32))
     assert list(total) == [1, 0, 0, 7]
     c = v(0, 0, 0)
     add_delta(c, v(1, -1, 2))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..averaging import accumulate, apply_mean
+from ..averaging import add_delta, apply_mean
 from .base import Applied, UpdateRule
 
 
@@ -47,7 +47,7 @@ class DynamicAveraging(UpdateRule):
     def apply(self, device, staleness, values, indices):
         self.decision.pop(device, None)
         if values.size:                        # a violation report, or a delta for the sync
-            accumulate(self.total, values, indices)
+            add_delta(self.total, values, indices)
             self.count += 1
             self.contributed.add(device)
         if not self.collecting:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..averaging import accumulate, apply_mean
+from ..averaging import add_delta, apply_mean
 from .base import Applied, UpdateRule
 
 
@@ -34,7 +34,7 @@ class ModelAveraging(UpdateRule):
         self.members.add(device)
 
     def apply(self, device, staleness, values, indices):
-        accumulate(self.total, values, indices)
+        add_delta(self.total, values, indices)
         self.count += 1
         self.contributed.add(device)
         self.members.add(device)
