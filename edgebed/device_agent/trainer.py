@@ -66,7 +66,7 @@ class Trainer:
     def local_step(self, lr: float) -> float:
         """One SGD step x ← x − lr·∇loss on the next batch, in place; returns the batch loss.
 
-        A manual update: torch.optim would import torch._dynamo (+65 MiB per agent, MEASURED.md)."""
+        A manual update: torch.optim would import torch._dynamo (+65 MiB per agent on the reference host; that measurement is not committed)."""
         loss = self._backward()
         with torch.no_grad():
             for p in self.model.parameters():

@@ -159,7 +159,7 @@ def build_conf(master: Master, *, app_name: str, gpus_per_task: float = 0.0,
         "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "10",
         # Barrier stages and dynamic allocation don't mix (Spark refuses the job).
         "spark.dynamicAllocation.enabled": "false",
-        # One torch thread per agent: 2 processes give 2.0×, threads oversubscribe (MEASURED.md).
+        # One torch thread per agent: agents already run one per core, more threads oversubscribe them.
         "spark.executorEnv.OMP_NUM_THREADS": "1",
         "spark.executorEnv.MKL_NUM_THREADS": "1",
         "spark.executorEnv.PYTHONUNBUFFERED": "1",

@@ -3,7 +3,7 @@
 Every message is a ZeroMQ multipart message::
 
     frame 0   header: b"EB" | version (u8) | type (u8) | UTF-8 JSON object (the message's scalar fields,
-              plus "arrays": [[dtype, [dim, ...]], ...] describing the frames that follow)
+              plus "arrays": [[name, dtype, [dim, ...]], ...] describing the frames that follow)
     frame 1.. one frame per array, raw little-endian bytes, C order, exactly prod(shape)*itemsize long
 
 The ROUTER socket at the PS adds the peer identity frame in front; transports strip it. Arrays are
