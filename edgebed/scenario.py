@@ -55,13 +55,11 @@ class ModelSpec(_Strict):
     name: Literal["cnn", "mlp"] = "cnn"
 
 
-# Parameters of the Spark papers' algorithms, and which algorithms use each (others refuse them).
-_ALGORITHM_PARAMS = {
-    "local_steps": ("model-averaging", "dynamic-averaging"),
-    "delta": ("dynamic-averaging",),
-    "moving_rate": ("easgd",),
-    "loss_threshold": ("easgd",),
-}
+def _users(param: str) -> list[str]:
+    """The algorithms whose update rule uses ``param`` (``UpdateRule.params``; c: the compressing ones)."""
+    from .ps.rules import RULES
+    return [name for name, rule in RULES.items()
+            if (rule.uses_c() if param == "c" else param in rule.params)]
 
 
 class AlgorithmSpec(_Strict):
@@ -81,20 +79,21 @@ class AlgorithmSpec(_Strict):
 
     @model_validator(mode="after")
     def _c_positive(self):
-        if self.name in ("comp-asgd", "adacomp") and self.c <= 0:
+        if self.name in _users("c") and self.c <= 0:
             raise ValueError(f"{self.name} needs c > 0 (the fraction of gradient entries sent)")
         return self
 
     def describe(self) -> str:
         """The parameters this algorithm uses, e.g. ``α=0.05, b=10, c=0.01`` or ``α=0.05, b=10, τ=10``."""
-        own = {"c": self.c} if self.name in ("asgd", "comp-asgd", "adacomp") else {}
-        symbols = {"local_steps": "τ", "delta": "δ", "moving_rate": "moving rate", "loss_threshold": "loss threshold"}
-        own.update({symbols[k]: getattr(self, k) for k, users in _ALGORITHM_PARAMS.items() if self.name in users})
+        symbols = {"c": "c", "local_steps": "τ", "delta": "δ", "moving_rate": "moving rate",
+                   "loss_threshold": "loss threshold"}
+        own = {sym: getattr(self, k) for k, sym in symbols.items() if self.name in _users(k)}
         return ", ".join([f"α={self.lr}", f"b={self.batch_size}"] + [f"{k}={v}" for k, v in own.items()])
 
     @model_validator(mode="after")
     def _params_apply(self):
-        for key, users in _ALGORITHM_PARAMS.items():
+        for key in ("local_steps", "delta", "moving_rate", "loss_threshold"):
+            users = _users(key)
             # Compared with the default, not model_fields_set: a dumped (resolved) scenario holds every key.
             if getattr(self, key) != type(self).model_fields[key].default and self.name not in users:
                 raise ValueError(f"{key} is a parameter of {' and '.join(users)}, not of {self.name}; "

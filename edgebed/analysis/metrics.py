@@ -12,6 +12,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from ..ps.rules import uses_c
 from ..target import TargetHit, to_target  # noqa: F401  (re-exported: part of the metrics API)
 
 
@@ -74,9 +75,6 @@ def total_ingress(updates: pd.DataFrame, evals: pd.DataFrame, summary: dict) -> 
     return max(last_eval, pushes)
 
 
-COMPRESSING = ("comp-asgd", "adacomp")   # algorithms whose c means something (the others send dense)
-
-
 def summarize(run: str, scenario: dict, summary: dict, updates: pd.DataFrame,
               evals: pd.DataFrame, target: float) -> RunSummary:
     """The report row of one run from its resolved scenario, summary.json and tables."""
@@ -86,7 +84,7 @@ def summarize(run: str, scenario: dict, summary: dict, updates: pd.DataFrame,
     return RunSummary(
         run=run,
         algorithm=str(algo.get("name", "unknown")),
-        c=float(algo["c"]) if isinstance(algo.get("c"), (int, float)) and algo.get("name") in COMPRESSING
+        c=float(algo["c"]) if isinstance(algo.get("c"), (int, float)) and uses_c(str(algo.get("name")))
         else math.nan,
         n=int(workers.get("n") or 0),
         status=str(summary.get("status", "unknown")),

@@ -13,6 +13,7 @@ import pandas as pd
 import yaml
 
 from .. import rundir
+from ..ps.rules import uses_c
 
 
 class ReportError(ValueError):
@@ -43,7 +44,7 @@ class Run:
         """Legend label: scenario name and algorithm (with c for the compressing ones)."""
         algo = self.scenario.get("algorithm") or {}
         text = f"{self.scenario.get('name', self.name)} · {self.algorithm}"
-        if self.algorithm in ("comp-asgd", "adacomp") and isinstance(algo.get("c"), (int, float)):
+        if uses_c(self.algorithm) and isinstance(algo.get("c"), (int, float)):
             text += f" c={algo['c']:g}"
         return text
 

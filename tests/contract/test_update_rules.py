@@ -7,6 +7,7 @@ import pytest
 from edgebed.compression import make_compressor
 from edgebed.models import initial_theta
 from edgebed.ps.rules import RULES, Applied
+from edgebed.scenario import AlgorithmSpec
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,8 @@ def test_rule_applies_its_own_compressors_output_in_place(name, cnn):
     assert set(changed) <= set(expected.tolist())
     # at staleness 0 a gradient rule moves each sent entry by exactly -α·g; a delta rule (model
     # averaging, EASGD) adds the only live device's delta as it is: the mean of one Δ, or c + e
-    step = -0.1 * g if rule.payload == "gradient" else g
+    gradient = rule.device_policy(AlgorithmSpec(name=name))["name"] == "gradient"
+    step = -0.1 * g if gradient else g
     np.testing.assert_allclose(theta[expected] - theta0[expected], step[expected], rtol=1e-4, atol=1e-7)
     assert rule.ready(0, "push") and rule.ready(0, "pull")   # a lone device's round is closed
 
@@ -54,7 +56,7 @@ def test_stale_updates_move_less(name, cnn):
         s = comp.compress(g)
         rule.apply(1, staleness, s.values, s.indices)
         moves.append(float(np.abs(theta - before).sum()))
-    if RULES[name].payload == "gradient":
+    if RULES[name].device_policy(AlgorithmSpec(name=name))["name"] == "gradient":
         assert moves[1] < moves[0]
     else:   # averaging is staleness-insensitive by design (barrier / elastic force): never amplified
         assert moves[1] <= moves[0] * (1 + 1e-6)

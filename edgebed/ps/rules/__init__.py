@@ -10,5 +10,10 @@ from .model_averaging import ModelAveraging
 RULES: dict[str, type[UpdateRule]] = {cls.name: cls for cls in (
     ASGD, CompASGD, AdaComp, ModelAveraging, DynamicAveraging, EASGD)}
 
-__all__ = ["RULES", "Applied", "UpdateRule", "ASGD", "CompASGD", "AdaComp", "ModelAveraging",
+
+def uses_c(algorithm: str) -> bool:
+    """Whether ``algorithm`` compresses (so its c means something); False for unknown names."""
+    return algorithm in RULES and RULES[algorithm].uses_c()
+
+__all__ = ["RULES", "uses_c", "Applied", "UpdateRule", "ASGD", "CompASGD", "AdaComp", "ModelAveraging",
            "DynamicAveraging", "EASGD"]

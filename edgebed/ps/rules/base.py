@@ -30,8 +30,13 @@ class UpdateRule(ABC):
 
     name: ClassVar[str]
     compressor: ClassVar[str] = "dense"   # what devices send: dense | top-c | top-c-per-layer
-    # What a push carries: a gradient (Θ ← Θ − lr·g) or a model difference Δ (Θ ← Θ + mean Δ / + e).
-    payload: ClassVar[str] = "gradient"
+    # The scenario's algorithm parameters this rule uses besides lr and batch_size (others are refused).
+    params: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def uses_c(cls) -> bool:
+        """Whether the compression ratio c means anything: only for a compressing rule."""
+        return cls.compressor != "dense"
 
     @classmethod
     def device_policy(cls, algorithm) -> dict:

@@ -19,7 +19,7 @@ from .base import Applied, UpdateRule
 
 class DynamicAveraging(UpdateRule):
     name = "dynamic-averaging"
-    payload = "delta"
+    params = ("local_steps", "delta")
 
     @classmethod
     def device_policy(cls, algorithm) -> dict:

@@ -13,7 +13,7 @@ from .base import Applied, UpdateRule
 
 class EASGD(UpdateRule):
     name = "easgd"
-    payload = "delta"
+    params = ("moving_rate", "loss_threshold")
 
     @classmethod
     def device_policy(cls, algorithm) -> dict:

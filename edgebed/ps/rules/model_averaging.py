@@ -16,7 +16,7 @@ from .base import Applied, UpdateRule
 
 class ModelAveraging(UpdateRule):
     name = "model-averaging"
-    payload = "delta"
+    params = ("local_steps",)
 
     @classmethod
     def device_policy(cls, algorithm) -> dict:
