@@ -9,16 +9,17 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 
 def agent_main(ps_address: str, device: int, log_path: str, env: dict,
-                join: Optional[dict] = None) -> None:
-    """Entry point of a forked agent: own session, own log, one torch thread."""
+                prepare: Optional[tuple[Callable[..., None], dict]] = None) -> None:
+    """Entry point of a forked agent: own session, own log, one torch thread. ``prepare=(fn, kwargs)``
+    runs first, before any socket or thread (docker's forked agents: enter the container, ``nsjoin.enter``)."""
     os.setsid()
-    if join:                      # before any socket or thread: see nsjoin.enter
-        from ..emulator.nsjoin import enter
-        enter(**join)
+    if prepare:
+        fn, kwargs = prepare
+        fn(**kwargs)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

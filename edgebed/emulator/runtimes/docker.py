@@ -347,7 +347,8 @@ class DockerRuntime(Runtime):
         log_dir = self.run_dir / "logs"
         log_dir.mkdir(exist_ok=True)
         for spec, h in zip(specs, handles):
-            h.proc = fork_agent(spec, str(log_dir / f"agent-{spec.device:04d}.log"), {}, join=h.join)
+            h.proc = fork_agent(spec, str(log_dir / f"agent-{spec.device:04d}.log"), {},
+                                prepare=(nsjoin.enter, h.join))
             self.record["containers"][str(spec.device)]["agent_pid"] = h.proc.pid
         self._save()
 

@@ -84,16 +84,16 @@ class ProcessHandle(AgentHandle):
 AGENT_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def fork_agent(spec: AgentSpec, log_path: str, env: dict, join: Optional[dict] = None):
+def fork_agent(spec: AgentSpec, log_path: str, env: dict, prepare: Optional[tuple] = None):
     """Start one agent forked from the torch-preloaded fork server; returns the started Process.
 
-    ``join`` (from ``nsjoin.target``) makes the child enter a container's network namespace and
-    cgroups first — the docker runtime's ``agents: forked`` mode."""
+    ``prepare=(fn, kwargs)`` runs in the child first — the docker runtime's ``agents: forked`` mode
+    passes ``(nsjoin.enter, nsjoin.target(pid))`` to enter a container's network namespace and cgroups."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     p = ctx.Process(target=agent_main, name=f"edgebed-agent-{spec.device}",
                     args=(spec.ps_address, spec.device, log_path,
-                          {**AGENT_ENV, **env, **spec.environment()}, join))
+                          {**AGENT_ENV, **env, **spec.environment()}, prepare))
     p.start()
     return p
 
