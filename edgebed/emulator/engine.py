@@ -338,7 +338,7 @@ class Engine:
     def _fidelity(self, path: Path, runtime, class_of) -> dict:
         """summary.json's ``fidelity``: realized against configured (analysis/fidelity.py). A failure
         here is recorded in the section, never at the cost of the summary."""
-        from ..analysis.fidelity import run_fidelity
+        from .fidelity import run_fidelity
         try:
             return run_fidelity(read_table(path, "updates"),
                                 [c.model_dump(mode="json") for c in self.sc.workers.classes],

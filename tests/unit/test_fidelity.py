@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edgebed.analysis.fidelity import PeakRate, class_rates, run_duration, run_fidelity, uplink_rates
+from edgebed.emulator.fidelity import PeakRate, class_rates, run_duration, run_fidelity, uplink_rates
 
 pytestmark = pytest.mark.timeout(30)
 

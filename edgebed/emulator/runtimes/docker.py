@@ -33,7 +33,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...analysis.fidelity import PeakRate
+from ..fidelity import PeakRate
 from ...rundir import write_json_atomic
 from .. import cleanup as _cleanup
 from .. import images, links, nsjoin

@@ -13,7 +13,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .metrics import class_shares
+from ..analysis.metrics import class_shares
 
 WINDOW_S = 1.0   # uplink throughput is measured over windows of at least this length
 
