@@ -12,6 +12,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from ..emulator.fidelity import class_shares  # noqa: F401  (re-exported: part of the metrics API)
 from ..ps.rules import uses_c
 from ..target import TargetHit, to_target  # noqa: F401  (re-exported: part of the metrics API)
 
@@ -114,25 +115,6 @@ def ingress_ratio(baseline_bytes: Optional[int], run_bytes: Optional[int]) -> fl
 def ratios_vs(baseline: RunSummary, runs: list[RunSummary]) -> dict[str, float]:
     """Each run's ingress-to-target ratio against ``baseline`` (see ``ingress_ratio``), by run name."""
     return {r.run: ingress_ratio(baseline.ingress_to_target, r.ingress_to_target) for r in runs}
-
-
-def class_shares(updates: pd.DataFrame) -> pd.DataFrame:
-    """Per speed class: applied updates, their share, devices seen, and realized rate ratios.
-
-    Columns: ``speed_class, updates, share`` (fraction of all applied updates), ``devices``
-    (distinct devices with ≥ 1 applied update), ``updates_per_device`` and ``rate_ratio``
-    (updates per device relative to the slowest class, so 100:10:1 classes give 100, 10, 1).
-    Sorted by rate, fastest first. Empty frame when there are no updates.
-    """
-    cols = ["speed_class", "updates", "share", "devices", "updates_per_device", "rate_ratio"]
-    if updates.empty:
-        return pd.DataFrame(columns=cols)
-    g = updates.groupby("speed_class", sort=True)
-    out = pd.DataFrame({"updates": g.size(), "devices": g["device"].nunique()}).reset_index()
-    out["share"] = out["updates"] / out["updates"].sum()
-    out["updates_per_device"] = out["updates"] / out["devices"]
-    out["rate_ratio"] = out["updates_per_device"] / out["updates_per_device"].min()
-    return out.sort_values("rate_ratio", ascending=False, kind="stable")[cols].reset_index(drop=True)
 
 
 def band(frames: list[pd.DataFrame], x: str, y: str, points: int = 200,

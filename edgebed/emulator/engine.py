@@ -336,7 +336,7 @@ class Engine:
         }
 
     def _fidelity(self, path: Path, runtime, class_of) -> dict:
-        """summary.json's ``fidelity``: realized against configured (analysis/fidelity.py). A failure
+        """summary.json's ``fidelity``: realized against configured (emulator/fidelity.py). A failure
         here is recorded in the section, never at the cost of the summary."""
         from .fidelity import run_fidelity
         try:

@@ -3,7 +3,8 @@
 The engine writes ``summary.json["fidelity"]`` from ``run_fidelity``: per speed class the realized
 update rate against the configured compute speed, per class the uplink throughput the kernel counted
 against the configured rate (runtimes that shape links in the kernel), and the host's CPU saturation
-(runtimes that sample it). ``PeakRate`` turns byte-counter samples into the throughput achieved.
+(runtimes that sample it). ``PeakRate`` turns byte-counter samples into the throughput achieved;
+``class_shares`` (also a report metric) gives each class's share of the applied updates.
 """
 from __future__ import annotations
 
@@ -13,9 +14,26 @@ from typing import Optional
 
 import pandas as pd
 
-from ..analysis.metrics import class_shares
-
 WINDOW_S = 1.0   # uplink throughput is measured over windows of at least this length
+
+
+def class_shares(updates: pd.DataFrame) -> pd.DataFrame:
+    """Per speed class: applied updates, their share, devices seen, and realized rate ratios.
+
+    Columns: ``speed_class, updates, share`` (fraction of all applied updates), ``devices``
+    (distinct devices with ≥ 1 applied update), ``updates_per_device`` and ``rate_ratio``
+    (updates per device relative to the slowest class, so 100:10:1 classes give 100, 10, 1).
+    Sorted by rate, fastest first. Empty frame when there are no updates.
+    """
+    cols = ["speed_class", "updates", "share", "devices", "updates_per_device", "rate_ratio"]
+    if updates.empty:
+        return pd.DataFrame(columns=cols)
+    g = updates.groupby("speed_class", sort=True)
+    out = pd.DataFrame({"updates": g.size(), "devices": g["device"].nunique()}).reset_index()
+    out["share"] = out["updates"] / out["updates"].sum()
+    out["updates_per_device"] = out["updates"] / out["devices"]
+    out["rate_ratio"] = out["updates_per_device"] / out["updates_per_device"].min()
+    return out.sort_values("rate_ratio", ascending=False, kind="stable")[cols].reset_index(drop=True)
 
 
 class PeakRate:

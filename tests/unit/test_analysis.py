@@ -307,7 +307,7 @@ def test_report_puts_kernel_bytes_next_to_ps_payload(tmp_path):
 
 
 def test_report_shows_the_runs_realized_fidelity(tmp_path):
-    """summary.json's fidelity section (engine, analysis/fidelity.py) becomes tables in the report."""
+    """summary.json's fidelity section (engine, emulator/fidelity.py) becomes tables in the report."""
     from edgebed.emulator.fidelity import run_fidelity
     path = make_run(tmp_path, "fid", n=6, classes={"fast": (2, 100), "slow": (4, 5)}, evals=[(10, 0.3)])
     ups = pd.read_parquet(path / "updates")

@@ -1,4 +1,4 @@
-"""Realized fidelity (analysis/fidelity.py): peak throughput from counters, class rates vs configured."""
+"""Realized fidelity (emulator/fidelity.py): peak throughput from counters, class rates vs configured."""
 import math
 
 import numpy as np
