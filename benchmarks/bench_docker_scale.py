@@ -21,7 +21,7 @@ from pathlib import Path
 
 from edgebed.emulator import cleanup
 from edgebed.emulator.runtimes.base import AgentSpec
-from edgebed.emulator.runtimes.docker import DockerRuntime
+from edgebed.emulator.runtimes.docker.runtime import DockerRuntime
 from edgebed.scenario import parse_scenario
 
 IDLE = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"

@@ -127,14 +127,14 @@ def _study_parser(sub) -> None:
 
 
 def cmd_image_build(args) -> int:
-    from .emulator import images
+    from .emulator.runtimes.docker import images
     info = images.build(args.mode, force=args.force)
     print(info.message)
     return 0
 
 
 def cmd_compose_export(args) -> int:
-    from .emulator.compose import export_compose
+    from .emulator.runtimes.docker.compose import export_compose
     path = export_compose(_scenario(args), args.out, offline=args.offline)
     print(f"written {path}; run it with: docker compose -f {path} up")
     return 0

@@ -69,7 +69,7 @@ def _kill_forked_agents(record: dict) -> list[int]:
 def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dict:
     """Remove the containers and networks labelled ``edgebed.run=<run_id>`` and any edgebed qdisc left
     on the host-side veths listed in ``record`` (docker.json). Returns what was removed."""
-    from . import links
+    from .runtimes.docker import links
     label = f"edgebed.run={run_id}"
     report = {"containers": [], "networks": [], "qdiscs": [], "errors": []}
     if client is None:

@@ -32,7 +32,7 @@ def _sim():
 
 
 def _compose():
-    from edgebed.emulator.compose import _ExternalHandle
+    from edgebed.emulator.runtimes.docker.compose import _ExternalHandle
     return _ExternalHandle(3)
 
 

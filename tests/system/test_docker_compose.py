@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edgebed.emulator import compose
+from edgebed.emulator.runtimes.docker import compose
 from edgebed.scenario import parse_scenario
 from tests.capabilities import require, require_docker
 

@@ -20,7 +20,7 @@ def docker_registered(monkeypatch):
     from edgebed.emulator import runtimes
     if "docker" not in runtimes._KNOWN:     # until the registry lists it
         monkeypatch.setitem(runtimes._KNOWN, "docker",
-                            ("edgebed.emulator.runtimes.docker", "DockerRuntime", ""))
+                            ("edgebed.emulator.runtimes.docker.runtime", "DockerRuntime", ""))
 
 
 @pytest.mark.parametrize("agents", ["container", "forked"])

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from edgebed.emulator import images
+from edgebed.emulator.runtimes.docker import images
 from tests.capabilities import require_docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]

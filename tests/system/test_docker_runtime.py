@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from edgebed.emulator import cleanup, links
+from edgebed.emulator import cleanup
+from edgebed.emulator.runtimes.docker import links
 from edgebed.emulator.runtimes.base import AgentSpec
 from edgebed.scenario import parse_scenario
 from tests.capabilities import require, require_docker, require_root
@@ -109,7 +110,7 @@ class Receiver:
 def make_runtime():
     require_docker()
     require_root()
-    from edgebed.emulator.runtimes.docker import DockerRuntime
+    from edgebed.emulator.runtimes.docker.runtime import DockerRuntime
     made = []
 
     def make(sc, command):
@@ -305,8 +306,8 @@ def test_forked_agent_joins_netns_and_cgroups_of_its_container(make_runtime):
     import os
     import signal
 
-    from edgebed.emulator import nsjoin
-    from edgebed.emulator.runtimes.docker import ForkedAgentHandle
+    from edgebed.emulator.runtimes.docker import nsjoin
+    from edgebed.emulator.runtimes.docker.runtime import ForkedAgentHandle
     sc = parse_scenario({"name": "forked", "workers": {"n": 2, "classes": [
         {"name": "edge", "share": 1, "uplink": {"rate": "1mbit"}}]}, "stop": {"updates": 10},
         "runtime": {"name": "docker", "docker": {"agents": "forked", "quota_after": "start",

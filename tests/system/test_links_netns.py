@@ -1,4 +1,4 @@
-"""Kernel link shaping (edgebed.emulator.links) on a veth pair between two network namespaces."""
+"""Kernel link shaping (edgebed.emulator.runtimes.docker.links) on a veth pair between two network namespaces."""
 import json
 import os
 import subprocess
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edgebed.emulator import links
+from edgebed.emulator.runtimes.docker import links
 from edgebed.scenario import LinkProfile
 from tests.capabilities import require_root
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edgebed.emulator import compose
+from edgebed.emulator.runtimes.docker import compose
 from edgebed.scenario import load_scenario, parse_scenario
 
 pytestmark = pytest.mark.timeout(30)
@@ -28,7 +28,7 @@ def test_services_limits_and_init_step(tmp_path):
     assert s["agent-0000"]["cpus"] == 1.0 and s["agent-0002"]["cpus"] == 0.25
     assert s["agent-0000"]["mem_limit"] == "512m"
     # shaped class: tc init step with NET_ADMIN, then the agent; unshaped class: the agent directly
-    assert s["agent-0000"]["command"][2:4] == ["edgebed.emulator.links", "shape"]
+    assert s["agent-0000"]["command"][2:4] == ["edgebed.emulator.runtimes.docker.links", "shape"]
     assert s["agent-0000"]["command"][s["agent-0000"]["command"].index("--rate") + 1] == "2000000"
     assert s["agent-0000"]["cap_add"] == ["NET_ADMIN"]
     assert s["agent-0002"]["command"][2] == "edgebed.device_agent" and "cap_add" not in s["agent-0002"]
@@ -52,5 +52,5 @@ def test_committed_quickstart_example_is_current(tmp_path):
     fresh = compose.export_compose(sc, tmp_path, context="../..")
     committed = ROOT / "compose" / "quickstart" / "docker-compose.yml"
     assert yaml.safe_load(committed.read_text()) == yaml.safe_load(fresh.read_text()), \
-        "regenerate: python -m edgebed.emulator.compose export scenarios/quickstart.yaml compose/quickstart"
+        "regenerate: python -m edgebed.emulator.runtimes.docker.compose export scenarios/quickstart.yaml compose/quickstart"
     assert compose.validate(yaml.safe_load(committed.read_text()), sc) == []

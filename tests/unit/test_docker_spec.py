@@ -4,7 +4,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from edgebed.emulator.runtimes.docker import DockerRuntime, DockerSpec, run_id_of
+from edgebed.emulator.runtimes.docker.runtime import DockerRuntime, DockerSpec, run_id_of
 from edgebed.scenario import parse_scenario
 
 pytestmark = pytest.mark.timeout(30)
@@ -27,7 +27,7 @@ def test_capabilities_follow_the_kernel(tmp_path):
     rt = DockerRuntime(scenario(), tmp_path)
     caps = rt.capabilities
     assert caps.freeze == "pause" and caps.cpu_quota
-    from edgebed.emulator import links
+    from edgebed.emulator.runtimes.docker import links
     netem = links.kernel_qdiscs()["netem"]
     assert caps.link_delay == caps.link_jitter == caps.link_loss == ("kernel" if netem else "app")
 

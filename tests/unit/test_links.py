@@ -1,7 +1,7 @@
-"""Pure parts of edgebed.emulator.links: which property goes to the kernel, token-bucket sizing."""
+"""Pure parts of edgebed.emulator.runtimes.docker.links: which property goes to the kernel, token-bucket sizing."""
 import pytest
 
-from edgebed.emulator import links
+from edgebed.emulator.runtimes.docker import links
 from edgebed.scenario import LinkProfile
 
 pytestmark = pytest.mark.timeout(10)

@@ -12,9 +12,9 @@ from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 _KNOWN = {
     "local": ("edgebed.emulator.runtimes.local", "LocalRuntime", ""),
     "sim": ("edgebed.emulator.runtimes.sim", "SimRuntime", ""),
-    "docker": ("edgebed.emulator.runtimes.docker", "DockerRuntime",
+    "docker": ("edgebed.emulator.runtimes.docker.runtime", "DockerRuntime",
                "Install the extras (pip install -e '.[docker]') and start a Docker engine (make provision)."),
-    "compose": ("edgebed.emulator.compose", "ComposeRuntime",
+    "compose": ("edgebed.emulator.runtimes.docker.compose", "ComposeRuntime",
                 "Use `edgebed compose export` and `docker compose up`: the PS service selects this runtime."),
     "spark": ("edgebed.emulator.runtimes.spark", "SparkRuntime",
               "Install the extras (pip install -e '.[spark]') and Java 17 (apt-get install openjdk-17-jre-headless)."),

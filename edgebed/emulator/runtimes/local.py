@@ -31,7 +31,7 @@ from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 # pyarrow itself: ~50 MiB private memory per agent.
 PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.device_agent.protocol",
            "edgebed.device_agent.policies", "edgebed.device_agent.trainer",
-           "edgebed.device_agent.link", "edgebed.device_agent.forked", "edgebed.emulator.nsjoin",
+           "edgebed.device_agent.link", "edgebed.device_agent.forked", "edgebed.emulator.runtimes.docker.nsjoin",
            "edgebed.data", "edgebed.models", "edgebed.scenario", "edgebed.cli",
            "edgebed.device_agent.cow"]   # last: freezes the GC so preloaded pages stay shared
 

@@ -311,7 +311,7 @@ def bridge_ifname(network_id: str) -> str:
 # --- command line: the init step of a compose service ----------------------------------------------
 
 def main(argv=None) -> int:
-    """``python -m edgebed.emulator.links shape --dev eth0 --rate BITS_PER_S -- CMD ...``
+    """``python -m edgebed.emulator.runtimes.docker.links shape --dev eth0 --rate BITS_PER_S -- CMD ...``
 
     Shapes egress of ``--dev`` in the caller's own namespace (needs CAP_NET_ADMIN), then execs CMD.
     Used as the first step of a compose agent service; delay/jitter/loss stay with the agent."""
@@ -320,12 +320,12 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = argv[argv.index("--") + 1:] if "--" in argv else []
     own = argv[:argv.index("--")] if "--" in argv else argv
-    ap = argparse.ArgumentParser(prog="python -m edgebed.emulator.links")
+    ap = argparse.ArgumentParser(prog="python -m edgebed.emulator.runtimes.docker.links")
     ap.add_argument("action", choices=["shape"])
     ap.add_argument("--dev", default="eth0")
     ap.add_argument("--rate", type=float, required=True, help="bits/s")
     args = ap.parse_args(own)
-    from ..scenario import LinkProfile
+    from ....scenario import LinkProfile
     # Inside a container there is no way to probe (that needs a fresh namespace): tbf is assumed,
     # and the rest is the agent's.
     prof = LinkProfile(rate=args.rate)

@@ -6,9 +6,9 @@ Layout written to ``out_dir``::
     docker-compose.yml   ps + agent-NNNN services on an internal network, CPU/memory limits per class
     scenario.yaml        the resolved scenario the PS reads
 
-The PS service runs ``python -m edgebed.emulator.compose serve``: the same engine and PS, with agents
+The PS service runs ``python -m edgebed.emulator.runtimes.docker.compose serve``: the same engine and PS, with agents
 that compose started (``ComposeRuntime``). Each agent service's first step shapes its own ``eth0``
-egress with tbf (``python -m edgebed.emulator.links shape``, needs NET_ADMIN) and then execs the agent.
+egress with tbf (``python -m edgebed.emulator.runtimes.docker.links shape``, needs NET_ADMIN) and then execs the agent.
 Delay, jitter and loss are applied by the agent (application level), downlinks are not shaped (their
 host-side veth is out of a container's reach), a crash is enforced by the PS's protocol (it rejects a
 frozen device), not by the freezer.
@@ -23,10 +23,10 @@ from typing import Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..scenario import Scenario, class_assignment
+from ....scenario import Scenario, class_assignment
 from . import images
-from .runtimes.base import AgentHandle, AgentSpec, Capabilities, Runtime
-from .runtimes.docker import DockerSpec, cpus_for
+from ..base import AgentHandle, AgentSpec, Capabilities, Runtime
+from .runtime import DockerSpec, cpus_for
 
 PS_PORT = 5555
 SCENARIO_IN_CONTAINER = "/edgebed/scenario.yaml"
@@ -47,7 +47,7 @@ def compose_dict(sc: Scenario, offline: bool = False, context: str = "..") -> di
     labels = {images.LABEL: "1", f"{images.LABEL}.scenario": sc.name}
     ps = {
         "image": image,
-        "command": [python, "-m", "edgebed.emulator.compose", "serve", SCENARIO_IN_CONTAINER,
+        "command": [python, "-m", "edgebed.emulator.runtimes.docker.compose", "serve", SCENARIO_IN_CONTAINER,
                     "--bind", f"tcp://0.0.0.0:{PS_PORT}", "--out", RUNS_IN_CONTAINER],
         "volumes": mounts + [f"./scenario.yaml:{SCENARIO_IN_CONTAINER}:ro", f"./runs:{RUNS_IN_CONTAINER}"],
         "environment": dict(env), "networks": ["edgebed"], "labels": dict(labels), "working_dir": "/tmp",
@@ -61,7 +61,7 @@ def compose_dict(sc: Scenario, offline: bool = False, context: str = "..") -> di
         agent = [python, "-m", "edgebed.device_agent", "--ps", f"tcp://ps:{PS_PORT}", "--device", str(d)]
         cmd = agent
         if klass.uplink.rate is not None:
-            cmd = [python, "-m", "edgebed.emulator.links", "shape", "--dev", "eth0",
+            cmd = [python, "-m", "edgebed.emulator.runtimes.docker.links", "shape", "--dev", "eth0",
                    "--rate", f"{klass.uplink.rate:.0f}", "--", *agent]
         svc = {
             "image": image, "command": cmd, "depends_on": ["ps"], "networks": ["edgebed"],
@@ -190,8 +190,8 @@ class ComposeRuntime(Runtime):
 
 def serve(scenario_path: str, bind: str, out: str) -> int:
     """Entry point of the compose PS service: run the engine with compose-started agents."""
-    from ..scenario import load_scenario
-    from . import engine as engine_mod
+    from ....scenario import load_scenario
+    from ... import engine as engine_mod
     # The scenario was written for the docker runtime; here the agents are compose's.
     sc = load_scenario(scenario_path, ("runtime.name=compose", f"runtime.compose.bind={bind}"))
     res = engine_mod.Engine(sc, out=out, progress=engine_mod.terminal_progress(sys.stdout, 5.0),
@@ -202,7 +202,7 @@ def serve(scenario_path: str, bind: str, out: str) -> int:
 
 def main(argv=None) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m edgebed.emulator.compose")
+    ap = argparse.ArgumentParser(prog="python -m edgebed.emulator.runtimes.docker.compose")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run the PS of a compose project")
     s.add_argument("scenario")
@@ -215,7 +215,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "serve":
         return serve(args.scenario, args.bind, args.out)
-    from ..scenario import load_scenario
+    from ....scenario import load_scenario
     print(export_compose(load_scenario(args.scenario), args.out_dir, offline=args.offline))
     return 0
 

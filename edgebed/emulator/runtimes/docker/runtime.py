@@ -33,11 +33,11 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..fidelity import PeakRate
-from ...rundir import write_json_atomic
-from .. import cleanup as _cleanup
-from .. import images, links, nsjoin
-from .base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
+from ...fidelity import PeakRate
+from ....rundir import write_json_atomic
+from ... import cleanup as _cleanup
+from . import images, links, nsjoin
+from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 
 LABEL = images.LABEL
 RUN_LABEL = f"{LABEL}.run"
@@ -343,7 +343,7 @@ class DockerRuntime(Runtime):
 
     def _fork_agents(self, specs: list[AgentSpec], handles: list) -> None:
         """``agents: forked``: fork each agent from the preloaded fork server into its container."""
-        from .local import fork_agent
+        from ..local import fork_agent
         log_dir = self.run_dir / "logs"
         log_dir.mkdir(exist_ok=True)
         for spec, h in zip(specs, handles):
