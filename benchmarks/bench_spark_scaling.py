@@ -46,7 +46,7 @@ def _ensure_spark_registered() -> None:
     try:
         runtimes.get_runtime("spark")
     except KeyError:
-        runtimes._KNOWN.setdefault("spark", ("edgebed.emulator.runtimes.spark", "SparkRuntime",
+        runtimes._KNOWN.setdefault("spark", ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime",
                                              "pip install -e '.[spark]'"))
 
 

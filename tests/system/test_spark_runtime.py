@@ -133,8 +133,8 @@ def _spark_children() -> list[str]:
 @pytest.mark.timeout(30)
 def test_gpu_request_in_plain_local_mode_is_refused_with_reason(tmp_path):
     require_spark()
-    from edgebed.emulator.runtimes.spark import SparkRuntime
-    from edgebed.emulator.spark_session import SparkSetupError, open_session
+    from edgebed.emulator.runtimes.spark.runtime import SparkRuntime
+    from edgebed.emulator.runtimes.spark.session import SparkSetupError, open_session
     with pytest.raises(SparkSetupError, match=r"waits forever.*local-cluster"):
         open_session("local[2]", tasks=1, gpus_per_task=1, run_dir=tmp_path)
     problems = SparkRuntime(_scenario(2, {"gpus_per_task": 1}), tmp_path).check()
@@ -145,8 +145,8 @@ def test_gpu_request_in_plain_local_mode_is_refused_with_reason(tmp_path):
 @pytest.mark.timeout(30)
 def test_too_many_tasks_for_local_slots_is_refused_up_front(tmp_path):
     require_spark()
-    from edgebed.emulator.runtimes.spark import SparkRuntime
-    from edgebed.emulator.spark_session import SparkSetupError, open_session
+    from edgebed.emulator.runtimes.spark.runtime import SparkRuntime
+    from edgebed.emulator.runtimes.spark.session import SparkSetupError, open_session
     with pytest.raises(SparkSetupError, match=r"needs 3 task slots .* offers 2"):
         open_session("local[2]", tasks=3, run_dir=tmp_path)
     problems = SparkRuntime(_scenario(5, {"agents_per_task": 2}), tmp_path).check()
@@ -157,7 +157,7 @@ def test_too_many_tasks_for_local_slots_is_refused_up_front(tmp_path):
 @pytest.mark.timeout(30)
 def test_bad_spark_section_names_the_key(tmp_path):
     require_spark()
-    from edgebed.emulator.runtimes.spark import SparkRuntime
+    from edgebed.emulator.runtimes.spark.runtime import SparkRuntime
     from edgebed.scenario import ScenarioError
     with pytest.raises(ScenarioError, match=r"runtime\.spark\.master: .*local-cluster\[W,C,M\]"):
         SparkRuntime(_scenario(2, {"master": "locl[2]"}), tmp_path)
@@ -167,7 +167,7 @@ def test_bad_spark_section_names_the_key(tmp_path):
 
 def test_link_shaping_refused_and_manifest_says_not_applied(tmp_path):
     require_spark()
-    from edgebed.emulator.runtimes.spark import SparkRuntime
+    from edgebed.emulator.runtimes.spark.runtime import SparkRuntime
     sc_ = _scenario(2, {}, workers={"n": 2, "classes": [{"name": "a", "share": 1, "uplink": {"rate": "1mbit"}}]})
     rt = SparkRuntime(sc_, tmp_path)
     assert any("uplink.rate" in p for p in rt.check())
@@ -182,7 +182,7 @@ def test_link_shaping_refused_and_manifest_says_not_applied(tmp_path):
 def session(tmp_path_factory):
     """A local[2] session shared by the tests of one class (stopped before the local-cluster test)."""
     require_spark()
-    from edgebed.emulator.spark_session import open_session
+    from edgebed.emulator.runtimes.spark.session import open_session
     _pickle_by_value()
     run = open_session(MASTER, tasks=2, run_dir=tmp_path_factory.mktemp("spark-local"))
     yield run
@@ -194,7 +194,7 @@ class TestLocalSession:
 
     @pytest.mark.timeout(180)
     def test_barrier_tasks_train_on_disjoint_partitions_covering_the_data(self, session, collector, tmp_path):
-        from edgebed.emulator.runtimes.spark import SparkRuntime
+        from edgebed.emulator.runtimes.spark.runtime import SparkRuntime
         sc_ = _scenario(4, {"agents_per_task": 2})
         rt = SparkRuntime(sc_, tmp_path, agent_fn=report_agent)
         handles = rt.start(_specs(sc_, collector.address))
@@ -222,14 +222,14 @@ class TestLocalSession:
 
     @pytest.mark.timeout(60)
     def test_slot_check_against_the_running_cluster(self, session):
-        from edgebed.emulator.spark_session import SparkSetupError, available_slots, wait_for_slots
+        from edgebed.emulator.runtimes.spark.session import SparkSetupError, available_slots, wait_for_slots
         assert available_slots(session.sc) == 2
         with pytest.raises(SparkSetupError, match=r"needs 3 task slots .* offers 2 after waiting"):
             wait_for_slots(session.sc, session.master, 3, timeout=0.5)
 
     @pytest.mark.timeout(120)
     def test_kill_cancels_a_stuck_stage(self, session, collector, tmp_path):
-        from edgebed.emulator.runtimes.spark import SparkRuntime
+        from edgebed.emulator.runtimes.spark.runtime import SparkRuntime
         sc_ = _scenario(2, {})
         rt = SparkRuntime(sc_, tmp_path, agent_fn=report_then_hang)
         handles = rt.start(_specs(sc_, collector.address))
@@ -251,7 +251,7 @@ class TestLocalSession:
         from edgebed.emulator.engine import Engine
         from edgebed.scenario import parse_scenario
         monkeypatch.setitem(runtimes._KNOWN, "spark",
-                            ("edgebed.emulator.runtimes.spark", "SparkRuntime", "pip install -e '.[spark]'"))
+                            ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime", "pip install -e '.[spark]'"))
         sc_ = parse_scenario({
             "name": "spark-e2e", "seed": 1,
             "dataset": {"train_samples": 4000},
@@ -279,7 +279,7 @@ class TestLocalSession:
         from edgebed.rundir import read_table
         from edgebed.scenario import parse_scenario
         monkeypatch.setitem(runtimes._KNOWN, "spark",
-                            ("edgebed.emulator.runtimes.spark", "SparkRuntime", "pip install -e '.[spark]'"))
+                            ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime", "pip install -e '.[spark]'"))
         sc_ = parse_scenario({
             "name": "spark-crash", "seed": 2, "dataset": {"train_samples": 2000},
             "model": {"name": "mlp"}, "algorithm": {"name": "asgd", "lr": 0.05},
@@ -315,7 +315,7 @@ def test_local_cluster_gpus_and_cleanup_stops_everything(collector, tmp_path):
     require_spark()
     from pyspark import SparkContext
 
-    from edgebed.emulator.runtimes.spark import SparkRuntime
+    from edgebed.emulator.runtimes.spark.runtime import SparkRuntime
     _pickle_by_value()
     assert SparkContext._active_spark_context is None, "the shared local session must be stopped first"
     script = tmp_path / "fake_gpus.sh"

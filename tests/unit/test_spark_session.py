@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from edgebed.emulator.spark_session import (SparkSetupError, build_conf, check_gpu_request, master_problem,
+from edgebed.emulator.runtimes.spark.session import (SparkSetupError, build_conf, check_gpu_request, master_problem,
                                             parse_master, task_slots)
 
 
@@ -77,7 +77,7 @@ def test_gpu_in_plain_local_is_refused_with_the_reason():
 
 def test_task_plan_and_records_round_trip():
     pytest.importorskip("pyspark")
-    from edgebed.emulator.runtimes.spark import _assemble, shard_records, task_plan
+    from edgebed.emulator.runtimes.spark.runtime import _assemble, shard_records, task_plan
     assert task_plan(5, 2) == [[0, 1], [2, 3], [4]]
     assert task_plan(3, 1) == [[0], [1], [2]]
     x = np.arange(10 * 28 * 28, dtype=np.uint32).astype(np.uint8).reshape(10, 28, 28)

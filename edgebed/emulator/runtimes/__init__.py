@@ -16,7 +16,7 @@ _KNOWN = {
                "Install the extras (pip install -e '.[docker]') and start a Docker engine (make provision)."),
     "compose": ("edgebed.emulator.runtimes.docker.compose", "ComposeRuntime",
                 "Use `edgebed compose export` and `docker compose up`: the PS service selects this runtime."),
-    "spark": ("edgebed.emulator.runtimes.spark", "SparkRuntime",
+    "spark": ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime",
               "Install the extras (pip install -e '.[spark]') and Java 17 (apt-get install openjdk-17-jre-headless)."),
 }
 

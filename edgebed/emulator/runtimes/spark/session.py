@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .runtimes.base import RuntimeError_
+from ..base import RuntimeError_
 
 SPARK_LOG = "spark.log"
 EXECUTOR_LOGS = "spark-executors"

@@ -30,9 +30,9 @@ import numpy as np
 import pyspark  # noqa: F401  (the registry offers this runtime only when pyspark imports)
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..spark_session import (SparkRun, SparkSetupError, check_gpu_request, master_problem, open_session, parse_master,
+from .session import (SparkRun, SparkSetupError, check_gpu_request, master_problem, open_session, parse_master,
                              task_slots)
-from .base import AgentHandle, AgentSpec, Capabilities, Runtime
+from ..base import AgentHandle, AgentSpec, Capabilities, Runtime
 
 SAMPLES_PER_RECORD = 256    # training samples per RDD record (fewer, larger records pickle faster)
 
@@ -100,7 +100,7 @@ def _assemble(records, devices: list[int]) -> dict[int, tuple[np.ndarray, np.nda
 
 
 def _run_agent(ps_address: str, device: int, attempt: int, data, torch_device: str) -> int:
-    from ...device_agent.agent import run_agent   # lazily: torch is imported on the executor only
+    from ....device_agent.agent import run_agent   # lazily: torch is imported on the executor only
     # A fail-stop crash ends this agent quietly: it never sends again, and its task ends without a
     # failure, which would make Spark restart every agent of the barrier stage.
     return run_agent(ps_address, device, attempt, data=data, freezer=lambda: None, torch_device=torch_device)
@@ -344,7 +344,7 @@ class SparkRuntime(Runtime):
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
 
-        from ..spark_session import wait_for_slots
+        from .session import wait_for_slots
         active = SparkContext._active_spark_context
         if active is not None:
             if active.master != self.spec.master:
@@ -361,7 +361,7 @@ class SparkRuntime(Runtime):
 
     def training_rdd(self, sc):
         """The scenario's training shards as an RDD with one partition per barrier task."""
-        from ...data import load_dataset, partition
+        from ....data import load_dataset, partition
         sc_ = self.scenario
         ds = load_dataset(sc_.dataset, sc_.seed)
         shards = partition(ds.train_y, sc_.workers.n, sc_.dataset.partition, sc_.seed,
