@@ -76,7 +76,7 @@ def cmd_clean(args) -> int:
 
 
 def cmd_study_run(args) -> int:
-    from .emulator.study import load_study, run_study
+    from .study.runner import load_study, run_study
     study = load_study(args.study, tuple(args.set or ()))   # errors before the engine (torch) loads
     if args.seeds is not None:
         study = study.first_seeds(args.seeds)
@@ -95,7 +95,7 @@ def cmd_study_run(args) -> int:
 
 
 def cmd_study_report(args) -> int:
-    from .analysis.study import write_study_report
+    from .study.report import write_study_report
     res = write_study_report(Path(args.study_dir), Path(args.out) if args.out else None, args.target)
     print(res.table_markdown)
     print("\nwritten:", *[str(p) for p in res.files], sep="\n  ")

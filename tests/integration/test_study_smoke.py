@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from edgebed.analysis.study import write_study_report
+from edgebed.study.report import write_study_report
 from edgebed.cli import main
-from edgebed.emulator.study import load_study, run_study
+from edgebed.study.runner import load_study, run_study
 
 STUDIES = Path(__file__).resolve().parents[2] / "scenarios" / "studies"
 

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from edgebed import rundir
-from edgebed.analysis.study import write_study_report
+from edgebed.study.report import write_study_report
 from edgebed.cli import main
-from edgebed.emulator.study import StudyError, expand, load_study, run_study
+from edgebed.study.runner import StudyError, expand, load_study, run_study
 from edgebed.scenario import dump_scenario
 
 NAN = math.nan
@@ -190,7 +190,7 @@ def test_jobs_run_cells_in_parallel_processes_and_keep_study_order(tmp_path):
 
 def test_cli_exit_code_says_whether_a_cell_failed(tmp_path, monkeypatch):
     path = write_study(tmp_path, **COMPRESSION)
-    import edgebed.emulator.study as mod
+    import edgebed.study.runner as mod
     monkeypatch.setattr(mod, "engine_runner", lambda source: FakeRunner(fail=("adacomp",)))
     assert main(["study", "run", str(path), "--out", str(tmp_path / "out")]) == 1
     monkeypatch.setattr(mod, "engine_runner", lambda source: FakeRunner())
@@ -259,7 +259,7 @@ def test_a_reference_key_out_of_range_is_refused(tmp_path):
 def test_cells_option_runs_a_subset_keeps_the_rest_recorded_and_a_full_run_resumes(tmp_path, monkeypatch,
                                                                                     capsys):
     path = write_study(tmp_path, seeds=1, sweep={"dataset.train_samples": [800, 400]}, **COMPRESSION)
-    import edgebed.emulator.study as mod
+    import edgebed.study.runner as mod
     cli_runner = FakeRunner()
     monkeypatch.setattr(mod, "engine_runner", lambda source: cli_runner)
     assert main(["study", "run", str(path), "--out", str(tmp_path / "out"), "--cells", "adacomp*"]) == 0
@@ -326,7 +326,7 @@ def test_report_of_a_directory_that_is_no_study(tmp_path, capsys):
 
 def test_seeds_option_runs_the_first_seeds_and_a_full_run_resumes(tmp_path, monkeypatch):
     path = write_study(tmp_path, seeds=3, **COMPRESSION)
-    import edgebed.emulator.study as mod
+    import edgebed.study.runner as mod
     first, rest = FakeRunner(), FakeRunner()
     monkeypatch.setattr(mod, "engine_runner", lambda source: first)
     assert main(["study", "run", str(path), "--out", str(tmp_path / "out"), "--seeds", "1"]) == 0

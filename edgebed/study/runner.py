@@ -262,7 +262,7 @@ class EngineRunner:
     source: str
 
     def __call__(self, sc: Scenario, out: Path, progress) -> Any:
-        from .engine import Engine
+        from ..emulator.engine import Engine
         return Engine(sc, out, progress, source=self.source).run()
 
 

@@ -18,9 +18,9 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from . import plots, tables
-from .metrics import class_shares, ingress_ratio, summarize
-from .runs import ReportError, Run, check_target, load_run
+from ..analysis import plots, tables
+from ..analysis.metrics import class_shares, ingress_ratio, summarize
+from ..analysis.runs import ReportError, Run, check_target, load_run
 
 
 @dataclass(frozen=True)
