@@ -37,7 +37,7 @@ def _compose():
 
 
 def _spark():
-    from edgebed.emulator.runtimes.spark.runtime import BarrierStage, SparkAgentHandle
+    from edgebed.emulator.runtimes.spark.barrier import BarrierStage, SparkAgentHandle
     stage = BarrierStage.__new__(BarrierStage)   # the Spark job: cancelling it ends the stage
 
     class Job:

@@ -307,7 +307,7 @@ def test_forked_agent_joins_netns_and_cgroups_of_its_container(make_runtime):
     import signal
 
     from edgebed.emulator.runtimes.docker import nsjoin
-    from edgebed.emulator.runtimes.docker.runtime import ForkedAgentHandle
+    from edgebed.emulator.runtimes.docker.handles import ForkedAgentHandle
     sc = parse_scenario({"name": "forked", "workers": {"n": 2, "classes": [
         {"name": "edge", "share": 1, "uplink": {"rate": "1mbit"}}]}, "stop": {"updates": 10},
         "runtime": {"name": "docker", "docker": {"agents": "forked", "quota_after": "start",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal as _signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ from ....rundir import write_json_atomic
 from ... import cleanup as _cleanup
 from . import images, links, nsjoin
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
+from .handles import ContainerHandle, ForkedAgentHandle
 
 LABEL = images.LABEL
 RUN_LABEL = f"{LABEL}.run"
@@ -83,103 +83,6 @@ def run_id_of(run_dir: Path) -> str:
     """Docker-safe id of a run, from its directory name (unique per run: name + timestamp)."""
     rid = re.sub(r"[^a-zA-Z0-9_.-]", "-", Path(run_dir).resolve().name).strip("-.") or "run"
     return rid[:48]
-
-
-class ContainerHandle(AgentHandle):
-    """One device's container; mirrors Popen. Status comes from the runtime's batch listing."""
-
-    def __init__(self, runtime: "DockerRuntime", device: int, container):
-        self.runtime = runtime
-        self.device = device
-        self.container = container
-        self.frozen = False
-        self.returncode: Optional[int] = None
-
-    def poll(self) -> Optional[int]:
-        if self.returncode is None:
-            self.runtime._refresh_status()
-            st = self.runtime._status.get(self.container.id)
-            if st in ("exited", "dead") or st is None:
-                self._read_exit()
-        return self.returncode
-
-    def _read_exit(self) -> None:
-        try:
-            self.container.reload()
-            state = self.container.attrs["State"]
-            if state["Status"] in ("exited", "dead"):
-                self.returncode = int(state["ExitCode"])
-        except Exception:            # removed under us: count as killed
-            self.returncode = -9
-
-    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
-        end = None if timeout is None else time.monotonic() + timeout
-        while self.returncode is None:
-            self._read_exit()
-            if self.returncode is not None or (end is not None and time.monotonic() >= end):
-                break
-            time.sleep(0.05)
-        return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is not None:
-            return
-        if self.frozen and sig != _signal.SIGKILL:
-            # A frozen device is dead for the run; a signal must not thaw it (docker may unpause to
-            # deliver one), so any stop request ends it outright.
-            sig = _signal.SIGKILL
-        try:
-            self.container.kill(signal=int(sig))
-        except Exception:
-            pass                        # already gone
-
-    def kill(self) -> None:
-        self.send_signal(_signal.SIGKILL)
-        self.wait(10)
-
-    def freeze(self) -> None:
-        if self.returncode is None and not self.frozen:
-            self.container.pause()
-            self.frozen = True
-
-
-class ForkedAgentHandle(ContainerHandle):
-    """``agents: forked``: the agent is a host process (forked) inside the container's netns and
-    cgroups; exit status comes from the process, freeze is still ``docker pause`` of the container."""
-
-    def __init__(self, runtime: "DockerRuntime", device: int, container, join: dict):
-        super().__init__(runtime, device, container)
-        self.join = join
-        self.proc = None                # the multiprocessing.Process, once forked
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None else None
-
-    def poll(self) -> Optional[int]:
-        if self.returncode is None and self.proc is not None and self.proc.exitcode is not None:
-            self.returncode = self.proc.exitcode
-        return self.returncode
-
-    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
-        if self.proc is not None and self.returncode is None:
-            self.proc.join(timeout)
-        return self.poll()
-
-    def send_signal(self, sig: int) -> None:
-        if self.proc is None or self.poll() is not None:
-            return
-        if self.frozen:
-            sig = _signal.SIGKILL       # a frozen device is dead for the run (see ContainerHandle)
-        try:
-            os.kill(self.proc.pid, int(sig))
-        except ProcessLookupError:
-            return
-        if self.frozen:
-            try:                        # a frozen task gets its SIGKILL only once thawed
-                self.container.unpause()
-            except Exception:
-                pass
 
 
 class DockerRuntime(Runtime):
