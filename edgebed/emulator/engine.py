@@ -224,7 +224,7 @@ class Engine:
                     if d not in lost:
                         lost.add(d)
                         ps._event(d, "lost", f"silent for more than {sc.failures.lost_after:.0f} s")
-                frozen = {d for d, st in ps.devices.items() if st.frozen}
+                frozen = ps.frozen_devices()
                 if handles and len(seen_exit | frozen | lost) >= len(handles):
                     ps.request_stop("no live device left")
                 self.progress(self._line(ps, evals, elapsed, len(handles) - len(seen_exit | frozen | lost)), False)
@@ -288,7 +288,7 @@ class Engine:
         try:
             # Agents that got Stop end on their own; frozen ones never will.
             deadline = time.monotonic() + DRAIN_GRACE
-            frozen = {d for d, st in ps.devices.items() if st.frozen}
+            frozen = ps.frozen_devices()
             while runtime.uses_sockets and time.monotonic() < deadline and any(
                     h.poll() is None for d, h in handles.items() if d not in frozen):
                 time.sleep(0.05)
@@ -312,7 +312,7 @@ class Engine:
 
     def _summary(self, ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime) -> dict:
         accs = [e["accuracy"] for e in sorted(evals, key=lambda e: e["update"])]
-        frozen = sorted(d for d, st in ps.devices.items() if st.frozen)
+        frozen = sorted(ps.frozen_devices())
         target = self.sc.stop.target_accuracy
         hit = next((e for e in sorted(evals, key=lambda e: e["update"])
                     if target is not None and e["accuracy"] >= target), None)
@@ -327,9 +327,9 @@ class Engine:
             "push_bytes": ps.meter.push_bytes, "rejected_messages": ps.meter.rejected,
             "rule": ps.rule.stats(),
             "errors": ps.errors,
-            "devices": {"total": self.sc.workers.n, "started": len(handles), "said_hello": len(ps.devices),
+            "devices": {"total": self.sc.workers.n, "started": len(handles), "said_hello": ps.device_count(),
                         "crashed": len(frozen), "lost": len(lost),
-                        "alive_at_end": len(ps.devices) - len(frozen) - len(lost)},
+                        "alive_at_end": ps.device_count() - len(frozen) - len(lost)},
         }
 
     def _fidelity(self, path: Path, runtime, class_of) -> dict:
