@@ -4,7 +4,9 @@ Layout of ``runs/<name>-<YYYYmmdd-HHMMSS>/``::
 
     scenario.yaml      the resolved scenario (defaults + file + --set overrides)
     manifest.json      seed, versions, host, runtime, which link property was applied at which level
-    summary.json       {"status": "running" | "complete" | "incomplete" | "failed", ...final numbers}
+    summary.json       {"status": "running" | "complete" | "incomplete" | "failed", ...final numbers};
+                       while running it names the engine process ({"pid", "start"}): if that is
+                       gone, the run was killed (``run_status``)
     traffic.json       PS bytes in/out per message type, per device, per speed class
     updates/part-NNNNN.parquet   one row per applied update          (+ updates.csv at the end)
     evals/part-NNNNN.parquet     one row per evaluation of Θ          (+ evals.csv)
@@ -187,6 +189,18 @@ def read_table(run: str | Path, table: str) -> pd.DataFrame:
 def read_json(run: str | Path, name: str) -> dict:
     p = Path(run) / name
     return json.loads(p.read_text()) if p.exists() else {}
+
+
+def run_status(run: str | Path) -> str:
+    """The run's status as recorded, except that a run still marked ``running`` whose engine process
+    (recorded in summary.json) is gone is ``killed``: nothing will ever close it."""
+    from . import procs
+    summary = read_json(run, "summary.json")
+    status = str(summary.get("status", "unknown"))
+    engine = summary.get("engine")
+    if status == "running" and isinstance(engine, dict) and not procs.is_alive(engine):
+        return "killed"
+    return status
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -11,10 +11,14 @@ import signal
 import sys
 from typing import Optional
 
+from ..procs import die_with_parent
+
 
 def agent_main(ps_address: str, device: int, speed_class: str, log_path: str, env: dict,
                 join: Optional[dict] = None) -> None:
-    """Entry point of a forked agent: own session, own log, one torch thread."""
+    """Entry point of a forked agent: own session, own log, one torch thread; dies with the fork
+    server, which dies with the engine (its alive pipe closes), whatever ended the engine."""
+    die_with_parent()
     os.setsid()
     if join:                      # before any socket or thread: see nsjoin.enter
         from ..emulator.nsjoin import enter

@@ -84,7 +84,7 @@ class Engine:
         if self.resume:
             if problems:
                 raise ScenarioError("\n".join(f"{path}: {p}" for p in problems))
-            write_json_atomic(path / "summary.json", {"status": "running", "resumed": True})
+            write_json_atomic(path / "summary.json", {"status": "running", "resumed": True, "engine": _me()})
             return path, runtime
         if problems:
             _remove_empty(path)
@@ -96,7 +96,7 @@ class Engine:
             "applied": runtime.applied(), "host": host_facts(),
             "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
         })
-        write_json_atomic(path / "summary.json", {"status": "running"})
+        write_json_atomic(path / "summary.json", {"status": "running", "engine": _me()})
         return path, runtime
 
     # -- the run loop --------------------------------------------------------------------------
@@ -270,7 +270,7 @@ class Engine:
         recorded = read_table(path, "updates")["update"]
         last = int(recorded.max()) if len(recorded) else ckpt.version
         ended = 0
-        pids = read_json(path, "pids.json").get("pids", [])
+        pids = read_json(path, "pids.json").get("procs", [])
         if pids:   # agents of the killed engine: end them (only if still edgebed agents), start new ones
             from .cleanup import clean_pids
             ended = len(clean_pids(pids)["killed"])
@@ -351,6 +351,13 @@ class Engine:
         return (f"updates {ps.version:>7d} | {rate:7.1f} upd/s | acc {acc:>6s} | "
                 f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s"
                 + (f" | virtual {virtual:.1f} s" if virtual == virtual else ""))
+
+
+def _me() -> dict:
+    """This engine process, as summary.json records it while running (``rundir.run_status``)."""
+    import os
+    from ..procs import identity
+    return identity(os.getpid())
 
 
 def _main_thread() -> bool:
