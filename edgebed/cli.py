@@ -16,6 +16,8 @@ def cmd_validate(args) -> int:
     from .emulator.runtimes import get_runtime
     runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
     problems = runtime.check()
+    from .data import missing
+    problems += missing(sc.dataset)
     if problems:
         for p in problems:
             print(f"{args.scenario}: {p}", file=sys.stderr)

@@ -75,6 +75,8 @@ class Engine:
         try:
             runtime = runtime_cls(sc, path)
             problems = runtime.check()
+            from ..data import missing
+            problems += missing(sc.dataset)
         except Exception:
             _remove_empty(path)
             raise
@@ -162,6 +164,7 @@ class Engine:
                 checkpoint.save(p, path / "checkpoint", extra={"started_unix": started_unix})
             ps.hooks.checkpoint = save_checkpoint
         seen_exit: set[int] = set()
+        exit_codes: dict[int, int] = {}   # device → exit code, in the order the engine saw them
         lost: set[int] = set()
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
         t_start = time.monotonic()
@@ -218,6 +221,7 @@ class Engine:
                     code = h.poll()
                     if code is not None and d not in seen_exit:
                         seen_exit.add(d)
+                        exit_codes[d] = code
                         ps._event(d, "exit", f"code={code}")
                 # Silence is measured in wall time: meaningless for devices on a virtual clock.
                 for d in (ps.silent_devices(sc.failures.lost_after) if runtime.uses_sockets else ()):
@@ -245,6 +249,9 @@ class Engine:
                            wait_eval=(status == "complete"))
             if curve is not None:
                 curve.stop()
+            if status == "complete" and ps.version == 0 and handles and len(exit_codes) == len(handles) \
+                    and all(c != 0 for c in exit_codes.values()):
+                status, reason = "failed", _first_agent_error(path, exit_codes)
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
             summary["fidelity"] = self._fidelity(path, runtime, class_of)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
@@ -351,6 +358,19 @@ class Engine:
         return (f"updates {ps.version:>7d} | {rate:7.1f} upd/s | acc {acc:>6s} | "
                 f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s"
                 + (f" | virtual {virtual:.1f} s" if virtual == virtual else ""))
+
+
+def _first_agent_error(path: Path, exit_codes: dict[int, int]) -> str:
+    """Reason of a run in which every device failed before any update: the first one's last log line."""
+    d, code = next(iter(exit_codes.items()))
+    log = path / "logs" / f"agent-{d:04d}.log"
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    last = lines[-1].strip() if lines else "(no log)"
+    return (f"every device failed before any update was applied; first: device {d} exited with code "
+            f"{code}: {last} (full log: {log})")
 
 
 def _me() -> dict:
