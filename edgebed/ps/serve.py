@@ -39,6 +39,13 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
         return False
 
 
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class ZmqServer:
     """Binds a ROUTER socket and serves ``ps`` until ``stop()``; ``endpoint`` is the bound address."""
 
@@ -95,12 +102,16 @@ class ZmqServer:
         """One message: (peer, frames). At most MAX_FRAMES + 1 frames are kept (enough for decode to
         refuse the message); the rest are received and freed one by one."""
         first = self.sock.recv(zmq.NOBLOCK, copy=False)
-        body, more = [], first.more
+        body, more, dropped = [], first.more, 0
         while more:
             frame = self.sock.recv(copy=False)
             more = frame.more
             if len(body) <= wire.MAX_FRAMES:
                 body.append(frame.buffer)
+            else:
+                dropped += 1
+        if dropped > 10_000:   # libzmq queued them all (~64 B each); give that memory back to the OS
+            _malloc_trim()
         return first.bytes, body
 
     def _send(self, peer: bytes, frames: list) -> None:
