@@ -11,11 +11,17 @@ import signal
 import sys
 from typing import Callable, Optional
 
+from ..procs import die_with_parent
+
 
 def agent_main(ps_address: str, device: int, log_path: str, env: dict,
-                prepare: Optional[tuple[Callable[..., None], dict]] = None) -> None:
-    """Entry point of a forked agent: own session, own log, one torch thread. ``prepare=(fn, kwargs)``
-    runs first, before any socket or thread (docker's forked agents: enter the container, ``nsjoin.enter``)."""
+               prepare: Optional[tuple[Callable[..., None], dict]] = None) -> None:
+    """Entry point of a forked agent: own session, own log, one torch thread; dies with the fork
+    server, which dies with the engine (its alive pipe closes), whatever ended the engine.
+    ``prepare=(fn, kwargs)`` runs first, before any socket or thread (docker's forked agents enter
+    their container: ``nsjoin.enter``)."""
+    die_with_parent()
+    _drop_inherited_lifelines()
     os.setsid()
     if prepare:
         fn, kwargs = prepare
@@ -31,3 +37,20 @@ def agent_main(ps_address: str, device: int, log_path: str, env: dict,
     code = run_agent(ps_address, device)
     zmq.Context.instance().term()   # delivers what is queued (the Bye) within the sockets' linger
     sys.exit(code)
+
+
+def _drop_inherited_lifelines() -> None:
+    """Close the write ends of the fork server's and the resource tracker's "alive" pipes, which
+    multiprocessing hands every forked child (so it could fork in turn). An agent holding them keeps
+    both alive after the engine dies — and the fork server alive keeps the agents alive: nothing ever
+    exits. Without them, the engine's death closes the fork server, whose death kills the agents."""
+    from multiprocessing import forkserver, resource_tracker
+    for owner, attr in ((forkserver._forkserver, "_forkserver_alive_fd"),
+                        (resource_tracker._resource_tracker, "_fd")):
+        fd = getattr(owner, attr, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            setattr(owner, attr, None)

@@ -15,7 +15,7 @@ Where the agent process lives (``runtime.docker.agents``):
   150 MiB per device, so roughly 135 devices fit in 20 GiB.
 * ``forked``: the container only holds the device's namespaces, cgroups and shaped link (its process
   is ``sleep infinity``); the agent is forked on the host from the torch-preloaded fork server of the
-  local runtime and enters the container's network namespace and cgroups (``emulator/nsjoin.py``)
+  local runtime and enters the container's network namespace and cgroups (``nsjoin.py``)
   before it opens a socket. Its packets leave through the shaped ``eth0``, the CPU quota throttles it
   and ``docker pause`` freezes it, while torch's pages are shared copy-on-write by all agents. It does
   not share the container's mount and PID namespaces.
