@@ -271,16 +271,21 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
         raise ScenarioError(format_errors(err, source)) from None
 
 
+def read_yaml(path: Path, what: str, shipped: str, error: type[Exception] = ScenarioError) -> Any:
+    """The YAML document in ``path``; ``error`` says what is missing or malformed and where the shipped
+    files (``shipped``) are."""
+    if not path.is_file():
+        raise error(f"{path}: no such {what} file (the shipped ones are in {shipped})")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise error(f"{path}: not valid YAML: {err}") from None
+
+
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
     """Read, override and validate a scenario file. Raises ScenarioError with file and key path."""
     path = Path(path)
-    if not path.is_file():
-        raise ScenarioError(f"{path}: no such scenario file (the shipped ones are in scenarios/)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ScenarioError(f"{path}: not valid YAML: {err}") from None
-    return parse_scenario(data, str(path), tuple(overrides))
+    return parse_scenario(read_yaml(path, "scenario", "scenarios/"), str(path), tuple(overrides))
 
 
 def dump_scenario(sc: Scenario, path: str | Path) -> None:

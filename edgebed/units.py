@@ -30,13 +30,18 @@ def _split(value: object, what: str, example: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(2).lower()
 
 
+def _scaled(value: object, what: str, example: str, units: dict, unit_example: str) -> float:
+    """``value`` in the base unit of ``units`` (a bare number is already in it)."""
+    num, unit = _split(value, what, example)
+    if unit and unit not in units:
+        raise ValueError(f"{value!r} has unknown {what} unit {unit!r}; use one of "
+                         f"{', '.join(units)}{unit_example}")
+    return num * units.get(unit, 1)
+
+
 def parse_rate(value: object) -> float:
     """Link rate in bits per second. A bare number is bits per second."""
-    num, unit = _split(value, "rate", "10mbit, 512kbit, 1gbit")
-    if unit and unit not in _RATE_UNITS:
-        raise ValueError(f"{value!r} has unknown rate unit {unit!r}; use one of "
-                         f"{', '.join(_RATE_UNITS)} (e.g. 10mbit)")
-    rate = num * _RATE_UNITS.get(unit, 1)
+    rate = _scaled(value, "rate", "10mbit, 512kbit, 1gbit", _RATE_UNITS, " (e.g. 10mbit)")
     if rate <= 0:
         raise ValueError(f"rate {value!r} must be positive")
     return rate
@@ -44,11 +49,7 @@ def parse_rate(value: object) -> float:
 
 def parse_duration(value: object) -> float:
     """Duration in seconds. A bare number is seconds."""
-    num, unit = _split(value, "duration", "20ms, 1.5s, 10min")
-    if unit and unit not in _TIME_UNITS:
-        raise ValueError(f"{value!r} has unknown time unit {unit!r}; use one of "
-                         f"{', '.join(_TIME_UNITS)} (e.g. 20ms)")
-    return num * _TIME_UNITS.get(unit, 1.0)
+    return float(_scaled(value, "duration", "20ms, 1.5s, 10min", _TIME_UNITS, " (e.g. 20ms)"))
 
 
 def parse_fraction(value: object) -> float:
@@ -64,11 +65,7 @@ def parse_fraction(value: object) -> float:
 
 def parse_size(value: object) -> int:
     """Size in bytes: ``64MiB``, ``1mb``; a bare number is bytes."""
-    num, unit = _split(value, "size", "64MiB, 500kb, 1048576")
-    if unit and unit not in _SIZE_UNITS:
-        raise ValueError(f"{value!r} has unknown size unit {unit!r}; use one of "
-                         f"{', '.join(_SIZE_UNITS)}")
-    return int(num * _SIZE_UNITS.get(unit, 1))
+    return int(_scaled(value, "size", "64MiB, 500kb, 1048576", _SIZE_UNITS, ""))
 
 
 def fmt_bytes(n: float) -> str:

@@ -69,9 +69,9 @@ class GradientPush(DevicePolicy):
 
 
 class LocalSteps(DevicePolicy):
-    def __init__(self, trainer, steps: int, lr: float):
+    def __init__(self, trainer, local_steps: int, lr: float):
         super().__init__(trainer)
-        self.steps, self.lr = steps, lr
+        self.steps, self.lr = local_steps, lr
 
     def train(self) -> float:
         """τ local steps on the trainer's model; the mean batch loss."""
@@ -86,8 +86,8 @@ class LocalSteps(DevicePolicy):
 
 
 class DynamicLocal(LocalSteps):
-    def __init__(self, trainer, steps: int, lr: float, delta: float):
-        super().__init__(trainer, steps, lr)
+    def __init__(self, trainer, local_steps: int, lr: float, delta: float):
+        super().__init__(trainer, local_steps, lr)
         self.delta = delta
         self.reference: Optional[np.ndarray] = None
         self.version = 0

@@ -251,7 +251,7 @@ def model(version, *xs):
 
 def test_local_steps_pushes_the_delta_after_tau_steps():
     tr = StubTrainer([1, 0])
-    p = LocalSteps(tr, steps=3, lr=0.1)
+    p = LocalSteps(tr, local_steps=3, lr=0.1)
     up = p.next(model(4, 1, 1))
     assert isinstance(up, Upload) and up.version == 4 and list(up.values) == [3, 0] and up.indices is None
     assert p.next(wire.Ack(5)) == PULL
@@ -259,7 +259,7 @@ def test_local_steps_pushes_the_delta_after_tau_steps():
 
 def test_dynamic_policy_reports_quietly_inside_the_safe_zone():
     tr = StubTrainer([1, 0])
-    p = DynamicLocal(tr, steps=2, lr=0.1, delta=5.0)
+    p = DynamicLocal(tr, local_steps=2, lr=0.1, delta=5.0)
     up = p.next(model(0, 0, 0))                   # ‖(2, 0)‖² = 4 ≤ 5: quiet
     assert up.values.size == 0 and up.indices.size == 0
     up = p.next(wire.Ack(1))                      # quiet round: keep training our own model
@@ -271,7 +271,7 @@ def test_dynamic_policy_reports_quietly_inside_the_safe_zone():
 
 def test_dynamic_policy_uploads_on_sync_when_quiet():
     tr = StubTrainer([0, 1])
-    p = DynamicLocal(tr, steps=1, lr=0.1, delta=5.0)
+    p = DynamicLocal(tr, local_steps=1, lr=0.1, delta=5.0)
     assert p.next(model(0, 0, 0)).values.size == 0
     up = p.next(wire.Sync(3))                     # someone else violated: upload our model's Δ
     assert list(up.values) == [0, 1] and up.version == 0
@@ -315,7 +315,7 @@ BASE = {"name": "s", "workers": {"n": 2}, "stop": {"updates": 10}}
 def test_scenario_accepts_the_spark_algorithms_and_sends_their_policy():
     from edgebed.emulator.engine import welcome_config
     sc = parse_scenario({**BASE, "algorithm": {"name": "dynamic-averaging", "local_steps": 5, "delta": 0.5}})
-    assert welcome_config(sc, 0, "dense", {})["policy"] == {"name": "dynamic", "steps": 5, "lr": 0.1,
+    assert welcome_config(sc, 0, "dense", {})["policy"] == {"name": "dynamic", "local_steps": 5, "lr": 0.1,
                                                             "delta": 0.5}
     sc = parse_scenario({**BASE, "algorithm": {"name": "easgd", "moving_rate": 0.3}})
     assert RULES["easgd"].device_policy(sc.algorithm)["moving_rate"] == 0.3

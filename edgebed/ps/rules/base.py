@@ -39,11 +39,16 @@ class UpdateRule(ABC):
         """Whether the compression ratio c means anything: only for a compressing rule."""
         return cls.compressor != "dense"
 
+    # What devices do between messages (device_agent/policies.py); default: pull → one gradient → push.
+    policy: ClassVar[str] = "gradient"
+
     @classmethod
     def device_policy(cls, algorithm) -> dict:
-        """What devices do between messages (device_agent/policies.py), from the scenario's
-        ``algorithm`` section; sent in Welcome. Default: pull → one gradient → push."""
-        return {"name": "gradient"}
+        """The device policy and its arguments (lr and ``params``, from the scenario's ``algorithm``
+        section); sent in Welcome."""
+        if cls.policy == "gradient":
+            return {"name": "gradient"}
+        return {"name": cls.policy, "lr": algorithm.lr, **{p: getattr(algorithm, p) for p in cls.params}}
 
     def __init__(self, theta: np.ndarray, layers: Sequence, lr: float, c: float = 1.0):
         self.theta = theta

@@ -20,12 +20,8 @@ from .base import Applied, UpdateRule
 class DynamicAveraging(UpdateRule):
     name = "dynamic-averaging"
     empty_push_is_report = True   # a quiet-round report: "my model is still inside the safe zone"
+    policy = "dynamic"
     params = ("local_steps", "delta")
-
-    @classmethod
-    def device_policy(cls, algorithm) -> dict:
-        return {"name": "dynamic", "steps": algorithm.local_steps, "lr": algorithm.lr,
-                "delta": algorithm.delta}
 
     def __init__(self, theta, layers, lr, c=1.0):
         super().__init__(theta, layers, lr, c)

@@ -13,12 +13,8 @@ from .base import Applied, UpdateRule
 
 class EASGD(UpdateRule):
     name = "easgd"
+    policy = "elastic"
     params = ("moving_rate", "loss_threshold")
-
-    @classmethod
-    def device_policy(cls, algorithm) -> dict:
-        return {"name": "elastic", "lr": algorithm.lr, "moving_rate": algorithm.moving_rate,
-                "loss_threshold": algorithm.loss_threshold}
 
     def __init__(self, theta, layers, lr, c=1.0):
         super().__init__(theta, layers, lr, c)

@@ -16,11 +16,8 @@ from .base import Applied, UpdateRule
 
 class ModelAveraging(UpdateRule):
     name = "model-averaging"
+    policy = "local-steps"
     params = ("local_steps",)
-
-    @classmethod
-    def device_policy(cls, algorithm) -> dict:
-        return {"name": "local-steps", "steps": algorithm.local_steps, "lr": algorithm.lr}
 
     def __init__(self, theta, layers, lr, c=1.0):
         super().__init__(theta, layers, lr, c)
