@@ -163,7 +163,7 @@ def clean_all(roots: Iterable[str | Path] = ("runs",), run_id_prefix: str = "", 
     """Clean every edgebed run on this host: run directories under ``roots`` (searched recursively
     for ``summary.json``) and every container/network labelled ``edgebed.run``, restricted to run
     ids that start with ``run_id_prefix``. Returns {"runs": {run id: report}, "errors": [...]}."""
-    from .runtimes.docker import run_id_of
+    from .runtimes.docker.runtime import run_id_of
     out: dict = {"runs": {}, "errors": []}
     dirs: dict[str, Path] = {}
     for root in roots:
