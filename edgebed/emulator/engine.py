@@ -68,12 +68,13 @@ class Engine:
         self.resume = Path(resume) if resume else None   # run directory to restart from its checkpoint
         self.progress = progress or (lambda line, final: None)
         self.source = source
+        self._setup_path: Optional[Path] = None   # the run directory, as soon as it exists
 
     # -- set-up --------------------------------------------------------------------------------
     def _prepare(self):
         sc = self.sc
         runtime_cls = get_runtime(sc.runtime.name)
-        path = self.resume or new_run_dir(self.out, sc.name)
+        path = self._setup_path = self.resume or new_run_dir(self.out, sc.name)
         try:
             runtime = runtime_cls(sc, path)
             problems = runtime.check()
@@ -109,8 +110,12 @@ class Engine:
             path, runtime = self._prepare()
             return self._run(path, runtime)
         except (KeyboardInterrupt, Interrupted):
-            if path is not None and read_json(path, "summary.json").get("status") == "running":
-                runtime.cleanup()
+            # Also when set-up was interrupted before it wrote summary.json: no run dir without a status.
+            path = path or self._setup_path
+            if path is not None and path.is_dir() and \
+                    read_json(path, "summary.json").get("status") in ("running", None):
+                if runtime is not None:
+                    runtime.cleanup()
                 write_json_atomic(path / "summary.json", {
                     "status": "incomplete", "reason": "interrupted by the user (Ctrl-C / SIGTERM) during set-up",
                     "updates": 0})

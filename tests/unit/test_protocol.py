@@ -1,0 +1,78 @@
+"""The device state machine (device_agent/protocol.py) without sockets or clocks: replies in, actions out."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgebed.data import load_bundled
+from edgebed.device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Rejoin, Send, Wait
+from edgebed.device_agent.trainer import Trainer
+from edgebed.models import initial_theta
+from edgebed.ps import wire
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _welcome(compressor="top-c", policy=None, think="5ms"):
+    return wire.Welcome("s1", {"seed": 1, "model": "mlp", "compressor": compressor,
+                               "algorithm": {"batch_size": 10, "c": 0.01},
+                               "policy": policy or {"name": "gradient"},
+                               "speed_class": {"slowdown": 1.0, "think_time": {"dist": "constant", "mean": 0.005}}})
+
+
+@pytest.fixture(scope="module")
+def shard():
+    ds = load_bundled(0.2, 0)
+    return ds.train_x[:100], ds.train_y[:100]
+
+
+def _machine(shard):
+    return DeviceProtocol(2, "fast", lambda cfg: Trainer(cfg["model"], *shard, 10, cfg["seed"], 2))
+
+
+def test_gradient_cycle_compresses_once_and_numbers_pushes(shard):
+    m = _machine(shard)
+    (hello,) = m.hello(0)
+    assert isinstance(hello, Send) and hello.msg == wire.Hello(2, "fast", 0)
+    assert m.receive(_welcome()) == [Send(wire.Pull("s1"))]
+    theta, _ = initial_theta("mlp", 1)
+    assert m.receive(wire.Model(0, theta)) == [Compute()]
+    assert m.compute() == 1                          # one SGD step: what the virtual clock charges
+    (wait,) = m.computed()
+    assert isinstance(wait, Wait) and wait.seconds == pytest.approx(0.005)
+    (push,) = m.waited()
+    msg = push.msg
+    assert isinstance(msg, wire.Push) and (msg.session, msg.seq, msg.version) == ("s1", 0, 0)
+    assert msg.indices is not None and msg.values.size == int(np.ceil(theta.size * 0.01))   # top-c, c = 1 %
+    assert np.isfinite(msg.loss)
+    assert m.receive(wire.Ack(1)) == [Compute()]
+    assert m.compute() == 0                          # an Ack costs no step: pull at once
+    assert m.computed() == [Send(wire.Pull("s1"))]
+    m.receive(wire.Model(1, theta))
+    m.compute()
+    m.computed()
+    assert m.waited()[0].msg.seq == 1
+
+
+def test_freeze_stop_and_errors(shard):
+    m = _machine(shard)
+    assert m.receive(wire.Error("bad-device", "no")) == [Exit(1, "PS refused: bad-device: no")]
+    m.hello(0)
+    m.receive(_welcome())
+    assert m.receive(wire.Ack(3, freeze=True)) == [Freeze()]
+    assert m.receive(wire.Stop("done")) == [Send(wire.Bye("s1", "stop")), Exit(0, "done")]
+    assert m.receive(wire.Error("unknown-session", "restarted")) == [Rejoin("restarted")]
+    m.hello(1)                                      # rejoined: a refusal now ends the device quietly
+    assert m.receive(wire.Error("frozen", "crashed")) == [Exit(0, "refused on rejoin: crashed")]
+
+
+def test_local_steps_policy_charges_its_steps_and_sends_a_dense_delta(shard):
+    m = _machine(shard)
+    m.hello(0)
+    m.receive(_welcome("dense", {"name": "local-steps", "local_steps": 4, "lr": 0.05}))
+    theta, _ = initial_theta("mlp", 1)
+    m.receive(wire.Model(0, theta))
+    assert m.compute() == 4
+    m.computed()
+    msg = m.waited()[0].msg
+    assert msg.indices is None and msg.values.shape == theta.shape and np.abs(msg.values).sum() > 0
