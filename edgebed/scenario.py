@@ -266,6 +266,11 @@ def apply_override(data: dict, assignment: str) -> None:
                 node[part] = value
             else:
                 if node.get(part) is None:     # absent, or `key:` with nothing (null)
+                    if parts[depth + 1].isdigit():
+                        here = ".".join(parts[:depth + 1])
+                        raise ScenarioError(f"--set {assignment!r}: {here} is not in the file (its default "
+                                            f"applies), so it has no entry {parts[depth + 1]}; write "
+                                            f"{here}: in the file first")
                     node[part] = {}
                 node = node[part]
         else:

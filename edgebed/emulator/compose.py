@@ -112,6 +112,28 @@ def export_compose(sc: Scenario, out_dir: str | Path, offline: bool = False, con
     return path
 
 
+def compose_command() -> list[str]:
+    """The compose CLI this host has: ``docker compose`` (v2) or ``docker-compose`` (v1); [] if none."""
+    import shutil
+    import subprocess
+    if shutil.which("docker"):
+        try:
+            if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=20).returncode == 0:
+                return ["docker", "compose"]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return ["docker-compose"] if shutil.which("docker-compose") else []
+
+
+def run_hint(project: Path) -> str:
+    """How to run the project, with the compose command this host actually has."""
+    cmd = " ".join(compose_command())
+    if not cmd:
+        return (f"run it where Docker Compose is installed: cd {project} && docker compose up "
+                "(v2) or docker-compose up (v1); neither is installed here")
+    return f"run it with: cd {project} && {cmd} up --build (results in {project}/runs/)"
+
+
 def validate(data: dict, sc: Scenario) -> list[str]:
     """Structural checks of a compose dict against its scenario (empty list: fine)."""
     problems = []
