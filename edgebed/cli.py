@@ -265,9 +265,16 @@ def _docker_parsers(sub) -> None:
     e = verbs.add_parser("export", help="write a docker compose project that runs a scenario")
     e.add_argument("scenario", help="scenario YAML file")
     e.add_argument("out", help="output directory")
-    e.add_argument("--offline", action="store_true", help="use the offline image + host mounts")
+    e.add_argument("--offline", action="store_true",
+                   help="also write docker-compose.override.yml: this host's offline image + read-only mounts")
     e.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key")
     e.set_defaults(func=cmd_compose_export)
+    s = verbs.add_parser("serve", help="(inside a compose project) run the PS for compose-started agents")
+    s.add_argument("scenario", help="scenario YAML file")
+    s.add_argument("--bind", default="tcp://0.0.0.0:5555", help="ZeroMQ endpoint the PS binds")
+    s.add_argument("--out", default="/edgebed/runs", help="parent of the run directory")
+    s.set_defaults(func=lambda args: __import__("edgebed.emulator.compose", fromlist=["serve"]).serve(
+        args.scenario, args.bind, args.out))
 
 
 def _common(p: argparse.ArgumentParser, top: bool = False) -> None:
