@@ -106,6 +106,7 @@ def traffic(traffic: dict[str, dict], path: str | Path, formats: tuple = ()) -> 
             continue
         x = np.arange(len(names))
         width = 0.8 / (2 * len(traffic))
+        top = 0.0
         for i, (label, t) in enumerate(traffic.items()):
             part = t.get(key) or {}
             ins = [part.get(n, {}).get("in_bytes", 0) / MB for n in names]
@@ -113,11 +114,13 @@ def traffic(traffic: dict[str, dict], path: str | Path, formats: tuple = ()) -> 
             suffix = f" · {label}" if len(traffic) > 1 else ""
             ax.bar(x + 2 * i * width, ins, width, label=f"in (to PS){suffix}")
             ax.bar(x + (2 * i + 1) * width, outs, width, label=f"out (from PS){suffix}")
+            top = max(top, *ins, *outs)
         ax.set_xticks(x + width * (2 * len(traffic) - 1) / 2, [n or "—" for n in names],
                       rotation=30 if len(names) > 4 else 0, fontsize="small")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("PS payload (MB)")
         ax.set_yscale("symlog", linthresh=0.01)
+        ax.set_ylim(0, max(top, 0.01) * 4)   # headroom on the log part: the tallest bar stays inside
     left.set_title("Traffic by speed class", fontsize="medium")
     right.set_title("Traffic by message type", fontsize="medium")
     right.legend(fontsize="x-small")
