@@ -65,6 +65,8 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
         prefix = f"{sc.name}: " if out["kind"] == "study" else ""
         try:
             problems = get_runtime(sc.runtime.name)(sc, Path("/nonexistent")).check()
+            from .data import missing
+            problems += missing(sc.dataset)
         except (ScenarioError, ValueError, RuntimeError) as err:
             problems = [str(err)]
         out["errors"] += [f"{path}: {prefix}{p}" for p in problems]
@@ -171,8 +173,14 @@ def cmd_report(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from .emulator.cleanup import clean, describe
-    print(describe(clean(Path(args.run))))
+    from .emulator.cleanup import clean, clean_all, describe, describe_all
+    if args.all == bool(args.run):
+        log.error("give a run directory, or --all (not both)")
+        return 2
+    if args.all:
+        _out(describe_all(clean_all(args.runs or ["runs"], run_id_prefix=args.prefix)))
+        return 0
+    _out(describe(clean(Path(args.run))))
     return 0
 
 
@@ -329,7 +337,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dirs", nargs="*", metavar="DIR", help="run directories or folders of runs (default runs/)")
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("clean", help="remove what a run left behind (processes, containers, qdiscs)")
-    p.add_argument("run", help="run directory")
+    p.add_argument("run", nargs="?", help="run directory")
+    p.add_argument("--all", action="store_true", help="every edgebed run on this host: containers and "
+                   "networks labelled edgebed.run, and the run directories under --runs")
+    p.add_argument("--runs", action="append", metavar="DIR",
+                   help="with --all: a directory searched for run directories (repeatable; default runs/)")
+    p.add_argument("--prefix", default="", metavar="RUN_ID_PREFIX",
+                   help="with --all: only runs whose id (directory name) starts with this")
     p.set_defaults(func=cmd_clean)
     _study_parser(sub)
     _docker_parsers(sub)
