@@ -78,7 +78,9 @@ def _worker(scenario_dict: dict, inbox, outbox) -> None:
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's: it closes us
     from ..procs import die_with_parent
-    die_with_parent()   # its own queue keeps it blocked forever once the engine is gone (kill -9)
+    # its own queue keeps it blocked forever once the engine is gone (kill -9); the engine may be
+    # PID 1 (the PS container of a compose project), so the parent's PID is given, not guessed
+    die_with_parent(parent=mp.parent_process().pid if mp.parent_process() else None)
     import torch
     torch.set_num_threads(1)
     test = TestSet(scenario_dict)
