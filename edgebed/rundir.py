@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .atomic import replacing
+from .datadict import annotate
 
 # Columns of each table and their arrow types; writers must give exactly these keys.
 SCHEMAS: dict[str, pa.Schema] = {
@@ -64,6 +65,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("detail", pa.string()),
     ]),
 }
+SCHEMAS = annotate(SCHEMAS)   # each field's unit and meaning as Parquet metadata (datadict.py)
 TABLES = tuple(SCHEMAS)
 
 

@@ -221,7 +221,10 @@ def _format(err: ValidationError, source: str) -> str:
 def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
     """Read and validate a study file; every cell's scenario is resolved now, so errors come first."""
     path = Path(path)
-    data = read_yaml(path, "study", "scenarios/studies/", StudyError)
+    try:   # one reader for every YAML file: names the file for missing, binary, UTF-16, bad YAML
+        data = read_yaml(path, "study")
+    except ScenarioError as err:
+        raise StudyError(str(err)) from None
     if not isinstance(data, dict):
         raise StudyError(f"{path}: the top level must be a mapping (name:, base:, sweep:, ...)")
     try:
@@ -232,7 +235,10 @@ def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
     if not base_path.is_file():
         raise StudyError(f"{path}: base: {spec.base!r} is not a file (looked at {base_path}); give the "
                          "base scenario's path relative to the study file")
-    base = yaml.safe_load(base_path.read_text()) or {}
+    try:
+        base = read_yaml(base_path) or {}
+    except ScenarioError as err:
+        raise StudyError(f"{path}: base: {err}") from None
     try:
         cells = expand(spec)
     except ValueError as err:

@@ -24,7 +24,7 @@ from typing import Optional
 LABEL = "edgebed"                       # every edgebed image, container and network carries it
 OFFLINE_IMAGE = "edgebed/agent:offline"
 DOCKERFILE_IMAGE = "edgebed/agent:latest"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[4]   # the repository (edgebed/emulator/runtimes/docker/ is 4 deep)
 _ROOTFS_VERSION = "1"                  # bump when the tarball's contents change
 
 

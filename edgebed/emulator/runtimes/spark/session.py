@@ -166,7 +166,7 @@ def build_conf(master: Master, *, app_name: str, gpus_per_task: float = 0.0,
     }
     if master.is_local:
         # Executors on this machine import edgebed from this checkout even when it isn't installed.
-        conf["spark.executorEnv.PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+        conf["spark.executorEnv.PYTHONPATH"] = str(Path(__file__).resolve().parents[4])   # the repository
         # The JVMs only move the training partitions and task results (agents and PS are Python), so
         # C2 compilation buys nothing and costs start-up CPU on a small machine: measured here on 2
         # busy cores, local-cluster[2,1,1024] came up in 31 s instead of 79 s.
