@@ -1,6 +1,6 @@
 # Agent/PS image for machines that reach a registry: `edgebed image build --mode dockerfile`.
 # Offline machines use the default mode instead (an imported empty rootfs + read-only host mounts),
-# see edgebed/emulator/images.py. Legacy builder compatible (no BuildKit-only syntax).
+# see edgebed/emulator/runtimes/docker/images.py. Legacy builder compatible (no BuildKit-only syntax).
 FROM python:3.11-slim
 
 # CPU-only torch keeps the image small; override for another build, e.g. --build-arg TORCH_SPEC=torch==2.13.0
