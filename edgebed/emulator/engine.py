@@ -6,6 +6,7 @@ flushes the run directory. Ctrl-C/SIGTERM end the run cleanly and mark it incomp
 """
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import time
@@ -21,6 +22,9 @@ from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, 
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
 from ..units import fmt_bytes
 from .runtimes import AgentSpec, get_runtime
+from .watchdog import CHECK_EVERY, FidelityWatchdog
+
+log = logging.getLogger("edgebed.fidelity")
 
 TICK = 0.25           # seconds between run-loop iterations
 FLUSH_EVERY = 2.0     # seconds between run-directory flushes
@@ -37,16 +41,20 @@ class Interrupted(BaseException):
     """SIGTERM. A BaseException so that library code catching Exception (py4j retries) can't swallow it."""
 
 
-def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict) -> dict:
+def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
+                   timing: Optional[dict] = None) -> dict:
     """What a device learns from the PS in Welcome (see device_agent/agent.py).
 
     ``app_link`` is the runtime's ``applied()``: link properties at level "app" are emulated by the
-    agent; where the runtime enforces slowdown with CPU quotas the agent must not sleep on top."""
+    agent; where the runtime enforces slowdown with CPU quotas the agent must not sleep on top (unless
+    it paces its compute: then the pacing budget is the slowdown). ``timing`` (pacing, waiting time;
+    absent when off) comes from ``Engine._agent_timing``."""
     klass = sc.class_of(device)
     speed_class = klass.model_dump(mode="json")
-    if app_link.get("cpu_quota"):
+    if app_link.get("cpu_quota") and not (timing or {}).get("pacing"):
         speed_class["slowdown"] = 1.0
-    return {
+    extra = {"timing": timing} if timing else {}
+    return {**extra,
         "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
         "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
         "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
@@ -73,7 +81,7 @@ class Engine:
         runtime_cls = get_runtime(sc.runtime.name)
         path = self.resume or new_run_dir(self.out, sc.name)
         try:
-            runtime = runtime_cls(sc, path)
+            runtime = self._timed_runtime(runtime_cls, path)
             problems = runtime.check()
         except Exception:
             _remove_empty(path)
@@ -94,10 +102,78 @@ class Engine:
             "edgebed": __version__, "scenario": sc.name, "seed": sc.seed, "source": self.source,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runtime": sc.runtime.name,
             "applied": runtime.applied(), "host": host_facts(),
+            "timing": {k: v for k, v in self.timing.items() if k != "expected"},
             "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
         })
         write_json_atomic(path / "summary.json", {"status": "running"})
         return path, runtime
+
+    def _timed_runtime(self, runtime_cls, path: Path):
+        """The runtime for this run, built on the scenario it executes: ``timing.step_time`` resolved
+        (calibrated on this host if asked), time dilated on real-time runtimes. Sets ``self.timing``
+        (what the manifest records) and ``self.run_sc`` (the executed scenario)."""
+        from .. import timing as tm
+        sc, spec = self.sc, self.sc.timing
+        info: dict = {"pacing": spec.pacing, "tolerance": spec.tolerance, "wait": spec.wait.model_dump(mode="json")}
+        real = None
+        if spec.step_time == "calibrate" or spec.dilation == "auto":
+            real = tm.calibrate_step_time(sc.model.name, sc.algorithm.batch_size, sc.algorithm.name,
+                                          sc.algorithm.c, sc.seed)
+            info["calibrated_step_s"] = round(real, 6)
+        if isinstance(spec.step_time, float):
+            step, info["step_time_from"] = spec.step_time, "scenario"
+        elif spec.step_time == "calibrate":
+            step, info["step_time_from"] = real, "calibrated on this host"
+        else:
+            step, info["step_time_from"] = tm.DEFAULT_STEP_TIME[sc.model.name], "reference machine (sim default)"
+        if spec.step_time == "calibrate":   # the run (and the sim runtime) sees the number
+            sc = type(sc).model_validate({**sc.model_dump(mode="json"),
+                                          "timing": {**sc.timing.model_dump(mode="json"), "step_time": step}})
+        runtime = runtime_cls(sc, path)
+        if runtime_cls.name == "sim":
+            step = runtime.step_time      # runtime.sim.step_time wins on the virtual clock
+        info["step_time_s"] = step
+        info["link_model"] = link_model_of(runtime)
+        expected = None
+        if sc.algorithm.name in tm.GRADIENT_RULES:   # the protocol the expected timing describes
+            try:
+                expected = tm.scenario_expected(sc, step, info["link_model"])
+            except Exception as err:   # the expectation is a report, never a reason not to run
+                info["expected_error"] = f"{type(err).__name__}: {err}"
+        k = 1.0
+        if runtime_cls.uses_sockets:   # dilation is meaningless on a virtual clock
+            if spec.dilation == "auto":
+                if expected is None:
+                    raise ScenarioError(f"{self.source or sc.name}: timing.dilation: auto needs the expected "
+                                        "timing of a one-gradient-per-pull rule; give a factor instead")
+                k = tm.suggest_dilation(expected, real, step)
+                info["dilation_from"] = f"calibrated: {tm.free_cores():.2f} free cores, step {real * 1e3:.2f} ms"
+            else:
+                k = float(spec.dilation)
+            if k != 1.0:
+                runtime = runtime_cls(tm.dilate(sc, k), path)
+        info["dilation"] = k
+        info["expected"] = expected
+        self.timing, self.run_sc = info, runtime.scenario
+        return runtime
+
+    def _agent_timing(self, runtime) -> Optional[callable]:
+        """device → the Welcome's ``timing`` (pacing budget and schedule slack in real seconds, the
+        dilated waiting time), or None when neither pacing nor a waiting time is on."""
+        from ..timing import wait_enabled
+        spec, info = self.run_sc.timing, self.timing
+        if not (spec.pacing or wait_enabled(spec.wait.model_dump())):
+            return None
+        k = info["dilation"]
+        cycles = {r["class"]: r["cycle_s"] for r in info["expected"] or []}
+        kernel = runtime.applied().get("link_rate") == "kernel"
+
+        def of(device: int) -> dict:
+            return {"pacing": spec.pacing, "step_time": info["step_time_s"] * k,
+                    # a device may fall one cycle behind its schedule and catch up; beyond that, it lags
+                    "max_lag": cycles.get(self.run_sc.class_of(device).name, 1.0) * k,
+                    "wait": spec.wait.model_dump(mode="json"), "kernel_links": kernel}
+        return of
 
     # -- the run loop --------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -119,7 +195,7 @@ class Engine:
                 signal.signal(signal.SIGTERM, old_term)
 
     def _run(self, path: Path, runtime) -> RunResult:
-        sc = self.sc
+        sc = self.run_sc   # dilated on real-time runtimes: limits and links in real seconds
         writer = RunWriter(path)
         assignment = class_assignment(sc)
         names = [c.name for c in sc.workers.classes]
@@ -139,11 +215,22 @@ class Engine:
             else:
                 h.freeze()
 
-        hooks = Hooks(record=writer.append, freeze=freeze, snapshot=evaluator.submit,
+        watchdog = None
+        if runtime.uses_sockets and self.timing["expected"] and not sc.failures.crash_probability:
+            watchdog = FidelityWatchdog(self.timing["expected"], {d: class_of(d) for d in range(sc.workers.n)},
+                                        sc.timing.tolerance, self.timing["dilation"])
+
+        def record(table: str, row: dict) -> None:
+            writer.append(table, row)
+            if watchdog is not None and table == "updates":
+                watchdog.observe(row)
+        agent_timing = self._agent_timing(runtime)
+        hooks = Hooks(record=record, freeze=freeze, snapshot=evaluator.submit,
                       clock=getattr(runtime, "clock", None))
         ps = ParameterServer(PSConfig(
             n_devices=sc.workers.n, class_of=class_of,
-            welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied),
+            welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied,
+                                             agent_timing(d) if agent_timing else None),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2), theta, rule, hooks)   # /2: before the devices' reply timeout
@@ -151,6 +238,13 @@ class Engine:
         status, reason, error = "incomplete", "", None
         evals: list[dict] = []
         ps.config.checkpoint_every = sc.checkpoint.every
+        k = self.timing["dilation"]
+        if k != 1.0 and runtime.uses_sockets:   # the tables' virtual_time is emulated time: wall / k
+
+            def dilated_clock() -> tuple[float, float]:
+                wall = time.monotonic() - ps.t0
+                return wall, wall / k
+            ps.hooks.clock = dilated_clock
         started_unix, bind, attempt = time.time(), runtime.ps_bind(), 0
         if self.resume:
             evals, started_unix, bind, attempt = self._restore(ps, path)
@@ -195,8 +289,14 @@ class Engine:
                 ps._event(-1, "warning", applied["warning"])
                 print(f"warning: {applied['warning']}", file=sys.stderr)
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
-            t_running = last_flush = time.monotonic()
+            t_running = last_flush = last_watch = time.monotonic()
             while ps.stopped is None:
+                if watchdog is not None and time.monotonic() - last_watch >= CHECK_EVERY:
+                    last_watch = time.monotonic()
+                    for warning in watchdog.check():   # during the run, not only in the verdict
+                        log.warning(warning)
+                        ps._event(-1, "warning", warning)
+                        self.progress(f"warning: {warning}", True)
                 runtime.drive(ps, TICK)
                 if server is not None and not server.alive:
                     raise RuntimeError(f"PS serve loop died: {server.error!r}")
@@ -246,7 +346,7 @@ class Engine:
             if curve is not None:
                 curve.stop()
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
-            summary["fidelity"] = self._fidelity(path, runtime, class_of)
+            summary["fidelity"] = self._fidelity(path, runtime, class_of, watchdog)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
             write_json_atomic(path / "summary.json", summary)
             if old_term is not None:
@@ -332,14 +432,16 @@ class Engine:
                         "alive_at_end": len(ps.devices) - len(frozen) - len(lost)},
         }
 
-    def _fidelity(self, path: Path, runtime, class_of) -> dict:
-        """summary.json's ``fidelity``: realized against configured (analysis/fidelity.py). A failure
-        here is recorded in the section, never at the cost of the summary."""
+    def _fidelity(self, path: Path, runtime, class_of, watchdog=None) -> dict:
+        """summary.json's ``fidelity``: realized against configured and expected (analysis/fidelity.py).
+        A failure here is recorded in the section, never at the cost of the summary."""
         from ..analysis.fidelity import run_fidelity
         try:
+            timing = {**self.timing, "watchdog_warnings": watchdog.warnings if watchdog else None}
             return run_fidelity(read_table(path, "updates"),
                                 [c.model_dump(mode="json") for c in self.sc.workers.classes],
-                                {d: class_of(d) for d in range(self.sc.workers.n)}, runtime.fidelity())
+                                {d: class_of(d) for d in range(self.sc.workers.n)}, runtime.fidelity(),
+                                timing=timing, events=read_table(path, "events"))
         except Exception as err:
             return {"error": f"{type(err).__name__}: {err}"}
 
@@ -351,6 +453,17 @@ class Engine:
         return (f"updates {ps.version:>7d} | {rate:7.1f} upd/s | acc {acc:>6s} | "
                 f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s"
                 + (f" | virtual {virtual:.1f} s" if virtual == virtual else ""))
+
+
+def link_model_of(runtime) -> str:
+    """The link semantics (``timing.LINK_MODELS``) a runtime's links follow."""
+    applied = runtime.applied()
+    rate, delay = applied.get("link_rate"), applied.get("link_delay")
+    if rate == "model":
+        return applied.get("link_model", "network")
+    if rate == "kernel":
+        return "network" if delay == "kernel" else "kernel-rate"
+    return "app"
 
 
 def _main_thread() -> bool:

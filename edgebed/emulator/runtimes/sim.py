@@ -29,21 +29,28 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...device_agent.agent import _think
 from ...ps import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
+from ...timing import DEFAULT_STEP_TIME, draw_delay, wait_enabled
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 
-# Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
-# project's 2-core reference machine (see ../shared/MEASURED.md); override with runtime.sim.step_time.
-DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
 
 # Update rules whose devices compute one gradient per pulled Θ (the protocol the sim replays).
 GRADIENT_RULES = ("asgd", "comp-asgd", "adacomp")
 
 # event kinds
 _ARRIVE, _REPLY, _PUSH_READY = 0, 1, 2
+
+
+def sim_step_time(scenario, spec: "SimSpec") -> float:
+    """Virtual seconds per step: runtime.sim.step_time, else timing.step_time (a duration; `calibrate`
+    means the engine's calibration, handed over as a number), else the reference machine's."""
+    if spec.step_time is not None:
+        return spec.step_time
+    if isinstance(scenario.timing.step_time, float):
+        return scenario.timing.step_time
+    return DEFAULT_STEP_TIME[scenario.model.name]
 
 
 class SimSpec(BaseModel):
@@ -78,6 +85,7 @@ class _Device:
     down: object
     rng: np.random.Generator
     compute_rng: np.random.Generator
+    wait_rng: Optional[np.random.Generator] = None
     trainer: object = None
     session: str = ""
     seq: int = 0
@@ -137,8 +145,7 @@ class SimRuntime(Runtime):
         self.now = 0.0                     # virtual seconds
         self.t_wall = time.monotonic()
         self.ps = None
-        self.step_time = self.spec.step_time if self.spec.step_time is not None \
-            else DEFAULT_STEP_TIME[scenario.model.name]
+        self.step_time = sim_step_time(scenario, self.spec)
         self.devices: dict[int, _Device] = {}
         self._heap: list = []
         self._seq = 0
@@ -188,6 +195,8 @@ class SimRuntime(Runtime):
                           np.random.default_rng([seed, d, 3]), np.random.default_rng([seed, d, 4]))
             dev.trainer = Trainer(sc.model.name, ds.train_x[shards[d]], ds.train_y[shards[d]],
                                   sc.algorithm.batch_size, compressor, sc.algorithm.c, seed, d)
+            if wait_enabled(sc.timing.wait.model_dump()):
+                dev.wait_rng = np.random.default_rng([seed, d, 5])
             self.devices[d] = dev
             handles.append(SimHandle(dev))
             self._send(dev, wire.Hello(d, spec.speed_class, 0))
@@ -260,7 +269,9 @@ class SimRuntime(Runtime):
             compute = self.step_time * dev.klass["slowdown"]
             if self.spec.step_jitter:
                 compute *= 1.0 + self.spec.step_jitter * (2.0 * dev.compute_rng.random() - 1.0)
-            busy = compute + _think(dev.klass["think_time"], dev.rng)
+            busy = compute + draw_delay(dev.klass["think_time"], dev.rng)
+            if dev.wait_rng is not None:   # timing.wait: the agent's draw, from the agent's stream
+                busy += draw_delay(self.scenario.timing.wait.model_dump(), dev.wait_rng)
             dev.job.ready = self._schedule(self.now + busy, _PUSH_READY, dev.device)
         elif isinstance(msg, wire.Ack):
             if msg.freeze:
