@@ -35,7 +35,27 @@ LINK_MODELS = {
     "network": {"rate": "network", "delay": "network", "tcp": False},
     "kernel-rate": {"rate": "network", "delay": "app", "tcp": True},
 }
-MSS, FRAME_OVERHEAD, ACK_EVERY = 1448, 66, 2   # TCP payload per segment; Ethernet+IP+TCP bytes; segments per ACK
+MSS, FRAME_OVERHEAD = 1448, 66   # TCP payload per full segment; Ethernet + IP + TCP (timestamps) bytes
+# Segments per ACK of a bulk transfer into a container: its veth aggregates (GRO), so ACKs are rare.
+# Measured on the docker runtime here: ~375 B of ACKs per 797 kB model pull (kernel veth counters).
+ACK_EVERY = 88
+
+
+def tbf_burst(rate_bps: float) -> int:
+    """Token-bucket depth in bytes of a kernel-shaped link (``emulator/links.py`` installs this):
+    10 ms worth of data, at least two full-size segments."""
+    return max(int(rate_bps / 8 * 0.010), 2 * 1514 + 200, 3200)
+
+
+def kernel_rate_time(nbytes: int, rate: Optional[float], dilation: float = 1.0) -> float:
+    """Emulated seconds a message of ``nbytes`` payload spends on a tbf-shaped link of ``rate`` bits/s
+    (emulated; the kernel holds ``rate / dilation``): its TCP/IP framing at the rate, less the bucket's
+    burst, which refills between a device's messages (think and compute time)."""
+    if not rate:
+        return 0.0
+    data, _ = wire_bytes(nbytes)
+    burst = tbf_burst(rate / dilation)
+    return max(0, data - burst) * 8.0 / (rate / dilation) / dilation
 
 
 def draw_delay(cfg: dict, rng: np.random.Generator) -> float:
@@ -93,17 +113,20 @@ class Transfer:
         return self.rate_s + self.delay_s
 
 
-def transfer(nbytes: int, link: dict, reverse: Optional[dict] = None, tcp: bool = False) -> Transfer:
+def transfer(nbytes: int, link: dict, reverse: Optional[dict] = None, tcp: bool = False,
+             dilation: float = 1.0) -> Transfer:
     """Expected transfer of ``nbytes`` over ``link`` (a ``LinkProfile`` dict: rate bits/s or None,
-    delay, jitter, loss). With ``tcp``, the data carries TCP/IP framing and its ACKs queue on the
-    ``reverse`` link: the transfer lasts as long as the slower of the two streams."""
+    delay, jitter, loss). With ``tcp`` (a kernel-shaped rate, ``kernel_rate_time``), the data carries
+    TCP/IP framing and its ACKs queue on the ``reverse`` link: the transfer lasts as long as the slower
+    of the two streams."""
     loss = link.get("loss", 0.0) or 0.0
     delay = _mean_truncated(link.get("delay", 0.0), link.get("jitter", 0.0)) + RTO * loss / max(1e-9, 1 - loss)
-    data, acks = wire_bytes(nbytes) if tcp else (nbytes, 0)
     rate = link.get("rate")
-    t = data * 8.0 / rate if rate else 0.0
-    if tcp and reverse and reverse.get("rate"):
-        t = max(t, acks * 8.0 / reverse["rate"])
+    if not tcp:
+        return Transfer(nbytes * 8.0 / rate if rate else 0.0, delay)
+    t = kernel_rate_time(nbytes, rate, dilation)
+    if reverse and reverse.get("rate"):
+        t = max(t, wire_bytes(nbytes)[1] * 8.0 / reverse["rate"])
     return Transfer(t, delay)
 
 
@@ -133,7 +156,7 @@ def message_sizes(model: str, algorithm: str, c: float, seed: int = 0) -> Messag
 
 
 def expected_timing(classes: list[dict], counts: list[int], sizes: MessageSizes, step_time: float,
-                    link_model: str = "network", wait: Optional[dict] = None) -> list[dict]:
+                    link_model: str = "network", wait: Optional[dict] = None, dilation: float = 1.0) -> list[dict]:
     """Per speed class (``SpeedClass`` dicts with their device ``counts``): expected seconds of each
     phase, the cycle, the interval from pull served to push applied, updates per device per second,
     update share, rate ratio against the slowest class and mean staleness. Times are emulated seconds."""
@@ -142,8 +165,8 @@ def expected_timing(classes: list[dict], counts: list[int], sizes: MessageSizes,
     rows = []
     for c in classes:
         up, down, tcp = c["uplink"], c["downlink"], sem["tcp"]
-        pull_up, model_down = transfer(sizes.pull, up, down, tcp), transfer(sizes.model, down, up, tcp)
-        push_up, ack_down = transfer(sizes.push, up, down, tcp), transfer(sizes.ack, down, up, tcp)
+        pull_up, model_down = transfer(sizes.pull, up, down, tcp, dilation), transfer(sizes.model, down, up, tcp, dilation)
+        push_up, ack_down = transfer(sizes.push, up, down, tcp, dilation), transfer(sizes.ack, down, up, tcp, dilation)
         compute, think = step_time * c["slowdown"], mean_delay(c["think_time"])
         work = compute + think + wait_s
 
@@ -172,14 +195,15 @@ def expected_timing(classes: list[dict], counts: list[int], sizes: MessageSizes,
     return [{k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
 
 
-def scenario_expected(sc, step_time: float, link_model: str, sizes: Optional[MessageSizes] = None) -> list[dict]:
+def scenario_expected(sc, step_time: float, link_model: str, sizes: Optional[MessageSizes] = None,
+                      dilation: float = 1.0) -> list[dict]:
     """``expected_timing`` for a ``Scenario`` (sizes encoded from its model and rule unless given)."""
     from .scenario import class_assignment
     assign = class_assignment(sc)
     counts = [assign.count(i) for i in range(len(sc.workers.classes))]
     sizes = sizes or message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.c, sc.seed)
     return expected_timing([c.model_dump(mode="json") for c in sc.workers.classes], counts, sizes,
-                           step_time, link_model, sc.timing.wait.model_dump(mode="json"))
+                           step_time, link_model, sc.timing.wait.model_dump(mode="json"), dilation)
 
 
 # -- time dilation ----------------------------------------------------------------------------------

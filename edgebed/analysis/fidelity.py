@@ -176,17 +176,29 @@ def verdict(rows: list[dict], pacing: dict, tolerance: float, dilation: float) -
     lagging = {k: p for k, p in pacing.items() if p["lags"]}
     slow = [r["rate_per_device"] / r["expected_rate_per_device"] for r in rows
             if r["rate_per_device"] and r["distorted"].get("rate_per_device", 0) < 0]
-    out = {"faithful": not distorted, "tolerance": tolerance, "distorted": distorted,
+    judged = [r for r in rows if r["rate_per_device"] is not None]
+    out = {"faithful": bool(judged) and not distorted, "tolerance": tolerance, "distorted": distorted,
            "dilation": dilation}
     if slow:
         out["suggested_dilation"] = math.ceil(10 * dilation * 1.2 / min(slow)) / 10
     if lagging:
         out["fell_behind"] = {k: {"lags": p["lags"], "seconds": p["lag_s"]} for k, p in lagging.items()}
+    overran = {k: p for k, p in pacing.items() if p["overruns"]}
+    if overran:
+        out["overran"] = {k: {"share_of_steps": p["overrun_share"], "mean_excess_s":
+                              round(p["overrun_s"] / p["overruns"], 6), "max_excess_s": p["max_overrun_s"]}
+                          for k, p in overran.items()}
     parts = [f"{d['class']} " + ", ".join(f"{m.removesuffix('_off').replace('_', ' ')} {v:+.0%}"
                                           for m, v in d.items() if m != "class") for d in distorted]
-    out["summary"] = ("faithful: every class within its expected rate and share"
+    out["summary"] = ("not judged: no class had a steady-state update rate" if not judged else
+                      "faithful: every class within its expected rate and share"
                       if not distorted else "distorted: " + "; ".join(parts)
                       + (f" (try timing.dilation: {out['suggested_dilation']:g})" if slow else ""))
+    notes = [f"{k}: compute overran its {p['budget_s'] * 1e3:.3g} ms budget in {p['overrun_share']:.0%} of "
+             f"steps (mean +{p['overrun_s'] / p['overruns'] * 1e3:.3g} ms)" for k, p in overran.items()]
+    notes += [f"{k}: fell behind its schedule {p['lags']} times ({p['lag_s']:.3g} s lost)" for k, p in lagging.items()]
+    if notes:
+        out["summary"] += "; " + "; ".join(notes)
     return out
 
 

@@ -87,13 +87,15 @@ def _join(ps_address: str, device: int, attempt: int, timeout: float, configure_
 
 def _exchange(ch: Channel, msg: wire.Message, up, down, pacer=None) -> wire.Message:
     """One request/reply through the emulated link; PS gone or session forgotten → _Rejoin."""
-    up.traverse(ch.send(msg))
+    sent_at = pacer.deadline if pacer is not None else 0.0
+    sent = ch.send(msg)
+    up.traverse(sent)
     try:
         reply, nbytes = ch.recv()
     except PSUnreachable as err:
         raise _Rejoin(str(err)) from None
     if pacer is not None:
-        pacer.replied()
+        pacer.replied(sent_at, sent, nbytes)
     down.traverse(nbytes)
     if isinstance(reply, wire.Error) and reply.code == "unknown-session":
         raise _Rejoin(reply.message)

@@ -14,13 +14,15 @@ import json
 import time
 from typing import Optional
 
+from ..timing import kernel_rate_time
+
 
 class Pacer:
-    def __init__(self, step_time: float, slowdown: float, max_lag: float, kernel_links: bool = False,
-                 clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, step_time: float, slowdown: float, max_lag: float,
+                 kernel_rates: Optional[tuple] = None, clock=time.monotonic, sleep=time.sleep):
         self.budget = step_time * slowdown     # real seconds per SGD step (dilation included)
         self.max_lag = max_lag
-        self.kernel_links = kernel_links       # replies take real (shaped) time: a phase of its own
+        self.kernel_rates = kernel_rates       # (uplink, downlink) bits/s the kernel shapes, or None
         self.clock, self._sleep = clock, sleep
         self.deadline = clock()
         self.steps = self.overruns = self.lags = 0
@@ -31,8 +33,9 @@ class Pacer:
         """The Pacer a Welcome's ``timing`` asks for, or None when pacing is off."""
         if not timing or not timing.get("pacing"):
             return None
-        return cls(timing["step_time"], speed_class["slowdown"], timing["max_lag"],
-                   timing.get("kernel_links", False))
+        rates = (speed_class["uplink"].get("rate"), speed_class["downlink"].get("rate")) \
+            if timing.get("kernel_links") else None
+        return cls(timing["step_time"], speed_class["slowdown"], timing["max_lag"], rates)
 
     def until(self, seconds: float) -> float:
         """Advance the schedule by a phase of ``seconds``; returns how long to sleep from now to its end."""
@@ -51,12 +54,14 @@ class Pacer:
         if left > 0:
             self._sleep(left)
 
-    def replied(self) -> None:
-        """A reply arrived. Over kernel-shaped links the wait for it was the link's transfer time, a
-        phase the schedule can't know in advance: the next phase starts from now. Over application
-        links it was host overhead, absorbed by the next phase."""
-        if self.kernel_links:
-            self.deadline = max(self.deadline, self.clock())
+    def replied(self, sent_at: float, sent: int, received: int) -> None:
+        """The reply to a request scheduled at ``sent_at`` arrived. Over kernel-shaped links its bytes
+        spent the rate part of their transfer on the wire while the agent slept the delay, so the
+        exchange lasts at least the expected wire time of both messages (``timing.kernel_rate_time``);
+        host overhead beyond that is absorbed by the next phase, as on application links."""
+        if self.kernel_rates is not None:
+            up, down = self.kernel_rates
+            self.deadline = max(self.deadline, sent_at + kernel_rate_time(sent, up) + kernel_rate_time(received, down))
 
     def computed(self, real_s: float, steps: int = 1) -> float:
         """The compute phase of ``steps`` SGD steps took ``real_s``: count an overrun, return the rest

@@ -29,6 +29,7 @@ log = logging.getLogger("edgebed.fidelity")
 TICK = 0.25           # seconds between run-loop iterations
 FLUSH_EVERY = 2.0     # seconds between run-directory flushes
 DRAIN_GRACE = 10.0    # seconds agents get to end on their own after the stop
+MAX_LAG_CYCLES = 3    # a paced device catches up on a delay of up to this many of its cycles
 
 
 @dataclass
@@ -134,10 +135,11 @@ class Engine:
             step = runtime.step_time      # runtime.sim.step_time wins on the virtual clock
         info["step_time_s"] = step
         info["link_model"] = link_model_of(runtime)
-        expected = None
+        expected, sizes = None, None
         if sc.algorithm.name in tm.GRADIENT_RULES:   # the protocol the expected timing describes
             try:
-                expected = tm.scenario_expected(sc, step, info["link_model"])
+                sizes = tm.message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.c, sc.seed)
+                expected = tm.scenario_expected(sc, step, info["link_model"], sizes, getattr(runtime, "dilation", 1.0))
             except Exception as err:   # the expectation is a report, never a reason not to run
                 info["expected_error"] = f"{type(err).__name__}: {err}"
         k = 1.0
@@ -152,6 +154,8 @@ class Engine:
                 k = float(spec.dilation)
             if k != 1.0:
                 runtime = runtime_cls(tm.dilate(sc, k), path)
+                if sizes is not None:   # a kernel link's bucket holds bytes: its burst depends on k
+                    expected = tm.scenario_expected(sc, step, info["link_model"], sizes, k)
         info["dilation"] = k
         info["expected"] = expected
         self.timing, self.run_sc = info, runtime.scenario
@@ -170,8 +174,9 @@ class Engine:
 
         def of(device: int) -> dict:
             return {"pacing": spec.pacing, "step_time": info["step_time_s"] * k,
-                    # a device may fall one cycle behind its schedule and catch up; beyond that, it lags
-                    "max_lag": cycles.get(self.run_sc.class_of(device).name, 1.0) * k,
+                    # a device may fall a few cycles behind its schedule and catch up (a host hiccup);
+                    # beyond that, the time is lost (a lag)
+                    "max_lag": MAX_LAG_CYCLES * cycles.get(self.run_sc.class_of(device).name, 1.0) * k,
                     "wait": spec.wait.model_dump(mode="json"), "kernel_links": kernel}
         return of
 

@@ -15,7 +15,10 @@ Semantics a scenario should know about:
 - ``stop.target_accuracy`` is checked the moment Θ is evaluated (inline), not at the next engine tick.
 - ``runtime.sim.link_model``: ``network`` (default) — a message reaches the PS after its transfer time;
   ``app`` — it reaches the PS when sent and the sender waits the transfer time afterwards, which is what
-  the local runtime's application-level shaping does (use it to compare against ``local``).
+  the local runtime's application-level shaping does (use it to compare against ``local``);
+  ``kernel-rate`` — the docker runtime on a kernel without netem: the rate applies on the wire (TCP/IP
+  framing, the tbf bucket's burst, ``timing.kernel_rate_time``) while the agent sleeps delay and jitter
+  (use it to compare against ``docker``; ``runtime.sim.dilation`` matches a dilated docker run's burst).
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...ps import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
-from ...timing import DEFAULT_STEP_TIME, draw_delay, wait_enabled
+from ...timing import DEFAULT_STEP_TIME, draw_delay, kernel_rate_time, wait_enabled
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 
 
@@ -59,12 +62,14 @@ class SimSpec(BaseModel):
     # Each step takes step_time × slowdown × U(1 − j, 1 + j): real step times vary, and without that
     # identical devices stay in lockstep forever (every round computed on one Θ), which no real run does.
     step_jitter: float = Field(0.1, ge=0, lt=1, description="relative spread of the compute time")
-    link_model: Literal["network", "app"] = "network"
+    link_model: Literal["network", "app", "kernel-rate"] = "network"
     # One at a time by default: on the reference CPU a vmap'd batch of 32 costs more per gradient than
     # separate calls (CNN 4.9–6.9 vs 1.9–3.2 ms, MLP 0.74–0.98 vs 0.42–0.65 ms, one thread;
     # benchmarks/bench_sim_paper.py times both).
     max_batch: int = Field(1, ge=1, description="gradients computed together with vmap (1: one at a time)")
     threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
+    dilation: float = Field(1.0, gt=0, description="link_model kernel-rate: the timing.dilation of the docker "
+                            "run to compare with (the kernel's bucket holds bytes, not time)")
 
 
 @dataclass
@@ -93,6 +98,7 @@ class _Device:
     frozen: bool = False
     code: Optional[int] = None      # exit code once ended
     wait_after_send: float = 0.0    # link_model app: the sender's transfer time still to wait
+    app_until: float = 0.0          # link_model kernel-rate: the sender sleeps its link delays until then
 
 
 class SimHandle(AgentHandle):
@@ -146,6 +152,7 @@ class SimRuntime(Runtime):
         self.t_wall = time.monotonic()
         self.ps = None
         self.step_time = sim_step_time(scenario, self.spec)
+        self.dilation = self.spec.dilation
         self.devices: dict[int, _Device] = {}
         self._heap: list = []
         self._seq = 0
@@ -243,8 +250,13 @@ class SimRuntime(Runtime):
     def _send(self, dev: _Device, msg: wire.Message) -> None:
         """The device sends ``msg`` over its uplink."""
         frames = wire.encode(msg)
-        up = dev.up.transfer_time(wire.frames_nbytes(frames))
-        if self.spec.link_model == "app":
+        nbytes = wire.frames_nbytes(frames)
+        up = dev.up.transfer_time(nbytes)
+        if self.spec.link_model == "kernel-rate":   # rate on the wire (tbf), delays slept by the agent
+            rate = dev.up.rate
+            dev.app_until = self.now + up - (nbytes * 8.0 / rate if rate else 0.0)
+            self._schedule(self.now + kernel_rate_time(nbytes, rate, self.dilation), _ARRIVE, dev.device, frames)
+        elif self.spec.link_model == "app":
             dev.wait_after_send = up
             self._schedule(self.now, _ARRIVE, dev.device, frames)
         else:
@@ -255,7 +267,14 @@ class SimRuntime(Runtime):
         reply = self.ps.process(dev.peer, frames)
         if reply is None:
             return
-        down = dev.down.transfer_time(wire.frames_nbytes(reply))
+        nbytes = wire.frames_nbytes(reply)
+        down = dev.down.transfer_time(nbytes)
+        if self.spec.link_model == "kernel-rate":   # handled once it arrived and the agent slept its delay
+            rate = dev.down.rate
+            arrives = self.now + kernel_rate_time(nbytes, rate, self.dilation)
+            self._schedule(max(arrives, dev.app_until) + down - (nbytes * 8.0 / rate if rate else 0.0),
+                           _REPLY, dev.device, reply)
+            return
         wait, dev.wait_after_send = dev.wait_after_send, 0.0
         self._schedule(self.now + wait + down, _REPLY, dev.device, reply)
 
