@@ -235,3 +235,28 @@ def run_fidelity(updates: pd.DataFrame, classes: list[dict], class_of_device: di
     if runtime.get("host_cpu"):
         out["host_cpu"] = runtime["host_cpu"]
     return out
+
+
+def expected_markdown(fid: dict) -> list[str]:
+    """The expected-vs-realized table and the verdict of a ``fidelity`` section, as markdown lines."""
+    rows, v = fid.get("expected"), fid.get("verdict")
+    if not rows:
+        return []
+    t = fid.get("timing", {})
+    pct = lambda x: "—" if x is None else f"{100 * x:.1f} %"  # noqa: E731
+    num = lambda x: "—" if x is None else f"{x:g}"  # noqa: E731
+    lines = [f"Expected from the scenario (step time {1e3 * t.get('step_time_s', 0):.3g} ms, "
+             f"{t.get('link_model', '?')} link semantics, dilation {t.get('dilation', 1):g}) vs realized "
+             "(rates in emulated time, measured once every device of the class had pushed):", "",
+             "| class | update share | updates/s per device | rate ratio | staleness mean | staleness p50 |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['class']} | {pct(r['share'])} ({pct(r['expected_share'])}) | "
+                     f"{num(r['rate_per_device'])} ({num(r['expected_rate_per_device'])}) | "
+                     f"{num(r['rate_ratio'])} ({num(r['expected_rate_ratio'])}) | "
+                     f"{num(r['staleness_mean'])} ({num(r['expected_staleness_mean'])}) | {num(r['staleness_p50'])} |")
+    lines += ["", "Realized (expected); expected staleness is mean-field: the other devices' update rate × "
+              "the time from pull served to push applied.", ""]
+    if v:
+        lines += [f"**Verdict:** {v['summary']}.", ""]
+    return lines

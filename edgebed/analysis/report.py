@@ -128,10 +128,12 @@ def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
 def _fidelity_lines(run: Run) -> list[str]:
     """summary.json's ``fidelity`` section as markdown (nothing for a run with one class and no
     runtime measurements, where it has nothing to compare)."""
+    from .fidelity import expected_markdown
     fid = run.summary.get("fidelity") or {}
-    if len(fid.get("classes", [])) < 2 and not fid.get("uplink") and not fid.get("host_cpu"):
+    if len(fid.get("classes", [])) < 2 and not fid.get("uplink") and not fid.get("host_cpu") \
+            and not fid.get("verdict"):
         return []
-    lines = [f"## Realized fidelity: `{run.name}`", ""]
+    lines = [f"## Realized fidelity: `{run.name}`", ""] + expected_markdown(fid)
     if len(fid.get("classes", [])) > 1:
         rows = pd.DataFrame(fid["classes"])[["class", "configured_speed_ratio", "realized_rate_ratio",
                                              "updates_per_device_per_s", "think_time_s"]].set_axis(
