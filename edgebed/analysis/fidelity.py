@@ -196,7 +196,7 @@ def verdict(rows: list[dict], pacing: dict, tolerance: float, dilation: float) -
                       + (f" (try timing.dilation: {out['suggested_dilation']:g})" if slow else ""))
     notes = [f"{k}: compute overran its {p['budget_s'] * 1e3:.3g} ms budget in {p['overrun_share']:.0%} of "
              f"steps (mean +{p['overrun_s'] / p['overruns'] * 1e3:.3g} ms)" for k, p in overran.items()]
-    notes += [f"{k}: fell behind its schedule {p['lags']} times ({p['lag_s']:.3g} s lost)" for k, p in lagging.items()]
+    notes += [f"{k}: fell behind its schedule {p['lags']} times ({p['lag_s']:.3g} s of real time lost, all devices)" for k, p in lagging.items()]
     if notes:
         out["summary"] += "; " + "; ".join(notes)
     return out
