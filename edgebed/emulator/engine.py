@@ -22,6 +22,7 @@ from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, 
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
 from ..units import fmt_bytes
 from .runtimes import AgentSpec, get_runtime
+from .timing_setup import agent_timing, resolve_timing
 from .watchdog import CHECK_EVERY, FidelityWatchdog
 
 log = logging.getLogger("edgebed.fidelity")
@@ -29,7 +30,6 @@ log = logging.getLogger("edgebed.fidelity")
 TICK = 0.25           # seconds between run-loop iterations
 FLUSH_EVERY = 2.0     # seconds between run-directory flushes
 DRAIN_GRACE = 10.0    # seconds agents get to end on their own after the stop
-MAX_LAG_CYCLES = 3    # a paced device catches up on a delay of up to this many of its cycles
 
 
 @dataclass
@@ -110,75 +110,14 @@ class Engine:
         return path, runtime
 
     def _timed_runtime(self, runtime_cls, path: Path):
-        """The runtime for this run, built on the scenario it executes: ``timing.step_time`` resolved
-        (calibrated on this host if asked), time dilated on real-time runtimes. Sets ``self.timing``
-        (what the manifest records) and ``self.run_sc`` (the executed scenario)."""
-        from .. import timing as tm
-        sc, spec = self.sc, self.sc.timing
-        info: dict = {"pacing": spec.pacing, "tolerance": spec.tolerance, "wait": spec.wait.model_dump(mode="json")}
-        real = None
-        if spec.step_time == "calibrate" or spec.dilation == "auto":
-            real = tm.calibrate_step_time(sc.model.name, sc.algorithm.batch_size, sc.algorithm.name,
-                                          sc.algorithm.c, sc.seed)
-            info["calibrated_step_s"] = round(real, 6)
-        if isinstance(spec.step_time, float):
-            step, info["step_time_from"] = spec.step_time, "scenario"
-        elif spec.step_time == "calibrate":
-            step, info["step_time_from"] = real, "calibrated on this host"
-        else:
-            step, info["step_time_from"] = tm.DEFAULT_STEP_TIME[sc.model.name], "reference machine (sim default)"
-        if spec.step_time == "calibrate":   # the run (and the sim runtime) sees the number
-            sc = type(sc).model_validate({**sc.model_dump(mode="json"),
-                                          "timing": {**sc.timing.model_dump(mode="json"), "step_time": step}})
-        runtime = runtime_cls(sc, path)
-        if runtime_cls.name == "sim":
-            step = runtime.step_time      # runtime.sim.step_time wins on the virtual clock
-        info["step_time_s"] = step
-        info["link_model"] = link_model_of(runtime)
-        expected, sizes = None, None
-        if sc.algorithm.name in tm.GRADIENT_RULES:   # the protocol the expected timing describes
-            try:
-                sizes = tm.message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.c, sc.seed)
-                expected = tm.scenario_expected(sc, step, info["link_model"], sizes, getattr(runtime, "dilation", 1.0))
-            except Exception as err:   # the expectation is a report, never a reason not to run
-                info["expected_error"] = f"{type(err).__name__}: {err}"
-        k = 1.0
-        if runtime_cls.uses_sockets:   # dilation is meaningless on a virtual clock
-            if spec.dilation == "auto":
-                if expected is None:
-                    raise ScenarioError(f"{self.source or sc.name}: timing.dilation: auto needs the expected "
-                                        "timing of a one-gradient-per-pull rule; give a factor instead")
-                k = tm.suggest_dilation(expected, real, step)
-                info["dilation_from"] = f"calibrated: {tm.free_cores():.2f} free cores, step {real * 1e3:.2f} ms"
-            else:
-                k = float(spec.dilation)
-            if k != 1.0:
-                runtime = runtime_cls(tm.dilate(sc, k), path)
-                if sizes is not None:   # a kernel link's bucket holds bytes: its burst depends on k
-                    expected = tm.scenario_expected(sc, step, info["link_model"], sizes, k)
-        info["dilation"] = k
-        info["expected"] = expected
-        self.timing, self.run_sc = info, runtime.scenario
+        """The runtime for this run on the scenario it executes (``emulator/timing_setup.py``); sets
+        ``self.timing`` (what the manifest records) and ``self.run_sc`` (the executed scenario)."""
+        runtime, self.timing = resolve_timing(self.sc, runtime_cls, path, self.source)
+        self.run_sc = runtime.scenario
         return runtime
 
-    def _agent_timing(self, runtime) -> Optional[callable]:
-        """device → the Welcome's ``timing`` (pacing budget and schedule slack in real seconds, the
-        dilated waiting time), or None when neither pacing nor a waiting time is on."""
-        from ..timing import wait_enabled
-        spec, info = self.run_sc.timing, self.timing
-        if not (spec.pacing or wait_enabled(spec.wait.model_dump())):
-            return None
-        k = info["dilation"]
-        cycles = {r["class"]: r["cycle_s"] for r in info["expected"] or []}
-        kernel = runtime.applied().get("link_rate") == "kernel"
-
-        def of(device: int) -> dict:
-            return {"pacing": spec.pacing, "step_time": info["step_time_s"] * k,
-                    # a device may fall a few cycles behind its schedule and catch up (a host hiccup);
-                    # beyond that, the time is lost (a lag)
-                    "max_lag": MAX_LAG_CYCLES * cycles.get(self.run_sc.class_of(device).name, 1.0) * k,
-                    "wait": spec.wait.model_dump(mode="json"), "kernel_links": kernel}
-        return of
+    def _agent_timing(self, runtime):
+        return agent_timing(self.run_sc, self.timing, runtime)
 
     # -- the run loop --------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -229,13 +168,13 @@ class Engine:
             writer.append(table, row)
             if watchdog is not None and table == "updates":
                 watchdog.observe(row)
-        agent_timing = self._agent_timing(runtime)
+        timing_of = self._agent_timing(runtime)
         hooks = Hooks(record=record, freeze=freeze, snapshot=evaluator.submit,
                       clock=getattr(runtime, "clock", None))
         ps = ParameterServer(PSConfig(
             n_devices=sc.workers.n, class_of=class_of,
             welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied,
-                                             agent_timing(d) if agent_timing else None),
+                                             timing_of(d) if timing_of else None),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2), theta, rule, hooks)   # /2: before the devices' reply timeout
@@ -458,17 +397,6 @@ class Engine:
         return (f"updates {ps.version:>7d} | {rate:7.1f} upd/s | acc {acc:>6s} | "
                 f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s"
                 + (f" | virtual {virtual:.1f} s" if virtual == virtual else ""))
-
-
-def link_model_of(runtime) -> str:
-    """The link semantics (``timing.LINK_MODELS``) a runtime's links follow."""
-    applied = runtime.applied()
-    rate, delay = applied.get("link_rate"), applied.get("link_delay")
-    if rate == "model":
-        return applied.get("link_model", "network")
-    if rate == "kernel":
-        return "network" if delay == "kernel" else "kernel-rate"
-    return "app"
 
 
 def _main_thread() -> bool:
