@@ -26,6 +26,7 @@ from .timing_setup import agent_timing, resolve_timing
 from .watchdog import CHECK_EVERY, FidelityWatchdog
 
 log = logging.getLogger("edgebed.fidelity")
+log.addHandler(logging.NullHandler())   # the console gets warnings through the progress callback
 
 TICK = 0.25           # seconds between run-loop iterations
 FLUSH_EVERY = 2.0     # seconds between run-directory flushes

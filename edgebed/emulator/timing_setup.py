@@ -57,6 +57,10 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
             info["dilation_from"] = f"calibrated: {tm.free_cores():.2f} free cores, step {real * 1e3:.2f} ms"
         else:
             k = float(spec.dilation)
+        if k != 1.0 and not spec.pacing:
+            raise ScenarioError(f"{source or sc.name}: timing.dilation: {spec.dilation} needs timing.pacing: true "
+                                f"on runtime {runtime_cls.name} (compute is dilated through its paced budget; "
+                                "unpaced, it would run at the host's speed while everything else slows down)")
         if k != 1.0:
             runtime = runtime_cls(tm.dilate(sc, k), path)
             if sizes is not None:   # a kernel link's bucket holds bytes: its burst depends on k

@@ -59,3 +59,9 @@ def test_no_timing_means_no_timing_in_welcome(tmp_path):
     eng, rt = resolve(scenario(), tmp_path)
     assert eng._agent_timing(rt) is None
     assert "timing" not in welcome_config(rt.scenario, 0, "top-c-per-layer", rt.applied())
+
+
+def test_dilation_without_pacing_is_refused_with_what_to_do(tmp_path):
+    from edgebed.scenario import ScenarioError
+    with pytest.raises(ScenarioError, match="needs timing.pacing: true"):
+        resolve(scenario(dilation=2), tmp_path)
