@@ -55,7 +55,8 @@ def cmd_run(args) -> int:
           f"egress {fmt_bytes(s['egress_bytes'])}\n"
           f"  devices: {s['devices']['said_hello']} joined, {s['devices']['crashed']} crashed, "
           f"{s['devices']['lost']} lost\n"
-          f"  run directory: {res.path}\n"
+          + (f"  fidelity: {verdict['summary']}\n" if (verdict := (s.get("fidelity") or {}).get("verdict")) else "")
+          + f"  run directory: {res.path}\n"
           f"  report: edgebed report {res.path}")
     return 0 if s["status"] == "complete" else 1
 

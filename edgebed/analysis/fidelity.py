@@ -244,7 +244,7 @@ def expected_markdown(fid: dict) -> list[str]:
         return []
     t = fid.get("timing", {})
     pct = lambda x: "—" if x is None else f"{100 * x:.1f} %"  # noqa: E731
-    num = lambda x: "—" if x is None else f"{x:g}"  # noqa: E731
+    num = lambda x: "—" if x is None else f"{x:.4g}"  # noqa: E731
     lines = [f"Expected from the scenario (step time {1e3 * t.get('step_time_s', 0):.3g} ms, "
              f"{t.get('link_model', '?')} link semantics, dilation {t.get('dilation', 1):g}) vs realized "
              "(rates in emulated time, measured once every device of the class had pushed):", "",
