@@ -49,12 +49,12 @@ def test_overloaded_run_is_flagged_and_faithful_under_dilation(tmp_path):
     factor = verdict["suggested_dilation"]
     assert factor > 1
 
-    dilated = run(tmp_path, dilation=max(factor, 10.0))
+    dilated = run(tmp_path, dilation=max(factor, 15.0))   # the suggestion, with room for a busier host
     f = dilated.summary["fidelity"]
     assert f["verdict"]["faithful"], f["verdict"]["summary"]
     for r in f["expected"]:                               # emulated-time rates and shares as configured
-        assert r["rate_per_device"] == pytest.approx(r["expected_rate_per_device"], rel=0.15)
-        assert r["share"] == pytest.approx(r["expected_share"], rel=0.15)
+        assert r["rate_per_device"] == pytest.approx(r["expected_rate_per_device"], rel=0.2)
+        assert r["share"] == pytest.approx(r["expected_share"], rel=0.2)
     ups = read_table(dilated.path, "updates")
     assert ups["virtual_time"].max() == pytest.approx(ups["wall_time"].max() / f["timing"]["dilation"], rel=1e-6)
 
