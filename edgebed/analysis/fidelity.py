@@ -1,12 +1,12 @@
 """Realized fidelity: what a run achieved next to what its scenario configured and implies.
 
 The engine writes ``summary.json["fidelity"]`` from ``run_fidelity``: per speed class the realized
-update share, rate and staleness next to the values the scenario's timing implies (``edgebed/timing.py``:
-compute + think + waiting time + link transfers under the runtime's link semantics), a verdict naming
-the classes that were distorted and by how much (with the paced devices' compute overruns), per class
-the uplink throughput the kernel counted against the configured rate (runtimes that shape links in the
-kernel), and the host's CPU saturation (runtimes that sample it). ``PeakRate`` turns byte-counter
-samples into the throughput achieved.
+update share, rate and staleness next to the values the scenario's timing implies, with the verdict
+(``emulator/verdict.py``, against ``edgebed/timing.py``'s expected timing: compute + think + waiting
+time + link transfers under the runtime's link semantics), per class the uplink throughput the kernel
+counted against the configured rate (runtimes that shape links in the kernel), and the host's CPU
+saturation (runtimes that sample it). ``PeakRate`` turns byte-counter samples into the throughput
+achieved; ``expected_markdown`` renders the expected-vs-realized table for ``edgebed report``.
 """
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ import math
 from collections import deque
 from typing import Optional
 
-import numpy as np
 import pandas as pd
 
-from ..device_agent.pacing import parse_bye
-from ..timing import distortion, steady_rates
+from ..emulator.verdict import expected_vs_realized, pacing_stats, verdict
 from .metrics import class_shares
 
 WINDOW_S = 1.0   # uplink throughput is measured over windows of at least this length
@@ -99,107 +97,6 @@ def run_duration(updates: pd.DataFrame) -> float:
         return 0.0
     v = updates["virtual_time"].max()
     return float(v) if v == v and not math.isinf(v) else float(updates["wall_time"].max())
-
-
-def emulated_times(updates: pd.DataFrame) -> pd.Series:
-    """Each update's time in emulated seconds: virtual time where the runtime has it, else wall time."""
-    v = updates["virtual_time"]
-    return updates["wall_time"] if v.isna().any() or not np.isfinite(v).all() else v
-
-
-def pacing_stats(events: Optional[pd.DataFrame], class_of_device: dict[int, str]) -> dict:
-    """Per class, the paced devices' compute overruns and schedule lags from their Bye events."""
-    out: dict = {}
-    if events is None or events.empty:
-        return out
-    for _, e in events[events["event"] == "bye"].iterrows():
-        st = parse_bye(str(e["detail"]))
-        k = class_of_device.get(int(e["device"]))
-        if st is None or k is None:
-            continue
-        agg = out.setdefault(k, {"devices": 0, "steps": 0, "overruns": 0, "overrun_s": 0.0,
-                                 "max_overrun_s": 0.0, "lags": 0, "lag_s": 0.0, "budget_s": st["budget_s"]})
-        agg["devices"] += 1
-        for key in ("steps", "overruns", "overrun_s", "lags", "lag_s"):
-            agg[key] += st[key]
-        agg["max_overrun_s"] = max(agg["max_overrun_s"], st["max_overrun_s"])
-    for agg in out.values():
-        agg["overrun_share"] = round(agg["overruns"] / agg["steps"], 4) if agg["steps"] else 0.0
-        agg["overrun_s"], agg["lag_s"] = round(agg["overrun_s"], 4), round(agg["lag_s"], 4)
-    return out
-
-
-def expected_vs_realized(updates: pd.DataFrame, expected: list[dict], class_of_device: dict[int, str],
-                         tolerance: float) -> list[dict]:
-    """Per class: expected and realized update share, rate per device (steady state: from the moment
-    the class's last device first pushed), rate ratio against the slowest class and staleness, each
-    realized value with its relative error; ``distorted`` lists the measures off by more than the
-    tolerance plus two standard errors of the class's update count."""
-    t = emulated_times(updates) if not updates.empty else pd.Series(dtype=float)
-    times = {int(d): sorted(g.tolist()) for d, g in t.groupby(updates["device"])} if not updates.empty else {}
-    rates = steady_rates(times, class_of_device)
-    total = len(updates)
-    slow_exp = min(r["rate_per_device"] for r in expected)
-    realized_rates = [rates[r["class"]]["rate_per_device"] for r in expected if r["class"] in rates]
-    slow_real = min(realized_rates) if realized_rates else None
-    rows = []
-    for e in expected:
-        k = e["class"]
-        mine = updates[updates["speed_class"] == k] if total else updates
-        n = len(mine)
-        row = {"class": k, "devices": e["devices"], "expected_cycle_s": e["cycle_s"],
-               "expected_share": round(e["share"], 4), "share": round(n / total, 4) if total else None,
-               "expected_rate_per_device": round(e["rate_per_device"], 4), "rate_per_device": None,
-               "expected_rate_ratio": round(e["rate_per_device"] / slow_exp, 4), "rate_ratio": None,
-               "expected_staleness_mean": round(e["staleness_mean"], 3),
-               "staleness_mean": round(float(mine["staleness"].mean()), 3) if n else None,
-               "staleness_p50": float(mine["staleness"].median()) if n else None, "distorted": {}}
-        r = rates.get(k)
-        if r is not None:
-            row["rate_per_device"] = round(r["rate_per_device"], 4)
-            row["rate_ratio"] = round(r["rate_per_device"] / slow_real, 4)
-            off = distortion(e["rate_per_device"], r, tolerance)
-            if off is not None:
-                row["distorted"]["rate_per_device"] = round(off, 4)
-        if n and e["share"] > 0:
-            off = n / total / e["share"] - 1.0
-            if abs(off) > tolerance + 2.0 / math.sqrt(n):
-                row["distorted"]["share"] = round(off, 4)
-        rows.append(row)
-    return rows
-
-
-def verdict(rows: list[dict], pacing: dict, tolerance: float, dilation: float) -> dict:
-    """Faithful or not, which classes were distorted and by how much, and a dilation that would help."""
-    distorted = [{"class": r["class"], **{f"{m}_off": v for m, v in r["distorted"].items()}}
-                 for r in rows if r["distorted"]]
-    lagging = {k: p for k, p in pacing.items() if p["lags"]}
-    slow = [r["rate_per_device"] / r["expected_rate_per_device"] for r in rows
-            if r["rate_per_device"] and r["distorted"].get("rate_per_device", 0) < 0]
-    judged = [r for r in rows if r["rate_per_device"] is not None]
-    out = {"faithful": bool(judged) and not distorted, "tolerance": tolerance, "distorted": distorted,
-           "dilation": dilation}
-    if slow:
-        out["suggested_dilation"] = math.ceil(10 * dilation * 1.2 / min(slow)) / 10
-    if lagging:
-        out["fell_behind"] = {k: {"lags": p["lags"], "seconds": p["lag_s"]} for k, p in lagging.items()}
-    overran = {k: p for k, p in pacing.items() if p["overruns"]}
-    if overran:
-        out["overran"] = {k: {"share_of_steps": p["overrun_share"], "mean_excess_s":
-                              round(p["overrun_s"] / p["overruns"], 6), "max_excess_s": p["max_overrun_s"]}
-                          for k, p in overran.items()}
-    parts = [f"{d['class']} " + ", ".join(f"{m.removesuffix('_off').replace('_', ' ')} {v:+.0%}"
-                                          for m, v in d.items() if m != "class") for d in distorted]
-    out["summary"] = ("not judged: no class had a steady-state update rate" if not judged else
-                      "faithful: every class within its expected rate and share"
-                      if not distorted else "distorted: " + "; ".join(parts)
-                      + (f" (try timing.dilation: {out['suggested_dilation']:g})" if slow else ""))
-    notes = [f"{k}: compute overran its {p['budget_s'] * 1e3:.3g} ms budget in {p['overrun_share']:.0%} of "
-             f"steps (mean +{p['overrun_s'] / p['overruns'] * 1e3:.3g} ms)" for k, p in overran.items()]
-    notes += [f"{k}: fell behind its schedule {p['lags']} times ({p['lag_s']:.3g} s of real time lost, all devices)" for k, p in lagging.items()]
-    if notes:
-        out["summary"] += "; " + "; ".join(notes)
-    return out
 
 
 def run_fidelity(updates: pd.DataFrame, classes: list[dict], class_of_device: dict[int, str],
