@@ -116,7 +116,7 @@ def run_fidelity(updates: pd.DataFrame, classes: list[dict], class_of_device: di
         pacing = pacing_stats(events, class_of_device)
         rows = expected_vs_realized(updates, timing["expected"], class_of_device, tol)
         out["timing"] = {k: timing.get(k) for k in ("link_model", "step_time_s", "step_time_from",
-                                                     "calibrated_step_s", "dilation", "pacing")
+                                                     "calibrated_step_s", "dilation", "dilation_from", "pacing")
                          if timing.get(k) is not None}
         out["expected"] = rows
         if pacing:
