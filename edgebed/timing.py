@@ -13,6 +13,7 @@ Expected staleness is mean-field: the update rate of every other device times th
 """
 from __future__ import annotations
 
+import bisect
 import math
 import os
 from dataclasses import dataclass
@@ -263,8 +264,8 @@ def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, s
 
     import torch
 
-    from .compression import make_compressor  # noqa: F401  (the trainer builds its own)
     from .device_agent.trainer import Trainer
+    from .models import get_flat
     from .ps.rules import RULES
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -273,7 +274,6 @@ def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, s
         x = rng.integers(0, 255, (max(64, batch_size * 4), 28, 28), dtype=np.uint8)
         y = rng.integers(0, 10, len(x), dtype=np.uint8)
         tr = Trainer(model, x, y, batch_size, RULES[algorithm].compressor, c, seed, 0)
-        from .models import get_flat
         theta = get_flat(tr.model)
         tr.step(theta)   # warm-up
         times = []
@@ -312,7 +312,6 @@ def steady_rates(times: dict[int, list[float]], class_of: dict[int, str], now: O
 
 
 def _index_after(ts: list[float], t0: float) -> int:
-    import bisect
     return bisect.bisect_right(ts, t0)
 
 
