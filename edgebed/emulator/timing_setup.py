@@ -35,8 +35,8 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     if spec.step_time == "calibrate":   # the run (and the sim runtime) sees the number
         sc = type(sc).model_validate({**sc.model_dump(mode="json"),
                                       "timing": {**sc.timing.model_dump(mode="json"), "step_time": step}})
-    runtime = runtime_cls(sc, path)
-    if runtime_cls.name == "sim":
+    runtime = runtime_cls(sc, path)   # a runtime class, or a factory (the compose PS service passes one)
+    if runtime.name == "sim":
         step = runtime.step_time      # runtime.sim.step_time wins on the virtual clock
     info["step_time_s"] = step
     info["link_model"] = link_model_of(runtime)
@@ -48,7 +48,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
         except Exception as err:   # the expectation is a report, never a reason not to run
             info["expected_error"] = f"{type(err).__name__}: {err}"
     k = 1.0
-    if runtime_cls.uses_sockets:   # dilation is meaningless on a virtual clock
+    if runtime.uses_sockets:   # dilation is meaningless on a virtual clock
         if spec.dilation == "auto":
             if expected is None:
                 raise ScenarioError(f"{source or sc.name}: timing.dilation: auto needs the expected timing "
@@ -59,7 +59,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
             k = float(spec.dilation)
         if k != 1.0 and not spec.pacing:
             raise ScenarioError(f"{source or sc.name}: timing.dilation: {spec.dilation} needs timing.pacing: true "
-                                f"on runtime {runtime_cls.name} (compute is dilated through its paced budget; "
+                                f"on runtime {runtime.name} (compute is dilated through its paced budget; "
                                 "unpaced, it would run at the host's speed while everything else slows down)")
         if k != 1.0:
             runtime = runtime_cls(tm.dilate(sc, k), path)

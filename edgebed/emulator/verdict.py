@@ -96,7 +96,12 @@ def verdict(rows: list[dict], pacing: dict, tolerance: float, dilation: float) -
     out = {"faithful": bool(judged) and not distorted, "tolerance": tolerance, "distorted": distorted,
            "dilation": dilation}
     if slow:
-        out["suggested_dilation"] = math.ceil(10 * dilation * 1.2 / min(slow)) / 10
+        # enough to restore the slowest class's rate, and to fit the steps of classes that overran most
+        # of their budgets (budget + mean excess = the real step) with room to spare
+        need = [dilation * 1.2 / min(slow)]
+        need += [dilation * 1.5 * (p["budget_s"] + p["overrun_s"] / p["overruns"]) / p["budget_s"]
+                 for p in pacing.values() if p["overruns"] and p["overrun_share"] > 0.5 and p["budget_s"] > 0]
+        out["suggested_dilation"] = math.ceil(10 * max(need)) / 10
     if lagging:
         out["fell_behind"] = {k: {"lags": p["lags"], "seconds": p["lag_s"]} for k, p in lagging.items()}
     overran = {k: p for k, p in pacing.items() if p["overruns"]}

@@ -9,8 +9,9 @@ from edgebed.emulator.engine import Engine
 from edgebed.rundir import read_table
 from edgebed.scenario import parse_scenario
 
-# A host can't hold this in real time: budgets of 0.1 ms per step (the MLP takes ~0.5–3 ms here) and
-# cycles of ~2–9 ms for 6 agents on 2 shared cores. Dilated, every cycle gets that much more slack.
+# A host can't hold this in real time: 6 agents with 1 ms step budgets (the MLP takes ~0.5–3 ms here,
+# more on a loaded host) in cycles of 3 ms (fast) and 12 ms (slow) on 2 shared cores. Dilated, every
+# cycle gets that much more room.
 OVERLOADED = {
     "name": "overloaded", "seed": 3,
     "dataset": {"name": "mnist", "source": "bundled", "train_samples": 1200},
@@ -21,7 +22,7 @@ OVERLOADED = {
         {"name": "slow", "share": 0.5, "slowdown": 4, "think_time": "8ms"}]},
     "stop": {"wall_time": "12s"},
     "eval": {"every": 100000},
-    "timing": {"pacing": True, "step_time": "0.1ms"},
+    "timing": {"pacing": True, "step_time": "1ms"},
 }
 
 
@@ -46,10 +47,14 @@ def test_overloaded_run_is_flagged_and_faithful_under_dilation(tmp_path):
     fast = next(r for r in res.summary["fidelity"]["expected"] if r["class"] == "fast")
     assert fast["rate_per_device"] < 0.8 * fast["expected_rate_per_device"]
     assert res.summary["fidelity"]["pacing"]["fast"]["overruns"] > 0
-    factor = verdict["suggested_dilation"]
-    assert factor > 1
+    assert verdict["suggested_dilation"] > 1
+    # The suggestion restores the rates the run measured; latency on a loaded host grows as the
+    # agents' share of it shrinks, so the test gives it twice that (at least 10).
+    factor = max(2 * verdict["suggested_dilation"], 10.0)
+    if factor > 80:   # the host is starved; 12 s of wall time would hold too few cycles
+        pytest.skip(f"host too loaded for the dilated half: the verdict suggests dilation {factor:g}")
 
-    dilated = run(tmp_path, dilation=max(factor, 15.0))   # the suggestion, with room for a busier host
+    dilated = run(tmp_path, dilation=factor)
     f = dilated.summary["fidelity"]
     assert f["verdict"]["faithful"], f["verdict"]["summary"]
     for r in f["expected"]:                               # emulated-time rates and shares as configured
