@@ -6,7 +6,7 @@ update share, rate and staleness next to the values the scenario's timing implie
 time + link transfers under the runtime's link semantics), per class the uplink throughput the kernel
 counted against the configured rate (runtimes that shape links in the kernel), and the host's CPU
 saturation (runtimes that sample it). ``PeakRate`` turns byte-counter samples into the throughput
-achieved; ``expected_markdown`` renders the expected-vs-realized table for ``edgebed report``.
+achieved; ``expected_frame`` is the expected-vs-realized table ``edgebed report`` shows.
 """
 from __future__ import annotations
 
@@ -134,26 +134,19 @@ def run_fidelity(updates: pd.DataFrame, classes: list[dict], class_of_device: di
     return out
 
 
-def expected_markdown(fid: dict) -> list[str]:
-    """The expected-vs-realized table and the verdict of a ``fidelity`` section, as markdown lines."""
-    rows, v = fid.get("expected"), fid.get("verdict")
-    if not rows:
-        return []
+def expected_caption(fid: dict) -> str:
+    """What the expected-vs-realized table of a ``fidelity`` section compares, in one sentence."""
     t = fid.get("timing", {})
-    pct = lambda x: "—" if x is None else f"{100 * x:.1f} %"  # noqa: E731
-    num = lambda x: "—" if x is None else f"{x:.4g}"  # noqa: E731
-    lines = [f"Expected from the scenario (step time {1e3 * t.get('step_time_s', 0):.3g} ms, "
-             f"{t.get('link_model', '?')} link semantics, dilation {t.get('dilation', 1):g}) vs realized "
-             "(rates in emulated time, measured once every device of the class had pushed):", "",
-             "| class | update share | updates/s per device | rate ratio | staleness mean | staleness p50 |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['class']} | {pct(r['share'])} ({pct(r['expected_share'])}) | "
-                     f"{num(r['rate_per_device'])} ({num(r['expected_rate_per_device'])}) | "
-                     f"{num(r['rate_ratio'])} ({num(r['expected_rate_ratio'])}) | "
-                     f"{num(r['staleness_mean'])} ({num(r['expected_staleness_mean'])}) | {num(r['staleness_p50'])} |")
-    lines += ["", "Realized (expected); expected staleness is mean-field: the other devices' update rate × "
-              "the time from pull served to push applied.", ""]
-    if v:
-        lines += [f"**Verdict:** {v['summary']}.", ""]
-    return lines
+    return (f"Realized per class next to the expected value from the scenario (step time "
+            f"{1e3 * t.get('step_time_s', 0):.3g} ms, {t.get('link_model', '?')} link semantics, dilation "
+            f"{t.get('dilation', 1):g}); rates in emulated time, measured once every device of the class had "
+            "pushed; expected staleness is mean-field (the other devices' update rate × the time from pull "
+            "served to push applied).")
+
+
+def expected_frame(fid: dict) -> pd.DataFrame:
+    """The expected-vs-realized rows of a ``fidelity`` section as a numeric frame, realized next to
+    expected for each measure."""
+    cols = ["class", "share", "expected_share", "rate_per_device", "expected_rate_per_device", "rate_ratio",
+            "expected_rate_ratio", "staleness_mean", "expected_staleness_mean", "staleness_p50"]
+    return pd.DataFrame(fid.get("expected") or [], columns=cols)

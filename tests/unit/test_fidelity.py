@@ -163,9 +163,10 @@ def test_no_updates_is_not_judged_faithful():
     assert fid["verdict"]["faithful"] is False and "not judged" in fid["verdict"]["summary"]
 
 
-def test_expected_markdown_shows_realized_next_to_expected():
-    from edgebed.analysis.fidelity import expected_markdown
+def test_expected_frame_shows_realized_next_to_expected():
+    from edgebed.analysis.fidelity import expected_caption, expected_frame
     ups = _paced_updates({"fast": ([0, 1], 10.0), "slow": ([2, 3], 2.0)})
     fid = run_fidelity(ups, TWO, OF, timing={"expected": EXPECTED, "link_model": "app", "step_time_s": 0.01})
-    text = "\n".join(expected_markdown(fid))
-    assert "| fast | 83.3 % (83.3 %) |" in text and "**Verdict:** faithful" in text
+    f = expected_frame(fid).set_index("class")
+    assert f.loc["fast", "share"] == pytest.approx(0.833, abs=0.01) and f.loc["fast", "expected_share"] == 0.8333
+    assert "app link semantics" in expected_caption(fid)
