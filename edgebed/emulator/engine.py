@@ -6,7 +6,6 @@ flushes the run directory. Ctrl-C/SIGTERM end the run cleanly and mark it incomp
 """
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import time
@@ -25,8 +24,6 @@ from .runtimes import AgentSpec, get_runtime
 from .timing_setup import agent_timing, resolve_timing
 from .watchdog import CHECK_EVERY, FidelityWatchdog
 
-log = logging.getLogger("edgebed.fidelity")
-log.addHandler(logging.NullHandler())   # the console gets warnings through the progress callback
 
 TICK = 0.25           # seconds between run-loop iterations
 FLUSH_EVERY = 2.0     # seconds between run-directory flushes
@@ -242,9 +239,8 @@ class Engine:
                 if watchdog is not None and time.monotonic() - last_watch >= CHECK_EVERY:
                     last_watch = time.monotonic()
                     for warning in watchdog.check():   # during the run, not only in the verdict
-                        log.warning(warning)
                         ps._event(-1, "warning", warning)
-                        self.progress(f"warning: {warning}", True)
+                        warn(warning)
                 runtime.drive(ps, TICK)
                 if server is not None and not server.alive:
                     raise RuntimeError(f"PS serve loop died: {server.error!r}")
