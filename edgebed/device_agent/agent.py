@@ -86,13 +86,17 @@ def _join(ps_address: str, machine, attempt: int, timeout: float, configure_sock
             attempt += 1
 
 
-def _exchange(ch: Channel, msg: wire.Message, up, down) -> wire.Message:
+def _exchange(ch: Channel, msg: wire.Message, up, down, pacer=None) -> wire.Message:
     """One request/reply through the emulated link; PS gone → _Rejoin."""
-    up.traverse(ch.send(msg))
+    sent_at = pacer.deadline if pacer is not None else 0.0
+    sent = ch.send(msg)
+    up.traverse(sent)
     try:
         reply, nbytes = ch.recv()
     except PSUnreachable as err:
         raise _Rejoin(str(err)) from None
+    if pacer is not None:
+        pacer.replied(sent_at, sent, nbytes)
     down.traverse(nbytes)
     return reply
 
@@ -133,6 +137,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     import torch
     torch.set_num_threads(1)
     from .link import AppLink
+    from .pacing import Pacer
     from .protocol import Compute, DeviceProtocol, Exit, Freeze, Rejoin, Send, Wait
 
     def make_trainer(cfg: dict):
@@ -140,28 +145,37 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
 
     machine = DeviceProtocol(device, os.environ.get(CLASS_ENV, ""), make_trainer)
     ch, reply, attempt = _join(ps_address, machine, attempt, timeout, configure_socket, give_up_after)
-    links = []
+    links, pacer = [], []   # set up at the first Welcome
 
     def carry_out(action) -> list:
         """One action of the machine, in real time; returns the machine's next actions."""
         if isinstance(action, Send):
-            if isinstance(action.msg, wire.Bye):
-                ch.send(action.msg)   # no reply; the socket's linger delivers it
-                return []
-            if not links:   # the app-level link this runtime left to the agent (from Welcome)
+            if not links:   # the app-level link this runtime left to the agent; pacing (from Welcome)
                 cfg = machine.config
                 links.extend(AppLink.from_config(cfg["app_link"][d], seed=[cfg["seed"], device, i])
                              for i, d in ((1, "uplink"), (2, "downlink")))
-            return machine.receive(_exchange(ch, action.msg, *links))
+                pacer.append(Pacer.from_config(cfg.get("timing") or {}, cfg["speed_class"]))
+                if pacer[0] is not None:      # link transfers are phases of the paced schedule too
+                    links[0].sleep = links[1].sleep = pacer[0].sleep
+            if isinstance(action.msg, wire.Bye):   # no reply; the socket's linger delivers it
+                reason = action.msg.reason if pacer[0] is None else pacer[0].bye_reason(action.msg.reason)
+                ch.send(wire.Bye(action.msg.session, reason))
+                return []
+            return machine.receive(_exchange(ch, action.msg, *links, pacer[0]))
         if isinstance(action, Compute):
             t0 = time.perf_counter()
-            machine.compute()
+            steps = machine.compute()
+            compute = time.perf_counter() - t0
             slowdown = machine.config["speed_class"]["slowdown"]
-            if slowdown > 1.0:   # a slow class computes longer
-                _idle((slowdown - 1.0) * (time.perf_counter() - t0), ch, machine.session)
+            if pacer and pacer[0] is not None:   # the compute phase lasts its budget, never less
+                if steps:
+                    _idle(pacer[0].computed(compute, steps), ch, machine.session)
+            elif slowdown > 1.0:   # a slow class computes longer
+                _idle((slowdown - 1.0) * compute, ch, machine.session)
             return machine.computed()
-        if isinstance(action, Wait):
-            _idle(action.seconds, ch, machine.session)
+        if isinstance(action, Wait):   # think time (+ the scenario's waiting time) before a push
+            paced = pacer and pacer[0] is not None
+            _idle(pacer[0].until(action.seconds) if paced else action.seconds, ch, machine.session)
             return machine.waited()
         if isinstance(action, Rejoin):
             raise _Rejoin(action.reason)

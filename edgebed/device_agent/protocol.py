@@ -11,7 +11,8 @@ the PS's replies and carries out the actions it returns, in order:
 - ``Compute()``: call ``compute()`` (the policy's SGD steps), then ``computed()`` for what follows. A
   driver times this phase: the socket agent measures it and stretches it by the speed class's
   slowdown; the virtual clock charges ``steps × step_time × slowdown``.
-- ``Wait(seconds)``: the think time between computing and pushing; then call ``waited()``.
+- ``Wait(parts)``: think time (and the scenario's waiting time) between computing and pushing; then
+  call ``waited()``.
 - ``Freeze()``: fail-stop (the PS drew a crash): never send again. ``Rejoin()``: the PS forgot the
   session — say hello again (``hello(attempt + 1)``). ``Exit(code)``: the device is done.
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from ..compression import make_compressor
 from ..ps import wire
+from ..timing import draw_delay, wait_enabled
 from .policies import PULL, Upload, make_policy
 
 
@@ -44,7 +46,12 @@ class Compute:
 
 @dataclass
 class Wait:
-    seconds: float
+    """Idle before the push: think time, then the scenario's waiting time (``timing.wait``) if on."""
+    parts: tuple[float, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.parts)
 
 
 @dataclass
@@ -66,19 +73,6 @@ class Exit:
 Action = Send | Compute | Wait | Freeze | Rejoin | Exit
 
 
-def think_time(cfg: dict, rng: np.random.Generator) -> float:
-    """One draw of a speed class's ``think_time`` (seconds) from the device's think stream."""
-    mean, dist = cfg.get("mean", 0.0), cfg.get("dist", "constant")
-    if mean <= 0 and dist != "uniform":
-        return 0.0
-    if dist == "exponential":
-        return float(rng.exponential(mean))
-    if dist == "uniform":
-        s = cfg.get("spread", 0.0)
-        return max(0.0, float(rng.uniform(mean - s, mean + s)))
-    return float(mean)
-
-
 class DeviceProtocol:
     """One device. ``make_trainer(welcome_config)`` builds its ``Trainer`` at the first Welcome (the
     driver knows where the data comes from: the scenario's dataset, a Spark partition, a shared load)."""
@@ -93,6 +87,7 @@ class DeviceProtocol:
         self.seq = 0                       # push sequence number; kept across rejoins (the PS dedups by it)
         self.attempt = 0
         self._rng: Optional[np.random.Generator] = None   # think-time stream
+        self._wait: Optional[tuple[dict, np.random.Generator]] = None   # timing.wait and its own stream
         self._reply: Optional[wire.Message] = None        # the reply the next compute() answers
         self._request = None                              # PULL or the Upload the compute produced
         self.deferred_gradients = False    # the virtual clock may compute gradients later, in batches
@@ -155,6 +150,9 @@ class DeviceProtocol:
             self.policy = make_policy(cfg.get("policy"), self.trainer)
             self.policy.deferred = self.deferred_gradients
             self._rng = np.random.default_rng([cfg["seed"], self.device, 3])
+            wait = (cfg.get("timing") or {}).get("wait")
+            if wait_enabled(wait):   # its own stream: think times stay as they were
+                self._wait = (wait, np.random.default_rng([cfg["seed"], self.device, 5]))
         self.session = msg.session
         return self._after(self.policy.start())
 
@@ -162,7 +160,10 @@ class DeviceProtocol:
         self._request = request
         if request == PULL:
             return [Send(wire.Pull(self.session))]
-        return [Wait(think_time(self.config["speed_class"]["think_time"], self._rng))]
+        parts = (draw_delay(self.config["speed_class"]["think_time"], self._rng),)
+        if self._wait is not None:
+            parts += (draw_delay(*self._wait),)
+        return [Wait(parts)]
 
     def _push(self, up: Upload) -> wire.Push:
         if up.theta is not None:

@@ -18,7 +18,10 @@ Semantics a scenario should know about:
 - ``stop.target_accuracy`` is checked the moment Θ is evaluated (inline), not at the next engine tick.
 - ``runtime.sim.link_model``: ``network`` (default) — a message reaches the PS after its transfer time;
   ``app`` — it reaches the PS when sent and the sender waits the transfer time afterwards, which is what
-  the local runtime's application-level shaping does (use it to compare against ``local``).
+  the local runtime's application-level shaping does (use it to compare against ``local``);
+  ``kernel-rate`` — the docker runtime on a kernel without netem: the rate applies on the wire (TCP/IP
+  framing, the tbf bucket's burst, ``timing.kernel_rate_time``) while the agent sleeps delay and jitter
+  (use it to compare against ``docker``; ``runtime.sim.dilation`` matches a dilated docker run's burst).
 """
 from __future__ import annotations
 
@@ -36,15 +39,23 @@ from ...device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Send
 from ...ps import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
+from ...timing import DEFAULT_STEP_TIME, kernel_rate_time
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 from .transport import VirtualClock
 
-# Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
-# project's 2-core reference machine (benchmarks/bench_sim_paper.py); override with runtime.sim.step_time.
-DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
 
 # event kinds: a message reaches the PS; a reply reaches the device; the device's timed phase is over
 _ARRIVE, _REPLY, _RESUME = 0, 1, 2
+
+
+def sim_step_time(scenario, spec: "SimSpec") -> float:
+    """Virtual seconds per step: runtime.sim.step_time, else timing.step_time (a duration; `calibrate`
+    means the engine's calibration, handed over as a number), else the reference machine's."""
+    if spec.step_time is not None:
+        return spec.step_time
+    if isinstance(scenario.timing.step_time, float):
+        return scenario.timing.step_time
+    return DEFAULT_STEP_TIME[scenario.model.name]
 
 
 class SimSpec(BaseModel):
@@ -53,12 +64,14 @@ class SimSpec(BaseModel):
     # Each step takes step_time × slowdown × U(1 − j, 1 + j): real step times vary, and without that
     # identical devices stay in lockstep forever (every round computed on one Θ), which no real run does.
     step_jitter: float = Field(0.1, ge=0, lt=1, description="relative spread of the compute time")
-    link_model: Literal["network", "app"] = "network"
+    link_model: Literal["network", "app", "kernel-rate"] = "network"
     # One at a time by default: on the reference CPU a vmap'd batch of 32 costs more per gradient than
     # separate calls (CNN 4.9–6.9 vs 1.9–3.2 ms, MLP 0.74–0.98 vs 0.42–0.65 ms, one thread;
     # benchmarks/bench_sim_paper.py times both).
     max_batch: int = Field(1, ge=1, description="gradients computed together with vmap (1: one at a time)")
     threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
+    dilation: float = Field(1.0, gt=0, description="link_model kernel-rate: the timing.dilation of the docker "
+                            "run to compare with (the kernel's bucket holds bytes, not time)")
 
 
 @dataclass
@@ -73,6 +86,7 @@ class _Device:
     frozen: bool = False
     code: Optional[int] = None      # exit code once ended
     sent_until: float = -math.inf   # link_model app: when the sender is done waiting its transfer time
+    app_until: float = 0.0          # link_model kernel-rate: the sender sleeps its link delays until then
     then: list = field(default_factory=list)   # actions to carry out when its timed phase is over
     ready: tuple = ()               # (virtual time, seq) of that moment: the batching order
 
@@ -125,8 +139,8 @@ class SimRuntime(Runtime):
     def __init__(self, scenario, run_dir):
         super().__init__(scenario, run_dir)
         self.ps = None
-        self.step_time = self.spec.step_time if self.spec.step_time is not None \
-            else DEFAULT_STEP_TIME[scenario.model.name]
+        self.step_time = sim_step_time(scenario, self.spec)
+        self.dilation = self.spec.dilation
         self.devices: dict[int, _Device] = {}
         self._by_peer: dict[bytes, _Device] = {}
         self._heap: list = []
@@ -235,7 +249,9 @@ class SimRuntime(Runtime):
                     busy = (0.0 if busy is None else busy) + self._compute_time(dev, steps)
                 actions = dev.machine.computed() + actions
             elif isinstance(action, Wait):   # the push is built when the wait is over
-                busy = (0.0 if busy is None else busy) + action.seconds
+                busy = 0.0 if busy is None else busy
+                for part in action.parts:    # compute + think + wait, in that order (as recorded)
+                    busy += part
                 actions = [_Waited()] + actions
             elif isinstance(action, _Waited) and busy is None:
                 self._fill_deferred(dev)
@@ -267,8 +283,13 @@ class SimRuntime(Runtime):
     def _send(self, dev: _Device, msg: wire.Message) -> None:
         """The device sends ``msg`` over its uplink."""
         frames = wire.encode(msg)
-        up = dev.up.transfer_time(wire.frames_nbytes(frames))
-        if self.spec.link_model == "app":
+        nbytes = wire.frames_nbytes(frames)
+        up = dev.up.transfer_time(nbytes)
+        if self.spec.link_model == "kernel-rate":   # rate on the wire (tbf), delays slept by the agent
+            rate = dev.up.rate
+            dev.app_until = self.now + up - (nbytes * 8.0 / rate if rate else 0.0)
+            self._schedule(self.now + kernel_rate_time(nbytes, rate, self.dilation), _ARRIVE, dev.device, frames)
+        elif self.spec.link_model == "app":
             dev.sent_until = self.now + up
             self._schedule(self.now, _ARRIVE, dev.device, frames)
         else:
@@ -283,7 +304,14 @@ class SimRuntime(Runtime):
     def _deliver(self, peer: bytes, frames) -> None:
         """A reply leaves the PS for the device (also ``Hooks.send`` for held replies)."""
         dev = self._by_peer[peer]
-        down = dev.down.transfer_time(wire.frames_nbytes(frames))
+        nbytes = wire.frames_nbytes(frames)
+        down = dev.down.transfer_time(nbytes)
+        if self.spec.link_model == "kernel-rate":   # handled once it arrived and the agent slept its delay
+            rate = dev.down.rate
+            arrives = self.now + kernel_rate_time(nbytes, rate, self.dilation)
+            self._schedule(max(arrives, dev.app_until) + down - (nbytes * 8.0 / rate if rate else 0.0),
+                           _REPLY, dev.device, frames)
+            return
         self._schedule(max(self.now, dev.sent_until) + down, _REPLY, dev.device, frames)
 
     # -- batched compute -----------------------------------------------------------------------

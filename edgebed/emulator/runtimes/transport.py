@@ -21,11 +21,14 @@ class WallClock:
     def __init__(self):
         self.t0 = time.monotonic()        # records: wall seconds since the run was set up
         self.t_running: Optional[float] = None
+        self.dilation = 1.0               # timing.dilation k: emulated time = wall / k
         self._alarm: Optional[tuple[float, Callable[[], None]]] = None
 
     def now(self) -> tuple[float, float]:
-        """(wall s, virtual s) for the tables; virtual is NaN on a wall clock."""
-        return time.monotonic() - self.t0, math.nan
+        """(wall s, virtual s) for the tables; virtual is NaN on an undilated wall clock, wall / k on a
+        dilated one (the emulated time of a run slowed down k times)."""
+        wall = time.monotonic() - self.t0
+        return wall, (wall / self.dilation if self.dilation != 1.0 else math.nan)
 
     def running(self) -> None:
         """Agents are started: run time (``stop.wall_time``) counts from here."""

@@ -79,7 +79,7 @@ def compose_dict(sc: Scenario, context: str = "./build") -> dict:
         svc = {
             "image": image, "build": dict(build), "command": cmd, "depends_on": ["ps"], "networks": ["edgebed"],
             "environment": {**env, **AgentSpec(d, klass.name, f"tcp://ps:{PS_PORT}").environment()},
-            "cpus": round(cpus_for(klass, dspec), 4),
+            "cpus": round(cpus_for(klass, dspec, paced=sc.timing.pacing), 4),
             "labels": {**labels, f"{images.LABEL}.device": str(d), f"{images.LABEL}.class": klass.name},
             "working_dir": "/tmp",
         }

@@ -52,10 +52,13 @@ STATUS_TTL = 0.5         # seconds a batch container listing is reused by poll()
 COUNTER_EVERY = 0.25     # seconds between kernel counter samples (one netlink dump each)
 
 
-def cpus_for(klass, spec: "DockerSpec") -> float:
-    """CPU quota of a speed class: ``cpus.<class>`` if given, else ``base_cpus / slowdown``."""
+def cpus_for(klass, spec: "DockerSpec", paced: bool = False) -> float:
+    """CPU quota of a speed class: ``cpus.<class>`` if given, else ``base_cpus / slowdown`` — or
+    ``base_cpus`` when the agents pace themselves (``timing.pacing``: they enforce the slowdown)."""
     if klass.name in spec.cpus:
         return float(spec.cpus[klass.name])
+    if paced:
+        return spec.base_cpus
     return spec.base_cpus / klass.slowdown
 
 
@@ -148,7 +151,7 @@ class DockerRuntime(Runtime):
 
     def cpus_of(self, class_name: str) -> float:
         klass = next(c for c in self.scenario.workers.classes if c.name == class_name)
-        return cpus_for(klass, self.spec)
+        return cpus_for(klass, self.spec, paced=self.scenario.timing.pacing)
 
     @property
     def client(self):
