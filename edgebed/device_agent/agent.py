@@ -144,8 +144,9 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
         configure_socket = client_from_env()
     import torch
     torch.set_num_threads(1)
+    from ..compression.downlink import PulledModel
     from ..data import load_dataset, partition
-    from ..scenario import DatasetSpec
+    from ..scenario import CompressionSpec, DatasetSpec
     from .link import AppLink
     from .policies import PULL, make_policy
     from .trainer import Trainer
@@ -164,8 +165,11 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
                               cfg["dataset"]["labels_per_worker"])[device]
             data = (ds.train_x[shard], ds.train_y[shard])
         algo = cfg["algorithm"]
+        compression = CompressionSpec.model_validate(cfg.get("compression", {}))
         trainer = Trainer(cfg["model"], data[0], data[1], algo["batch_size"], cfg["compressor"], algo["c"],
-                          seed, device, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
+                          seed, device, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"),
+                          compression.model_dump())
+        codec, pulled = compression.push_codec(), PulledModel(keep=compression.pull_delta)
         klass = cfg["speed_class"]
         up = AppLink.from_config(cfg["app_link"]["uplink"], seed=[seed, device, 1])
         down = AppLink.from_config(cfg["app_link"]["downlink"], seed=[seed, device, 2])
@@ -178,7 +182,8 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
                     msg = wire.Pull(session)
                 else:   # a slow class computes longer, then thinks, before each push
                     _idle((klass["slowdown"] - 1.0) * compute + _think(klass["think_time"], rng), ch, session)
-                    msg = wire.Push(session, seq, request.version, request.values, request.indices, request.loss)
+                    msg = wire.Push(session, seq, request.version, request.values, request.indices, request.loss,
+                                    codec=codec, q8=request.q8)
                     seq += 1
                 reply = _exchange(ch, msg, up, down)
             except _Rejoin:
@@ -188,6 +193,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
                 if not isinstance(welcome, wire.Welcome):
                     return 0   # Stop (run over) or refused (e.g. frozen): nothing left to do
                 session, request, compute = welcome.session, policy.start(), 0.0
+                pulled.reset()   # the new session starts from a full model
                 continue
             if isinstance(reply, wire.Stop):
                 break
@@ -196,6 +202,8 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
                 return 0
             if not isinstance(reply, (wire.Model, wire.Ack, wire.Sync)):
                 raise RuntimeError(f"{msg.kind} refused: {reply}")
+            if isinstance(reply, wire.Model):
+                reply = pulled.receive(reply)   # compressed pulls: f16/bf16 or a delta → the full Θ
             t0 = time.perf_counter()
             request = policy.next(reply)
             compute = time.perf_counter() - t0

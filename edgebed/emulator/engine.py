@@ -50,6 +50,7 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict) -
         "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
         "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
         "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
+        "compression": sc.compression.model_dump(mode="json"),   # error feedback, q8, wire encodings
         "policy": RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         "speed_class": speed_class,
         "app_link": {d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
@@ -146,7 +147,8 @@ class Engine:
             welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
-            lost_after=sc.failures.lost_after / 2), theta, rule, hooks)   # /2: before the devices' reply timeout
+            lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
+            downlink=sc.compression.downlink()), theta, rule, hooks)
         server = curve = None
         status, reason, error = "incomplete", "", None
         evals: list[dict] = []

@@ -36,6 +36,7 @@ class PSConfig:
     max_abs_value: float = 1e6                # larger gradient entries are refused (Θ would overflow)
     checkpoint_every: int = 0                 # hand the PS to hooks.checkpoint at every k-th update (0: never)
     lost_after: float = 0.0                   # a round stops waiting for a device silent this long (s; 0: never)
+    downlink: Optional[object] = None         # compression.downlink.ModelDownlink: compressed pulls (None: f32)
 
 
 @dataclass
@@ -148,6 +149,8 @@ class ParameterServer:
                 return self._err("frozen", f"device {d} crashed (fail-stop); it may not rejoin")
             self.sessions.pop(old.session, None)
             self._held.pop(d, None)   # its old socket is gone
+        if self.config.downlink is not None:
+            self.config.downlink.forget(d)   # a new session starts from a full model
         session = secrets.token_hex(8)
         self.devices[d] = DeviceState(session, msg.attempt, last_seen=self._now()[0],
                                       last_seq=old.last_seq if old else -1)
@@ -169,6 +172,8 @@ class ParameterServer:
     def _model_for(self, d: int) -> wire.Model:
         self.devices[d].pulled = self.version
         self.rule.on_pull(d, self.version)
+        if self.config.downlink is not None:
+            return self.config.downlink.model(d, self.version, self.theta)
         # A private copy: a zero-copy send of the live Θ could be torn by the next apply.
         return wire.Model(self.version, self.theta.copy())
 

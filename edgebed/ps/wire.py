@@ -1,4 +1,4 @@
-"""Wire format of the edgebed protocol (version 1): one header frame + raw array frames.
+"""Wire format of the edgebed protocol (versions 1 and 2): one header frame + raw array frames.
 
 Every message is a ZeroMQ multipart message::
 
@@ -23,6 +23,16 @@ answers a dynamic-averaging report whose round ends in a synchronisation (upload
 ``Push`` is dense (``values`` has |Θ| entries) or sparse (``indices`` uint32 into the flat Θ and
 ``values`` of the same length). ``decode`` rejects anything malformed with ``WireError``; checks that
 need the model (index range, length of a dense push, NaN/Inf) are the PS handler's.
+
+Version 2 (compact encodings, opt-in per scenario: ``compression.encoding: compact``) changes only
+Push and Model: instead of their value/index frames they carry ONE frame ``payload`` (dtype ``|u1``)
+and the header gains ``enc`` describing how it is packed (varint/bitmap indices, f32/f16/bf16/q8
+values, optional zstd — ``ps/codec.py``). A v2 Model may be a delta: ``enc.b`` = the version of the
+model the device holds, ``indices`` the entries that changed; the device adds the values to its copy
+(``compression/downlink.py``). ``decode`` unpacks v2 into the same Push/Model fields as v1 (float32
+values, uint32 indices), so nothing behind it sees the encoding. Messages without a codec are still
+sent as version 1, byte for byte as before (the paper-reproduction studies' bytes stay comparable);
+both versions are decoded; any other version is refused with ``bad-version``.
 """
 from __future__ import annotations
 
@@ -34,11 +44,16 @@ from typing import ClassVar, Optional, Sequence
 
 import numpy as np
 
+from . import codec as _codec
+from .codec import Codec
+
 MAGIC = b"EB"
-VERSION = 1
+VERSION = 2                 # the highest version this side speaks
+VERSIONS = (1, 2)           # versions decoded
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 ALLOWED_DTYPES = {"<f4": np.float32, "<f2": np.float16, "<u4": np.uint32, "<i4": np.int32}
+PAYLOAD_DTYPE = "|u1"       # v2's packed payload frame
 _PREFIX = struct.Struct("<2sBB")
 
 
@@ -54,6 +69,8 @@ class WireError(ValueError):
 class Message:
     TYPE: ClassVar[int] = 0
     ARRAYS: ClassVar[tuple[str, ...]] = ()  # names of the ndarray fields, in frame order
+    LOCAL: ClassVar[tuple[str, ...]] = ()   # fields never sent as JSON scalars (v2: packed or in enc)
+    PACKED: ClassVar[tuple[str, str]] = ()  # v2: (values field, indices field) packed into "payload"
 
     @property
     def kind(self) -> str:
@@ -85,20 +102,33 @@ class Pull(Message):
 class Model(Message):
     TYPE: ClassVar[int] = 4
     ARRAYS: ClassVar[tuple[str, ...]] = ("params",)
+    LOCAL: ClassVar[tuple[str, ...]] = ("indices", "base", "codec")
+    PACKED: ClassVar[tuple[str, str]] = ("params", "indices")
     version: int
     params: np.ndarray
+    indices: Optional[np.ndarray] = None   # v2 delta: the entries of params that changed
+    base: Optional[int] = None             # v2 delta: version of the device's model it applies to
+    codec: Optional[Codec] = field(default=None, repr=False, compare=False)   # send as v2 with it
+
+    @property
+    def delta(self) -> bool:
+        return self.base is not None
 
 
 @dataclass
 class Push(Message):
     TYPE: ClassVar[int] = 5
     ARRAYS: ClassVar[tuple[str, ...]] = ("values", "indices")
+    LOCAL: ClassVar[tuple[str, ...]] = ("codec", "q8")
+    PACKED: ClassVar[tuple[str, str]] = ("values", "indices")
     session: str
     seq: int
     version: int
     values: np.ndarray
     indices: Optional[np.ndarray] = None  # None → dense
     loss: float = float("nan")  # training loss on the batch, for the record
+    codec: Optional[Codec] = field(default=None, repr=False, compare=False)   # send as v2 with it
+    q8: Optional[tuple] = field(default=None, repr=False, compare=False)      # (codes, scales, counts)
 
     @property
     def sparse(self) -> bool:
@@ -152,7 +182,10 @@ _SCALAR_TYPES = {int: (int,), float: (int, float), str: (str,), bool: (bool,), d
 
 
 def encode(msg: Message) -> list:
-    """Message → list of frames (bytes header, then the arrays themselves for zero-copy sending)."""
+    """Message → list of frames (bytes header, then the arrays themselves for zero-copy sending).
+    A Push or Model with a ``codec`` is sent as version 2 (one packed payload frame), else version 1."""
+    if msg.PACKED and getattr(msg, "codec", None) is not None:
+        return _encode_v2(msg)
     arrays, specs = [], []
     for name in msg.ARRAYS:
         arr = getattr(msg, name)
@@ -164,12 +197,27 @@ def encode(msg: Message) -> list:
             raise WireError("bad-dtype", f"{msg.kind}.{name}: dtype {dt} is not one of {sorted(ALLOWED_DTYPES)}")
         arrays.append(arr)
         specs.append([name, dt, list(arr.shape)])
-    scalars = {f.name: getattr(msg, f.name) for f in fields(msg) if f.name not in msg.ARRAYS}
+    return [_header(msg, 1, specs), *arrays]
+
+
+def _header(msg: Message, version: int, specs: list, **extra) -> bytes:
+    scalars = {f.name: getattr(msg, f.name) for f in fields(msg)
+               if f.name not in msg.ARRAYS and f.name not in msg.LOCAL}
     if "loss" in scalars and scalars["loss"] != scalars["loss"]:
         scalars["loss"] = None  # JSON has no NaN
+    scalars.update(extra)
     scalars["arrays"] = specs
     body = json.dumps(scalars, separators=(",", ":")).encode()
-    return [_PREFIX.pack(MAGIC, VERSION, msg.TYPE) + body, *arrays]
+    return _PREFIX.pack(MAGIC, version, msg.TYPE) + body
+
+
+def _encode_v2(msg: Message) -> list:
+    vname, iname = msg.PACKED
+    enc, payload = _codec.encode_update(getattr(msg, vname), getattr(msg, iname), msg.codec,
+                                        getattr(msg, "q8", None))
+    if getattr(msg, "base", None) is not None:
+        enc["b"] = msg.base
+    return [_header(msg, 2, [["payload", PAYLOAD_DTYPE, [int(payload.size)]]], enc=enc), payload]
 
 
 def frames_nbytes(frames: Sequence) -> int:
@@ -192,8 +240,9 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
     magic, version, mtype = _PREFIX.unpack_from(head)
     if magic != MAGIC:
         raise WireError("bad-magic", "not an edgebed message")
-    if version != VERSION:
-        raise WireError("bad-version", f"protocol version {version}, this PS speaks {VERSION}")
+    if version not in VERSIONS:
+        raise WireError("bad-version", f"protocol version {version}; this side speaks versions "
+                        f"{', '.join(map(str, VERSIONS))}: run the same edgebed version on both ends")
     cls = MESSAGE_TYPES.get(mtype)
     if cls is None:
         raise WireError("unknown-type", f"message type {mtype}")
@@ -204,10 +253,13 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
     if not isinstance(meta, dict):
         raise WireError("bad-header", "header JSON must be an object")
     specs = meta.pop("arrays", [])
-    arrays = _decode_arrays(cls, specs, frames[1:])
+    if version == 2 and cls.PACKED:
+        arrays = _decode_packed(cls, meta.pop("enc", None), specs, frames[1:], max_bytes)
+    else:
+        arrays = _decode_arrays(cls, specs, frames[1:])
     kwargs = {}
     for f in fields(cls):
-        if f.name in cls.ARRAYS:
+        if f.name in cls.ARRAYS or f.name in cls.LOCAL:
             continue
         if f.name not in meta:
             if f.default is not MISSING or f.default_factory is not MISSING:
@@ -233,6 +285,27 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
 def _field_type(f) -> Optional[type]:
     t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
     return {"int": int, "float": float, "str": str, "bool": bool, "dict": dict}.get(t)
+
+
+def _decode_packed(cls: type[Message], enc, specs, frames, max_bytes: int) -> dict:
+    if (not isinstance(specs, list) or len(specs) != 1 or len(frames) != 1
+            or specs[0] != ["payload", PAYLOAD_DTYPE, [memoryview(frames[0]).nbytes]]):
+        raise WireError("bad-array", f"a v2 {cls.__name__.lower()} carries one payload frame "
+                        f"[\"payload\", \"{PAYLOAD_DTYPE}\", [bytes]], header says {specs!r}")
+    buf = frames[0]
+    payload = np.frombuffer(memoryview(buf) if not isinstance(buf, np.ndarray) else memoryview(buf.data),
+                            dtype=np.uint8)
+    try:
+        values, indices = _codec.decode_update(enc, payload, max_bytes)
+    except _codec.CodecError as err:
+        raise WireError("bad-encoding", f"{cls.__name__.lower()}: {err}") from None
+    vname, iname = cls.PACKED
+    out = {vname: values, iname: indices}
+    if isinstance(enc, dict) and "b" in enc:
+        if cls is not Model or not isinstance(enc["b"], int) or isinstance(enc["b"], bool) or indices is None:
+            raise WireError("bad-encoding", "enc.b (delta base) is for sparse model deltas only")
+        out["base"] = enc["b"]
+    return out
 
 
 def _decode_arrays(cls: type[Message], specs, frames) -> dict:

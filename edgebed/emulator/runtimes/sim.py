@@ -79,6 +79,7 @@ class _Device:
     rng: np.random.Generator
     compute_rng: np.random.Generator
     trainer: object = None
+    pulled: object = None           # compression.downlink.PulledModel: compressed pulls → full Θ
     session: str = ""
     seq: int = 0
     job: Optional[_Job] = None
@@ -143,6 +144,7 @@ class SimRuntime(Runtime):
         self._heap: list = []
         self._seq = 0
         self._batched = None
+        self._codec = None
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
 
     def check(self) -> list[str]:
@@ -169,6 +171,7 @@ class SimRuntime(Runtime):
         torch.set_num_threads(self.spec.threads)
         from ...data import load_dataset, partition
         from ...device_agent.link import AppLink
+        from ...compression.downlink import PulledModel
         from ...device_agent.trainer import Trainer
         from ...ps.rules import RULES
         sc = self.scenario
@@ -176,6 +179,7 @@ class SimRuntime(Runtime):
         ds = load_dataset(sc.dataset, seed)
         shards = partition(ds.train_y, sc.workers.n, sc.dataset.partition, seed, sc.dataset.labels_per_worker)
         compressor = RULES[sc.algorithm.name].compressor
+        self._codec = sc.compression.push_codec()   # None: wire version 1
         classes = class_assignment(sc)
         handles = []
         for spec in specs:
@@ -187,7 +191,9 @@ class SimRuntime(Runtime):
                           AppLink.from_config(klass.downlink.model_dump(), seed=[seed, d, 2]),
                           np.random.default_rng([seed, d, 3]), np.random.default_rng([seed, d, 4]))
             dev.trainer = Trainer(sc.model.name, ds.train_x[shards[d]], ds.train_y[shards[d]],
-                                  sc.algorithm.batch_size, compressor, sc.algorithm.c, seed, d)
+                                  sc.algorithm.batch_size, compressor, sc.algorithm.c, seed, d,
+                                  compression=sc.compression.model_dump())
+            dev.pulled = PulledModel(keep=sc.compression.pull_delta)
             self.devices[d] = dev
             handles.append(SimHandle(dev))
             self._send(dev, wire.Hello(d, spec.speed_class, 0))
@@ -256,6 +262,7 @@ class SimRuntime(Runtime):
             dev.session = msg.session
             self._send(dev, wire.Pull(dev.session))
         elif isinstance(msg, wire.Model):
+            msg = dev.pulled.receive(msg)
             dev.job = _Job(msg.version, msg.params)
             compute = self.step_time * dev.klass["slowdown"]
             if self.spec.step_jitter:
@@ -279,7 +286,7 @@ class SimRuntime(Runtime):
             self._compute(dev)
         dev.job = None
         self._send(dev, wire.Push(dev.session, dev.seq, job.version, job.update.values,
-                                  job.update.indices, job.loss))
+                                  job.update.indices, job.loss, codec=self._codec, q8=job.update.q8))
         dev.seq += 1
 
     # -- compute -------------------------------------------------------------------------------
