@@ -89,7 +89,7 @@ class ParameterServer:
         """Handle one received message; returns the reply frames (None: no reply)."""
         nbytes = wire.frames_nbytes(frames)
         try:
-            msg = wire.decode(frames, self.config.max_message_bytes)
+            msg = wire.decode(frames, self.config.max_message_bytes, nbytes)
         except wire.WireError as err:
             self.meter.received("malformed", nbytes, None)
             return self._reject(err.code, str(err), None)
@@ -261,13 +261,15 @@ class ParameterServer:
                 return f"{idx.size} indices for {v.size} values"
             if idx.dtype != np.uint32:   # int32 could be negative, floats are no indices
                 return f"indices must be uint32, got {idx.dtype}"
-            if idx.size and int(idx.max()) >= n:
-                return f"index {int(idx.max())} out of range (model has {n} parameters)"
-            if idx.size > 1 and not bool(np.all(idx[1:] > idx[:-1])):
+            if idx.size > 1 and not bool((idx[1:] > idx[:-1]).all()):
                 return "indices must be strictly increasing (sorted, no duplicates)"
-        if v.size and not bool(np.isfinite(v).all()):
-            return "values contain NaN or Inf"
-        if v.size and float(np.abs(v).max()) > self.config.max_abs_value:
+            if idx.size and int(idx[-1]) >= n:   # sorted: the last is the largest
+                return f"index {int(idx[-1])} out of range (model has {n} parameters)"
+        # Two passes without temporaries (min, max) instead of isfinite + abs + max: NaN fails every
+        # comparison, so one test catches NaN, ±Inf and too large; the slow path only words the error.
+        if v.size and not (-self.config.max_abs_value <= float(v.min()) and float(v.max()) <= self.config.max_abs_value):
+            if not bool(np.isfinite(v).all()):
+                return "values contain NaN or Inf"
             return f"values exceed ±{self.config.max_abs_value:g} (max_abs_value)"
         return None
 

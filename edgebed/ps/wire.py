@@ -54,6 +54,7 @@ MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 ALLOWED_DTYPES = {"<f4": np.float32, "<f2": np.float16, "<u4": np.uint32, "<i4": np.int32}
 PAYLOAD_DTYPE = "|u1"       # v2's packed payload frame
+_DTYPES = {k: np.dtype(v).newbyteorder("<") for k, v in ALLOWED_DTYPES.items()}
 _PREFIX = struct.Struct("<2sBB")
 
 
@@ -72,9 +73,11 @@ class Message:
     LOCAL: ClassVar[tuple[str, ...]] = ()   # fields never sent as JSON scalars (v2: packed or in enc)
     PACKED: ClassVar[tuple[str, str]] = ()  # v2: (values field, indices field) packed into "payload"
 
+    KIND: ClassVar[str] = "message"   # the lower-case class name, set once per class below
+
     @property
     def kind(self) -> str:
-        return type(self).__name__.lower()
+        return self.KIND
 
 
 @dataclass
@@ -181,6 +184,29 @@ MESSAGE_TYPES: dict[int, type[Message]] = {
 _SCALAR_TYPES = {int: (int,), float: (int, float), str: (str,), bool: (bool,), dict: (dict,)}
 
 
+def _scalar_fields(cls: type[Message]) -> tuple:
+    """(name, accepted types, is int, required) of each JSON scalar field: computed once per class, so
+    decoding a message walks a tuple instead of ``dataclasses.fields`` (the PS decodes every push)."""
+    out = []
+    for f in fields(cls):
+        if f.name in cls.ARRAYS or f.name in cls.LOCAL:
+            continue
+        ftype = _field_type(f)
+        out.append((f.name, _SCALAR_TYPES[ftype] if ftype else None, ftype is int,
+                    f.default is MISSING and f.default_factory is MISSING))
+    return tuple(out)
+
+
+def _field_type(f) -> Optional[type]:
+    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+    return {"int": int, "float": float, "str": str, "bool": bool, "dict": dict}.get(t)
+
+
+_SCALARS = {cls: _scalar_fields(cls) for cls in MESSAGE_TYPES.values()}
+for _cls in MESSAGE_TYPES.values():
+    _cls.KIND = _cls.__name__.lower()
+
+
 def encode(msg: Message) -> list:
     """Message → list of frames (bytes header, then the arrays themselves for zero-copy sending).
     A Push or Model with a ``codec`` is sent as version 2 (one packed payload frame), else version 1."""
@@ -201,8 +227,7 @@ def encode(msg: Message) -> list:
 
 
 def _header(msg: Message, version: int, specs: list, **extra) -> bytes:
-    scalars = {f.name: getattr(msg, f.name) for f in fields(msg)
-               if f.name not in msg.ARRAYS and f.name not in msg.LOCAL}
+    scalars = {name: getattr(msg, name) for name, *_ in _SCALARS[type(msg)]}
     if "loss" in scalars and scalars["loss"] != scalars["loss"]:
         scalars["loss"] = None  # JSON has no NaN
     scalars.update(extra)
@@ -225,11 +250,12 @@ def frames_nbytes(frames: Sequence) -> int:
     return sum(memoryview(f).nbytes if not isinstance(f, np.ndarray) else f.nbytes for f in frames)
 
 
-def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
-    """Frames → Message; raises WireError (code + human message) for anything malformed."""
+def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes: Optional[int] = None) -> Message:
+    """Frames → Message; raises WireError (code + human message) for anything malformed.
+    ``nbytes``: ``frames_nbytes(frames)`` if the caller has it already."""
     if not frames:
         raise WireError("empty", "no frames")
-    total = frames_nbytes(frames)
+    total = frames_nbytes(frames) if nbytes is None else nbytes
     if total > max_bytes:
         raise WireError("too-large", f"message of {total} bytes exceeds the limit of {max_bytes}")
     head = bytes(memoryview(frames[0]))
@@ -258,21 +284,17 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
     else:
         arrays = _decode_arrays(cls, specs, frames[1:])
     kwargs = {}
-    for f in fields(cls):
-        if f.name in cls.ARRAYS or f.name in cls.LOCAL:
-            continue
-        if f.name not in meta:
-            if f.default is not MISSING or f.default_factory is not MISSING:
+    for name, accepted, is_int, required in _SCALARS[cls]:
+        if name not in meta:
+            if not required:
                 continue
-            raise WireError("missing-field", f"{cls.__name__.lower()} needs field {f.name!r}")
-        value = meta.pop(f.name)
-        if f.name == "loss" and value is None:
+            raise WireError("missing-field", f"{cls.__name__.lower()} needs field {name!r}")
+        value = meta.pop(name)
+        if name == "loss" and value is None:
             value = float("nan")
-        ftype = _field_type(f)
-        if ftype is not None and not (isinstance(value, _SCALAR_TYPES[ftype])
-                                      and not (ftype is int and isinstance(value, bool))):
-            raise WireError("bad-field", f"{cls.__name__.lower()}.{f.name} must be {ftype.__name__}")
-        kwargs[f.name] = value
+        if accepted is not None and not (isinstance(value, accepted) and not (is_int and isinstance(value, bool))):
+            raise WireError("bad-field", f"{cls.__name__.lower()}.{name} must be {accepted[-1].__name__}")
+        kwargs[name] = value
     if meta:
         raise WireError("bad-field", f"unknown fields {sorted(meta)} in {cls.__name__.lower()}")
     kwargs.update(arrays)
@@ -280,11 +302,6 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
         return cls(**kwargs)
     except TypeError as err:
         raise WireError("missing-field", str(err)) from None
-
-
-def _field_type(f) -> Optional[type]:
-    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-    return {"int": int, "float": float, "str": str, "bool": bool, "dict": dict}.get(t)
 
 
 def _decode_packed(cls: type[Message], enc, specs, frames, max_bytes: int) -> dict:
@@ -314,14 +331,14 @@ def _decode_arrays(cls: type[Message], specs, frames) -> dict:
                         f"arrays, message has {len(frames)}")
     out = {}
     for spec, frame in zip(specs, frames):
-        if (not isinstance(spec, list) or len(spec) != 3 or spec[0] not in cls.ARRAYS or spec[0] in out
-                or not isinstance(spec[2], list)
-                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in spec[2])):
+        # `type(x) is int` rules out bools (and int subclasses) in one test: this runs for every push
+        if (type(spec) is not list or len(spec) != 3 or spec[0] not in cls.ARRAYS or spec[0] in out
+                or type(spec[2]) is not list or not all(type(d) is int and d >= 0 for d in spec[2])):
             raise WireError("bad-array", f"bad array spec {spec!r} for {cls.__name__.lower()}")
         name, dt, shape = spec
-        if not isinstance(dt, str) or dt not in ALLOWED_DTYPES:
+        dtype = _DTYPES.get(dt) if type(dt) is str else None
+        if dtype is None:
             raise WireError("bad-dtype", f"{name}: dtype {dt!r} is not one of {sorted(ALLOWED_DTYPES)}")
-        dtype = np.dtype(ALLOWED_DTYPES[dt]).newbyteorder("<")
         buf = memoryview(frame) if not isinstance(frame, np.ndarray) else memoryview(frame.data)
         count = math.prod(shape)   # Python ints: np.prod would wrap around on huge dims
         if count * dtype.itemsize != buf.nbytes:
