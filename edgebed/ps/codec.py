@@ -142,7 +142,10 @@ def decode_indices(how: str, buf: np.ndarray, count: int) -> np.ndarray:
         rows, cols = np.nonzero(bits)
         if rows.size != count:
             raise CodecError(f"bitmap sets {rows.size} indices, header says {count}")
-        return (nz[rows].astype(np.uint64) * 8 + cols).astype(np.uint32)
+        idx = nz[rows].astype(np.int64) * 8 + cols
+        if idx.size and int(idx[-1]) >= 1 << 32:
+            raise CodecError("index beyond uint32")
+        return idx.astype(np.uint32)
     raise CodecError(f"unknown index coding {how!r}")
 
 
