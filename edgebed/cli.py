@@ -16,6 +16,8 @@ def cmd_validate(args) -> int:
     from .emulator.runtimes import get_runtime
     runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
     problems = runtime.check()
+    from .data import missing
+    problems += missing(sc.dataset)
     if problems:
         for p in problems:
             print(f"{args.scenario}: {p}", file=sys.stderr)
@@ -70,7 +72,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from .emulator.cleanup import clean, describe
+    from .emulator.cleanup import clean, clean_all, describe, describe_all
+    if args.all == bool(args.run):
+        print("error: give a run directory, or --all (not both)", file=sys.stderr)
+        return 2
+    if args.all:
+        print(describe_all(clean_all(args.runs or ["runs"], run_id_prefix=args.prefix)))
+        return 0
     print(describe(clean(Path(args.run))))
     return 0
 
@@ -184,7 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="run directory used as the ratio baseline (default: the ASGD run)")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("clean", help="remove what a run left behind (processes, containers, qdiscs)")
-    p.add_argument("run", help="run directory")
+    p.add_argument("run", nargs="?", help="run directory")
+    p.add_argument("--all", action="store_true", help="every edgebed run on this host: containers and "
+                   "networks labelled edgebed.run, and the run directories under --runs")
+    p.add_argument("--runs", action="append", metavar="DIR",
+                   help="with --all: a directory searched for run directories (repeatable; default runs/)")
+    p.add_argument("--prefix", default="", metavar="RUN_ID_PREFIX",
+                   help="with --all: only runs whose id (directory name) starts with this")
     p.set_defaults(func=cmd_clean)
     _study_parser(sub)
     _docker_parsers(sub)

@@ -75,6 +75,8 @@ class InlineEvaluator:
 
 
 def _worker(scenario_dict: dict, inbox, outbox) -> None:
+    from ..procs import die_with_parent
+    die_with_parent()   # its own queue keeps it blocked forever once the engine is gone (kill -9)
     import torch
     torch.set_num_threads(1)
     test = TestSet(scenario_dict)

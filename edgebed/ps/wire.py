@@ -33,6 +33,11 @@ model the device holds, ``indices`` the entries that changed; the device adds th
 values, uint32 indices), so nothing behind it sees the encoding. Messages without a codec are still
 sent as version 1, byte for byte as before (the paper-reproduction studies' bytes stay comparable);
 both versions are decoded; any other version is refused with ``bad-version``.
+
+Edge validation (``check_frame_count``, ``check_scalar``, at the end of this module) runs inside
+``decode``, before any array is touched: at most ``MAX_FRAMES`` frames, strings valid UTF-8 of bounded
+length, integers in 0..2**63-1, ``loss`` a finite float64 or NaN — so nothing a peer sends can make a
+later table write fail.
 """
 from __future__ import annotations
 
@@ -185,14 +190,14 @@ _SCALAR_TYPES = {int: (int,), float: (int, float), str: (str,), bool: (bool,), d
 
 
 def _scalar_fields(cls: type[Message]) -> tuple:
-    """(name, accepted types, is int, required) of each JSON scalar field: computed once per class, so
+    """(name, type, accepted types, is int, required) of each JSON scalar field: computed once per class, so
     decoding a message walks a tuple instead of ``dataclasses.fields`` (the PS decodes every push)."""
     out = []
     for f in fields(cls):
         if f.name in cls.ARRAYS or f.name in cls.LOCAL:
             continue
         ftype = _field_type(f)
-        out.append((f.name, _SCALAR_TYPES[ftype] if ftype else None, ftype is int,
+        out.append((f.name, ftype, _SCALAR_TYPES[ftype] if ftype else None, ftype is int,
                     f.default is MISSING and f.default_factory is MISSING))
     return tuple(out)
 
@@ -255,6 +260,7 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes:
     ``nbytes``: ``frames_nbytes(frames)`` if the caller has it already."""
     if not frames:
         raise WireError("empty", "no frames")
+    check_frame_count(frames)
     total = frames_nbytes(frames) if nbytes is None else nbytes
     if total > max_bytes:
         raise WireError("too-large", f"message of {total} bytes exceeds the limit of {max_bytes}")
@@ -284,7 +290,7 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes:
     else:
         arrays = _decode_arrays(cls, specs, frames[1:])
     kwargs = {}
-    for name, accepted, is_int, required in _SCALARS[cls]:
+    for name, ftype, accepted, is_int, required in _SCALARS[cls]:
         if name not in meta:
             if not required:
                 continue
@@ -294,7 +300,7 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes:
             value = float("nan")
         if accepted is not None and not (isinstance(value, accepted) and not (is_int and isinstance(value, bool))):
             raise WireError("bad-field", f"{cls.__name__.lower()}.{name} must be {accepted[-1].__name__}")
-        kwargs[name] = value
+        kwargs[name] = check_scalar(cls, name, ftype, value)
     if meta:
         raise WireError("bad-field", f"unknown fields {sorted(meta)} in {cls.__name__.lower()}")
     kwargs.update(arrays)
@@ -348,3 +354,41 @@ def _decode_arrays(cls: type[Message], specs, frames) -> dict:
     if missing:
         raise WireError("missing-array", f"{cls.__name__.lower()} needs array(s) {missing}")
     return out
+
+
+# -- edge validation (kept apart from the encoding: it is about what a hostile peer may send) ------------
+MAX_FRAMES = 1 + max(len(c.ARRAYS) for c in MESSAGE_TYPES.values())   # header + arrays (Push: 3)
+MAX_STRING = 256                 # session ids, class names
+MAX_TEXT = 4096                  # free text: Bye.reason, Error.message, Stop.reason
+MAX_INT = 2 ** 63 - 1            # every int field is recorded as int64 at most
+_TEXT_FIELDS = {"reason", "message"}
+
+
+def check_frame_count(frames: Sequence) -> None:
+    """A message has at most MAX_FRAMES frames (transports drop the rest before allocating them)."""
+    if len(frames) > MAX_FRAMES:
+        raise WireError("frame-count", f"{len(frames)} frames; a message has at most {MAX_FRAMES}")
+
+
+def check_scalar(cls: type[Message], name: str, ftype: Optional[type], value):
+    """One header field as the receiver may use it (returned, possibly normalised), or WireError."""
+    where = f"{cls.__name__.lower()}.{name}"
+    if ftype is str:
+        limit = MAX_TEXT if name in _TEXT_FIELDS else MAX_STRING
+        if len(value) > limit:
+            raise WireError("bad-field", f"{where}: {len(value)} characters, at most {limit}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:   # a lone surrogate (\\ud800) decodes from JSON but is no text
+            raise WireError("bad-field", f"{where} is not valid UTF-8 text") from None
+    elif ftype is int:
+        if not 0 <= value <= MAX_INT:
+            raise WireError("bad-field", f"{where} = {value} is outside 0..2**63-1")
+    elif ftype is float:
+        try:
+            value = float(value)
+        except OverflowError:
+            raise WireError("bad-field", f"{where} does not fit a float64") from None
+        if math.isinf(value):
+            raise WireError("bad-field", f"{where} must be finite (or null for NaN)")
+    return value

@@ -33,6 +33,13 @@ def test_committed_example_passes_compose_config():
 
 @pytest.mark.docker
 @pytest.mark.root
+def _ok(r: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """A failed compose command fails the test with its command line, exit code and output."""
+    assert r.returncode == 0, (f"{' '.join(map(str, r.args))} exited {r.returncode}\n"
+                               f"stderr:\n{r.stderr}\nstdout:\n{r.stdout}")
+    return r
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(280)
 def test_compose_project_runs_the_scenario(tmp_path):
@@ -52,9 +59,9 @@ def test_compose_project_runs_the_scenario(tmp_path):
     name = f"edgebedtest{uuid.uuid4().hex[:8]}"
     base = [*cmd, "-p", name]
     try:
-        subprocess.run([*base, "up", "-d"], cwd=proj, check=True, capture_output=True, timeout=120)
-        ps_id = subprocess.run([*base, "ps", "-q", "ps"], cwd=proj, check=True, capture_output=True,
-                               text=True).stdout.strip()
+        _ok(subprocess.run([*base, "up", "-d"], cwd=proj, capture_output=True, text=True, timeout=120))
+        ps_id = _ok(subprocess.run([*base, "ps", "-q", "ps"], cwd=proj, capture_output=True,
+                                   text=True)).stdout.strip()
         code = subprocess.run(["docker", "wait", ps_id], capture_output=True, text=True, timeout=200).stdout.strip()
         logs = subprocess.run([*base, "logs", "--no-color", "agent-0000"], cwd=proj, capture_output=True,
                               text=True).stdout
