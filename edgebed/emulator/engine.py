@@ -19,7 +19,7 @@ from ..ps.rules import RULES
 from ..ps.server import Hooks, ParameterServer, PSConfig
 from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
-from ..units import fmt_bytes
+from ..console import RunStatus, stop_fraction, warn
 from .runtimes import AgentSpec, get_runtime
 
 TICK = 0.25           # seconds between run-loop iterations
@@ -198,7 +198,7 @@ class Engine:
             ps._event(-1, "start", f"{len(handles)} agents on runtime {runtime.name}")
             if applied.get("warning"):   # e.g. no netem: said once, recorded in events and manifest
                 ps._event(-1, "warning", applied["warning"])
-                print(f"warning: {applied['warning']}", file=sys.stderr)
+                warn(applied["warning"])
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
             t_running = last_flush = time.monotonic()
             while ps.stopped is None:
@@ -352,14 +352,13 @@ class Engine:
         except Exception as err:
             return {"error": f"{type(err).__name__}: {err}"}
 
-    @staticmethod
-    def _line(ps, evals, elapsed, alive) -> str:
-        acc = f"{evals[-1]['accuracy']:.2%}" if evals else "—"
-        rate = ps.version / elapsed if elapsed > 0 else 0.0
+    def _line(self, ps, evals, elapsed, alive) -> RunStatus:
+        """The progress callback's argument (see console.RunStatus; ``str()`` of it is one line)."""
         virtual = ps.hooks.clock()[1]
-        return (f"updates {ps.version:>7d} | {rate:7.1f} upd/s | acc {acc:>6s} | "
-                f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s"
-                + (f" | virtual {virtual:.1f} s" if virtual == virtual else ""))
+        clock = virtual if virtual == virtual else elapsed
+        return RunStatus(ps.version, ps.version / elapsed if elapsed > 0 else 0.0,
+                         evals[-1]["accuracy"] if evals else None, len(evals), ps.meter.ingress_bytes,
+                         alive, elapsed, virtual, stop_fraction(self.sc.stop, ps.version, clock))
 
 
 def _first_agent_error(path: Path, exit_codes: dict[int, int]) -> str:
@@ -398,22 +397,8 @@ def _remove_empty(path: Path) -> None:
         pass
 
 
-def terminal_progress(stream=None, every: float = 5.0) -> Callable[[str, bool], None]:
-    """Progress printer: rewrites one line on a terminal, prints a line every ``every`` s otherwise.
-
-    ``stream`` defaults to the sys.stderr of the moment of the call (not of the import)."""
-    stream = stream or sys.stderr
-    tty = stream.isatty()
-    last = [0.0]
-
-    def show(line: str, final: bool) -> None:
-        now = time.monotonic()
-        if tty:
-            stream.write("\r" + line + ("\n" if final else ""))
-            stream.flush()
-        elif final or now - last[0] >= every:
-            stream.write(line + "\n")
-            stream.flush()
-            last[0] = now
-    return show
-
+def terminal_progress(stream=None, every: float = 30.0):
+    """The console's progress callback (``console.RunProgress``): a live bar on a terminal, one line
+    per evaluation (and every ``every`` s) otherwise. ``stream`` defaults to the sys.stderr of the call."""
+    from ..console import RunProgress
+    return RunProgress(stream or sys.stderr, every=every)
