@@ -234,6 +234,30 @@ class SecuritySpec(_Strict):
     curve: bool = Field(False, description="ZeroMQ CURVE encryption + allow-list of per-run device keys")
 
 
+class TimingSpec(_Strict):
+    """How real-time runtimes keep the scenario's clock (``edgebed/timing.py``); all off by default."""
+    pacing: bool = Field(False, description="paced compute on local/docker/spark: a device's compute phase "
+                         "lasts step_time × slowdown, never less (real compute runs inside it, the device "
+                         "waits out the rest); overruns are counted and the run gets a fidelity verdict")
+    step_time: Optional[Annotated[float, BeforeValidator(units.parse_duration)] | Literal["calibrate"]] = Field(
+        None, description="seconds per SGD step at slowdown 1 for pacing and the expected timing: a duration, "
+        "or `calibrate` (timed on this host before the agents start); default: the sim's reference value")
+    dilation: float | Literal["auto"] = Field(1.0, description="scale every configured time (compute, think, "
+                                              "waiting time, link delay/jitter, 1/rate) by this factor on "
+                                              "real-time runtimes; results are reported in emulated time. "
+                                              "`auto`: the smallest factor the calibrated host can hold")
+    wait: ThinkTime = Field(ThinkTime(), description="random waiting time of every device between compute and "
+                            "push (the paper's platform: the order of worker updates is random); 0: off")
+    tolerance: Fraction = Field(0.1, description="a speed class whose realized update rate or share is off "
+                                "its expected value by more than this (relative) is reported distorted")
+
+    @model_validator(mode="after")
+    def _dilation_positive(self):
+        if self.dilation != "auto" and not self.dilation > 0:
+            raise ValueError(f"dilation must be > 0 (a factor; 1 = real time) or auto, got {self.dilation}")
+        return self
+
+
 class RuntimeSpec(_Strict):
     name: Literal["local", "docker", "sim", "spark"] = "local"
     local: dict[str, Any] = Field(default_factory=dict)
@@ -258,6 +282,7 @@ class Scenario(_Strict):
     runtime: RuntimeSpec = RuntimeSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     security: SecuritySpec = SecuritySpec()
+    timing: TimingSpec = TimingSpec()
 
     @model_validator(mode="after")
     def _compression_applies(self):
@@ -271,7 +296,10 @@ class Scenario(_Strict):
         return self.workers.classes[class_assignment(self)[device]]
 
     def to_dict(self) -> dict:
-        return self.model_dump(mode="json")
+        out = self.model_dump(mode="json")
+        if self.timing == TimingSpec():   # absent when off: resolved scenarios of older runs stay equal
+            del out["timing"]
+        return out
 
 
 def class_assignment(sc: Scenario) -> list[int]:
