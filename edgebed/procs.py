@@ -47,14 +47,15 @@ def is_alive(record: dict) -> bool:
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask the kernel to send ``sig`` to this process when its parent dies (Linux; no-op elsewhere).
 
-    Call it first thing in a child. If the parent is already gone (it died before the call), exit."""
+    Call it first thing in a child. If the parent died while the signal was being set, exit. (A
+    parent with PID 1 is no sign of that: in a container the engine itself is PID 1.)"""
     parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent or parent == 1:
+    if os.getppid() != parent:
         os._exit(1)
 
 
