@@ -44,18 +44,20 @@ def is_alive(record: dict) -> bool:
     return start_time(pid) == start
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
+def die_with_parent(sig: int = signal.SIGKILL, parent: Optional[int] = None) -> None:
     """Ask the kernel to send ``sig`` to this process when its parent dies (Linux; no-op elsewhere).
 
-    Call it first thing in a child. If the parent died while the signal was being set, exit. (A
-    parent with PID 1 is no sign of that: in a container the engine itself is PID 1.)"""
-    parent = os.getppid()
+    Call it first thing in a child. If the parent is already gone (it died before the call), exit.
+    ``parent``: the PID the child knows its parent has (``multiprocessing.parent_process().pid``);
+    without it a parent of PID 1 counts as gone (re-parented to init) — wrong where the parent *is*
+    PID 1, as a container's main process (the compose PS), so children that can be there pass it."""
+    expected = os.getppid() if parent is None else parent
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent:
+    if os.getppid() != expected or (parent is None and expected == 1):
         os._exit(1)
 
 

@@ -30,6 +30,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .datadict import annotate
+
 # Columns of each table and their arrow types; writers must give exactly these keys.
 SCHEMAS: dict[str, pa.Schema] = {
     "updates": pa.schema([
@@ -63,6 +65,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("detail", pa.string()),
     ]),
 }
+SCHEMAS = annotate(SCHEMAS)   # each field's unit and meaning as Parquet metadata (datadict.py)
 TABLES = tuple(SCHEMAS)
 
 

@@ -32,6 +32,7 @@ class Trainer:
         self.rng = np.random.default_rng([seed, device, 0xBA7C])
         self._order = np.empty(0, dtype=np.int64)
         self._pos = 0
+        self.steps = 0      # SGD steps computed so far (a paced agent's compute budget counts them)
 
     def next_batch(self) -> np.ndarray:
         if self._pos + self.b > len(self._order):
@@ -49,6 +50,7 @@ class Trainer:
 
     def _backward(self) -> float:
         idx = torch.from_numpy(self.next_batch()).to(self.dev)
+        self.steps += 1
         for p in self.model.parameters():
             p.grad = None
         loss = F.cross_entropy(self.model(self.x[idx]), self.y[idx])

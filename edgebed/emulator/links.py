@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
+from ..timing import tbf_burst  # one definition: the expected timing (edgebed/timing.py) models the burst
+
 LINK_PROPS = ("rate", "delay", "jitter", "loss")
 ROOT_HANDLE = 0x10000          # "1:" — root qdisc installed by edgebed
 NETEM_CHILD_HANDLE = 0x20000   # "2:" — tbf below netem when both are used
@@ -177,9 +179,6 @@ def tbf_limit(rate_bps: float, latency: float) -> int:
     return int(max(rate_bps / 8 * latency, LIMIT_MIN) + tbf_burst(rate_bps))
 
 
-def tbf_burst(rate_bps: float) -> int:
-    """Token-bucket depth in bytes: 10 ms worth of data, at least two full-size segments."""
-    return max(int(rate_bps / 8 * 0.010), 2 * 1514 + 200, 3200)
 
 
 @dataclass(frozen=True)
@@ -230,6 +229,35 @@ def shape_with(index: int, profile, qdiscs: Optional[dict], netns: NetnsRef = No
     except Exception as err:
         raise LinkError(f"could not shape interface #{index} in namespace {ns or 'host'}: {err}") from err
     return Shaped(index, ns, kind, lv)
+
+
+INGRESS_HANDLE = 0xFFFF0000   # "ffff:" — the ingress qdisc
+IFB_NAME = "ifb-down"          # where a container's ingress is redirected to be shaped
+
+
+def shape_ingress(index: int, rate: float, netns: NetnsRef = None, latency: float = 0.1,
+                  ifb: str = IFB_NAME) -> str:
+    """Shape what arrives on interface ``index`` to ``rate`` bits/s from inside its own namespace: an
+    ingress qdisc redirects every packet to a new ifb device whose egress holds a tbf. This is how a
+    container shapes its own downlink (the host-side veth, which the Docker runtime shapes instead,
+    is out of its reach). Needs CAP_NET_ADMIN and the ifb module. Returns the ifb device's name."""
+    try:
+        with iproute(netns) as ipr:
+            ipr.link("add", ifname=ifb, kind="ifb")
+            ifb_index = ipr.link_lookup(ifname=ifb)[0]
+            ipr.link("set", index=ifb_index, state="up")
+            ipr.tc("add", "tbf", ifb_index, handle=ROOT_HANDLE, rate=_rate_arg(rate), burst=tbf_burst(rate),
+                   limit=tbf_limit(rate, latency))
+            ipr.tc("add", "ingress", index, INGRESS_HANDLE)
+            # u32 matching every packet (mask 0 at offset 0); protocol ETH_P_ALL
+            ipr.tc("add-filter", "u32", index, parent=INGRESS_HANDLE, protocol=0x0003, prio=1,
+                   keys=["0x0/0x0+0"], target=ROOT_HANDLE,
+                   action=[{"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": ifb_index}])
+    except Exception as err:
+        raise LinkError(f"could not shape ingress of interface #{index} in namespace "
+                        f"{_netns_path(netns) or 'host'} through {ifb}: {err} (needs CAP_NET_ADMIN and "
+                        "the ifb kernel module: modprobe ifb)") from err
+    return ifb
 
 
 def unshape(index: int, netns: NetnsRef = None) -> bool:
@@ -314,10 +342,11 @@ def bridge_ifname(network_id: str) -> str:
 # --- command line: the init step of a compose service ----------------------------------------------
 
 def main(argv=None) -> int:
-    """``python -m edgebed.emulator.links shape --dev eth0 --rate BITS_PER_S -- CMD ...``
+    """``python -m edgebed.emulator.links shape --dev eth0 [--rate BITS_PER_S] [--down-rate BITS_PER_S] -- CMD``
 
-    Shapes egress of ``--dev`` in the caller's own namespace (needs CAP_NET_ADMIN), then execs CMD.
-    Used as the first step of a compose agent service; delay/jitter/loss stay with the agent."""
+    Shapes egress (``--rate``, the uplink) and ingress (``--down-rate``, the downlink, through an ifb
+    device) of ``--dev`` in the caller's own namespace (needs CAP_NET_ADMIN), then execs CMD. Used as
+    the first step of a compose agent service; delay/jitter/loss stay with the agent."""
     import argparse
     import sys
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -326,14 +355,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m edgebed.emulator.links")
     ap.add_argument("action", choices=["shape"])
     ap.add_argument("--dev", default="eth0")
-    ap.add_argument("--rate", type=float, required=True, help="bits/s")
+    ap.add_argument("--rate", type=float, help="uplink (egress) bits/s")
+    ap.add_argument("--down-rate", type=float, help="downlink (ingress) bits/s")
     args = ap.parse_args(own)
     from ..scenario import LinkProfile
     # Inside a container there is no way to probe (that needs a fresh namespace): tbf is assumed,
     # and the rest is the agent's.
-    prof = LinkProfile(rate=args.rate)
-    shaped = shape_with(ifindex(args.dev), prof, {"tbf": True, "htb": True, "netem": False})
-    print(f"edgebed: {args.dev} egress shaped: {shaped.qdisc} rate={args.rate:.0f} bit/s", flush=True)
+    if args.rate:
+        shaped = shape_with(ifindex(args.dev), LinkProfile(rate=args.rate), {"tbf": True, "htb": True, "netem": False})
+        print(f"edgebed: {args.dev} egress shaped: {shaped.qdisc} rate={args.rate:.0f} bit/s", flush=True)
+    if args.down_rate:
+        ifb = shape_ingress(ifindex(args.dev), args.down_rate)
+        print(f"edgebed: {args.dev} ingress shaped: tbf on {ifb} rate={args.down_rate:.0f} bit/s", flush=True)
     if cmd:
         os.execvp(cmd[0], cmd)
     return 0
