@@ -101,6 +101,59 @@ class AlgorithmSpec(_Strict):
         return self
 
 
+class CompressionSpec(_Strict):
+    """Beyond the update rule's selection (edgebed/compression): error feedback, quantization, and the
+    wire encodings of pushes and pulls. The defaults are the paper's: no residual, float32 values,
+    wire version 1 — so the paper-reproduction studies' bytes stay comparable."""
+    error_feedback: bool = Field(False, description="keep the residual of what was not sent on the "
+                                 "device and add it to the next gradient (gradient rules)")
+    momentum: float = Field(0.0, ge=0, lt=1, description="DGC momentum correction m (needs error_feedback)")
+    quantize: Literal["none", "q8"] = Field("none", description="q8: 8-bit stochastic quantization of "
+                                            "the sent values, one scale per layer (needs encoding: compact)")
+    encoding: Literal["v1", "compact"] = Field("v1", description="pushes: v1 = uint32 indices + float32 "
+                                               "values; compact = wire v2 (ps/codec.py)")
+    values: Literal["f32", "f16", "bf16"] = Field("f32", description="compact push values")
+    indices: Literal["auto", "varint", "bitmap"] = Field("auto", description="compact push indices "
+                                                         "(auto: the smaller per push)")
+    zstd: bool = Field(False, description="zstd the compact pushes and pulls when smaller (pip install "
+                       "'edgebed[zstd]')")
+    pull: Literal["f32", "f16", "bf16"] = Field("f32", description="model values sent at each pull")
+    pull_delta: bool = Field(False, description="send the delta since the device's last pull when smaller")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.momentum and not self.error_feedback:
+            raise ValueError("momentum (DGC's momentum correction) needs error_feedback: true")
+        if self.encoding == "v1":
+            bad = [k for k, d in (("quantize", "none"), ("values", "f32"), ("indices", "auto"))
+                   if getattr(self, k) != d]
+            if bad:
+                raise ValueError(f"{', '.join(bad)} change(s) the push encoding: set encoding: compact "
+                                 "(v1 always sends uint32 indices and float32 values)")
+        if self.zstd:
+            from .ps.codec import zstandard
+            if zstandard is None:
+                raise ValueError("zstd: true needs the zstandard package: pip install 'edgebed[zstd]'")
+        return self
+
+    @property
+    def compact_pulls(self) -> bool:
+        return self.pull != "f32" or self.pull_delta
+
+    def push_codec(self):
+        """The wire codec of pushes (None: version 1)."""
+        from .ps.codec import Codec
+        return Codec(self.values, self.indices, self.zstd) if self.encoding == "compact" else None
+
+    def downlink(self):
+        """The PS's pull encoder (None: full float32 models, version 1)."""
+        if not self.compact_pulls:
+            return None
+        from .compression.downlink import ModelDownlink
+        from .ps.codec import Codec
+        return ModelDownlink(Codec(self.pull, "auto", self.zstd), self.pull_delta)
+
+
 class ThinkTime(_Strict):
     """Idle time between computing a gradient and pushing it."""
     dist: Literal["constant", "exponential", "uniform"] = "constant"
@@ -221,6 +274,7 @@ class Scenario(_Strict):
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
     algorithm: AlgorithmSpec = AlgorithmSpec()
+    compression: CompressionSpec = CompressionSpec()
     workers: WorkersSpec
     failures: FailureSpec = FailureSpec()
     stop: StopSpec
@@ -229,6 +283,14 @@ class Scenario(_Strict):
     checkpoint: CheckpointSpec = CheckpointSpec()
     security: SecuritySpec = SecuritySpec()
     timing: TimingSpec = TimingSpec()
+
+    @model_validator(mode="after")
+    def _compression_applies(self):
+        cp = self.compression
+        if (cp.error_feedback or cp.quantize != "none") and self.algorithm.name not in ("asgd", "comp-asgd", "adacomp"):
+            raise ValueError(f"compression.error_feedback / quantize apply to gradient pushes (asgd, comp-asgd, "
+                             f"adacomp), not to {self.algorithm.name}; remove them or change algorithm.name")
+        return self
 
     def class_of(self, device: int) -> SpeedClass:
         return self.workers.classes[class_assignment(self)[device]]

@@ -51,6 +51,10 @@ class DevicePolicy:
         # (``device_agent/batched.py``); only the gradient policy has such separable work.
         self.deferred = False
 
+    # Whether the device's compressor applies to this policy's uploads (gradients); model deltas and
+    # reports go as they are.
+    compressed = False
+
     def start(self) -> Request:
         return PULL
 
@@ -59,6 +63,8 @@ class DevicePolicy:
 
 
 class GradientPush(DevicePolicy):
+    compressed = True
+
     def next(self, reply):
         if isinstance(reply, wire.Model):
             if self.deferred:

@@ -91,11 +91,14 @@ class DeviceProtocol:
         self._reply: Optional[wire.Message] = None        # the reply the next compute() answers
         self._request = None                              # PULL or the Upload the compute produced
         self.deferred_gradients = False    # the virtual clock may compute gradients later, in batches
+        self.codec = self.pulled = None
 
     # -- driver entry points -------------------------------------------------------------------
     def hello(self, attempt: int) -> list[Action]:
         """(Re)join: a first hello, or a new one after the session was lost (the push in flight is dropped)."""
         self.attempt, self.session = attempt, ""
+        if self.pulled is not None:
+            self.pulled.reset()   # a new session starts from a full model
         return [Send(wire.Hello(self.device, self.speed_class, attempt))]
 
     def receive(self, reply: wire.Message) -> list[Action]:
@@ -115,7 +118,7 @@ class DeviceProtocol:
         if isinstance(reply, wire.Ack) and reply.freeze:
             return [Freeze()]
         if isinstance(reply, (wire.Model, wire.Ack, wire.Sync)):
-            self._reply = reply
+            self._reply = self.pulled.receive(reply) if isinstance(reply, wire.Model) else reply
             return [Compute()]
         return [Exit(1, f"unexpected reply {reply.kind}")]
 
@@ -146,7 +149,16 @@ class DeviceProtocol:
             cfg = self.config = msg.config
             self.trainer = self.make_trainer(cfg)
             algo = cfg["algorithm"]
-            self.compressor = make_compressor(cfg["compressor"], algo.get("c", 1.0), self.trainer.layers)
+            from ..compression.downlink import PulledModel
+            from ..scenario import CompressionSpec
+            comp = CompressionSpec.model_validate(cfg.get("compression", {}))
+            # The one compressor object of this device: selection, q8, error feedback (its residual
+            # stays here between pushes and across rejoins).
+            self.compressor = make_compressor(cfg["compressor"], algo.get("c", 1.0), self.trainer.layers,
+                                              comp.error_feedback, comp.momentum, comp.quantize,
+                                              np.random.default_rng([cfg["seed"], self.device, 0x9A8]))
+            self.codec = comp.push_codec()                 # None: wire version 1
+            self.pulled = PulledModel(keep=comp.pull_delta)   # compressed pulls → the full Θ
             self.policy = make_policy(cfg.get("policy"), self.trainer)
             self.policy.deferred = self.deferred_gradients
             self._rng = np.random.default_rng([cfg["seed"], self.device, 3])
@@ -169,11 +181,11 @@ class DeviceProtocol:
         if up.theta is not None:
             raise RuntimeError(f"device {self.device}: the deferred gradient at version {up.version} was "
                                "never computed (the driver must fill it before the push)")
-        values, indices = up.values, up.indices
-        if indices is None:   # the one place a payload is compressed (dense payloads only)
+        values, indices, q8 = up.values, up.indices, None
+        if self.policy.compressed:   # the one place a payload is compressed (gradient pushes)
             sparse = self.compressor.compress(values)
-            values, indices = sparse.values, sparse.indices
+            values, indices, q8 = sparse.values, sparse.indices, sparse.q8
         msg = wire.Push(self.session, self.seq, up.version, values, indices,
-                        up.loss if up.loss is not None else math.nan)
+                        up.loss if up.loss is not None else math.nan, codec=self.codec, q8=q8)
         self.seq += 1
         return msg

@@ -55,6 +55,11 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
     if app_link.get("cpu_quota") and not (timing or {}).get("pacing"):
         speed_class["slowdown"] = 1.0
     extra = {"timing": timing} if timing else {}
+    # Only when set (error feedback, q8, wire encodings): the Welcome's bytes cross the emulated link, so
+    # an unchanged default must not move the virtual clock's tables (tests/integration/test_sim_golden.py).
+    compression = sc.compression.model_dump(mode="json")
+    if compression != type(sc.compression)().model_dump(mode="json"):
+        extra["compression"] = compression
     return {**extra,
         "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
         "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
@@ -198,7 +203,8 @@ class Engine:
                                              timing_of(d) if timing_of else None),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
-            lost_after=sc.failures.lost_after / 2), theta, rule, hooks)   # /2: before the devices' reply timeout
+            lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
+            downlink=sc.compression.downlink()), theta, rule, hooks)
         transport = None
         status, reason, error = "incomplete", "", None
         ps.config.checkpoint_every = sc.checkpoint.every

@@ -146,6 +146,7 @@ class SimRuntime(Runtime):
         self._heap: list = []
         self._seq = 0
         self._batched = None
+        self._codec = None
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
 
     def applied(self) -> dict:
@@ -172,6 +173,7 @@ class SimRuntime(Runtime):
         torch.set_num_threads(self.spec.threads)
         from ...data import load_dataset, partition
         from ...device_agent.link import AppLink
+        from ...compression.downlink import PulledModel
         from ...device_agent.trainer import Trainer
         sc = self.scenario
         seed = sc.seed
