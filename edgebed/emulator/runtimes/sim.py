@@ -146,7 +146,6 @@ class SimRuntime(Runtime):
         self._heap: list = []
         self._seq = 0
         self._batched = None
-        self._codec = None
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
 
     def applied(self) -> dict:
