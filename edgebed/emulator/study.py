@@ -25,7 +25,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -54,6 +54,20 @@ class CellSpec(_Strict):
     reference: Optional[Reference] = None
 
 
+class TuningSpec(_Strict):
+    """How ``edgebed study tune`` picks α for each cell: a log grid on a short horizon, scored on a
+    validation split carved from the training data (never the test set)."""
+    lr: list[float] = Field(default_factory=lambda: [0.003, 0.01, 0.03, 0.1, 0.3, 1.0], min_length=2)
+    updates: int = Field(..., ge=1, description="the short horizon: applied updates per tuning run")
+    eval_every: int = Field(..., ge=1)
+    validation_samples: int = Field(..., ge=1, description="last N training samples held out")
+    seeds: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    rule: Literal["final-smoothed", "best-smoothed"] = Field(
+        "final-smoothed", description="score: the moving average of validation accuracy at the "
+        "horizon, or its maximum; mean over the tuning seeds; the highest wins, ties the smaller α")
+    window: int = Field(5, ge=1, description="moving-average window, in evaluations")
+
+
 class StudySpec(_Strict):
     name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
@@ -65,6 +79,20 @@ class StudySpec(_Strict):
     target: float = Field(0.97, gt=0, le=1, description="target test accuracy, a fraction")
     baseline: Optional[str] = None
     reference_source: str = Field("", description="where the cells' reference numbers come from")
+    targets: list[float] = Field(default_factory=list, description="more target accuracies for "
+                                 "the per-target tables (fractions)")
+    smoothing: int = Field(1, ge=1, description="moving-average window (evaluations) of the "
+                           "accuracy curve that targets and 'best' are read from; 1: raw")
+    protocol: str = Field("", description="how α was chosen, e.g. \"paper's single α\"; labels the report")
+    tuning: Optional[TuningSpec] = None
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, v):
+        bad = [t for t in v if not 0 < t <= 1]
+        if bad:
+            raise ValueError(f"targets {bad} must be fractions in (0, 1], e.g. 0.94")
+        return v
 
     @field_validator("sweep")
     @classmethod
@@ -109,11 +137,15 @@ class Study:
     cells: list[Cell]
     cli_set: tuple[str, ...] = ()
     only: Optional[frozenset] = None   # ids of the cells to run (``select``); None: all of them
+    tuned: Optional[dict] = None       # cell label → α chosen by ``study tune`` (studies with tuning:)
 
     def scenario(self, cell: Cell, seed: int) -> Scenario:
-        """The resolved scenario of one cell × seed: base → study set → cell → sweep → seed → --set."""
+        """The resolved scenario of one cell × seed: base → study set → cell → sweep → tuned α →
+        seed → --set."""
         name = f"{self.spec.name}-{cell.id}-s{seed}"[:120]
-        overrides = (*cell.overrides, f"seed={seed}", f"name={name}", *self.cli_set)
+        lr = (self.tuned or {}).get(cell.label)
+        tuned = (f"algorithm.lr={lr!r}",) if lr is not None else ()
+        overrides = (*cell.overrides, *tuned, f"seed={seed}", f"name={name}", *self.cli_set)
         try:
             return parse_scenario(self.base, str(self.base_path), overrides)
         except ScenarioError as err:
@@ -136,6 +168,12 @@ class Study:
             listed = "\n".join(f"  {c.label}   (id {c.id})" for c in self.cells)
             raise StudyError(f"{self.path}: --cells {' '.join(patterns)} matches no cell; the cells are:\n{listed}")
         return dataclasses.replace(self, only=chosen)
+
+    def untuned(self) -> list[str]:
+        """Labels of the selected cells that need a tuned α and have none."""
+        if self.spec.tuning is None:
+            return []
+        return [c.label for c in self.selected if c.label not in (self.tuned or {})]
 
     @property
     def selected(self) -> list[Cell]:
@@ -208,8 +246,9 @@ def _format(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = ("unknown key; study keys are name, description, base, set, sweep, cells, seeds, "
-                   "target, baseline, reference_source; a cell has label, set, reference "
-                   "(see scenarios/studies/README.md)")
+                   "target, targets, smoothing, protocol, tuning, baseline, reference_source; a cell "
+                   "has label, set, reference; tuning has lr, updates, eval_every, "
+                   "validation_samples, seeds, rule, window (see scenarios/studies/README.md)")
         elif e["type"] == "missing":
             msg = "required key is missing"
         elif e["loc"][-1] in ("final_accuracy", "target"):
@@ -242,13 +281,34 @@ def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
         cells = expand(spec)
     except ValueError as err:
         raise StudyError(f"{path}: {err}") from None
-    study = Study(spec, path, base, base_path, cells, tuple(cli_set))
+    study = Study(spec, path, base, base_path, cells, tuple(cli_set), tuned=read_tuned(path, spec, cells))
     if spec.baseline is not None and study.baseline_for(cells[0]) is None:
         known = sorted({c.label for c in cells} | {c.group for c in cells if c.group})
         raise StudyError(f"{path}: baseline: {spec.baseline!r} names no cell; use one of {known}")
     for cell in cells:
         study.scenario(cell, spec.seed_list[0])
     return study
+
+
+def tuned_path(study_path: Path) -> Path:
+    """Where ``study tune`` writes the chosen α of a study: next to the study file."""
+    return study_path.with_name(f"{study_path.stem}.tuned.yaml")
+
+
+def read_tuned(path: Path, spec: StudySpec, cells: list[Cell]) -> Optional[dict]:
+    """The chosen α per cell label from ``<study>.tuned.yaml`` (None: not tuned yet)."""
+    tp = tuned_path(path)
+    if spec.tuning is None or not tp.is_file():
+        return None
+    try:
+        chosen = (yaml.safe_load(tp.read_text()) or {}).get("chosen") or {}
+    except yaml.YAMLError as err:
+        raise StudyError(f"{tp}: not valid YAML ({err}); delete it and run `edgebed study tune {path}`") from None
+    unknown = sorted(set(chosen) - {c.label for c in cells})
+    if unknown:
+        raise StudyError(f"{tp}: chosen α for cells {unknown} that {path} does not have; rerun "
+                         f"`edgebed study tune {path}`")
+    return {k: float(v) for k, v in chosen.items()}
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -280,24 +340,60 @@ def latest_run(parent: Path) -> Optional[Path]:
     return runs[-1] if runs else None
 
 
+def same_scenario(recorded: dict, scenario: Scenario) -> bool:
+    """Whether a run's recorded (resolved) scenario is ``scenario``. The recorded one is resolved
+    again through today's schema first, so a key added since, at its default, does not count as a
+    change (old runs stay valid); a key the schema no longer knows does."""
+    if recorded == scenario.to_dict():
+        return True
+    try:
+        return Scenario.model_validate(recorded).to_dict() == scenario.to_dict()
+    except ValidationError:
+        return False
+
+
 def _done(parent: Path, scenario: Scenario) -> Optional[Path]:
     run = latest_run(parent)
     if run is None or read_json(run, "summary.json").get("status") != "complete":
         return None
-    same = yaml.safe_load((run / "scenario.yaml").read_text()) == scenario.to_dict()
+    same = same_scenario(yaml.safe_load((run / "scenario.yaml").read_text()) or {}, scenario)
     return run if same else None
 
 
+def results_dir(results: Path, cell: Cell, seed: int) -> Path:
+    """A cell × seed's compact result under a results directory (see ``analysis/compact.py``)."""
+    return Path(results) / "runs" / cell.id / f"seed-{seed}"
+
+
+def compact_done(results: Optional[Path], cell: Cell, seed: int, scenario: Scenario) -> Optional[Path]:
+    """The committed compact result of this cell × seed, if it is complete and of ``scenario``."""
+    if results is None:
+        return None
+    d = results_dir(results, cell, seed)
+    if not (d / "scenario.yaml").is_file() or read_json(d, "summary.json").get("status") != "complete":
+        return None
+    return d if same_scenario(yaml.safe_load((d / "scenario.yaml").read_text()) or {}, scenario) else None
+
+
+def _where(run: Path, sdir: Path) -> str:
+    """A run's path as status.json records it: relative to the study dir when inside it."""
+    try:
+        return str(run.relative_to(sdir))
+    except ValueError:
+        return str(run.resolve())
+
+
 def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
-             show: Callable[[str, bool], None], head: str) -> tuple[dict, bool]:
-    """Run (or skip, if already complete) one cell × seed; returns its status entry and whether
-    the user interrupted it."""
+             show: Callable[[str, bool], None], head: str,
+             results: Optional[Path] = None) -> tuple[dict, bool]:
+    """Run (or skip, if already complete here or in ``results``) one cell × seed; returns its
+    status entry and whether the user interrupted it."""
     sc = study.scenario(cell, seed)
     parent = cell_dir(sdir, cell, seed)
     entry = _entry(study, cell, seed)
-    done = _done(parent, sc)
+    done = _done(parent, sc) or compact_done(results, cell, seed, sc)
     if done is not None:
-        entry.update(status="skipped", run=str(done.relative_to(sdir)))
+        entry.update(status="skipped", run=_where(done, sdir))
         show(f"{head}: already complete ({done.name}), skipped", True)
         return entry, False
     parent.mkdir(parents=True, exist_ok=True)
@@ -326,11 +422,12 @@ def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
     return entry, interrupted
 
 
-def _recorded(study: Study, sdir: Path, cell: Cell, seed: int) -> dict:
+def _recorded(study: Study, sdir: Path, cell: Cell, seed: int, results: Optional[Path] = None) -> dict:
     """The status entry of a cell × seed this invocation does not run: its complete run, if any."""
-    done = _done(cell_dir(sdir, cell, seed), study.scenario(cell, seed))
+    sc = study.scenario(cell, seed)
+    done = _done(cell_dir(sdir, cell, seed), sc) or compact_done(results, cell, seed, sc)
     return _entry(study, cell, seed, status="skipped" if done else "not run",
-                  run=str(done.relative_to(sdir)) if done else None)
+                  run=_where(done, sdir) if done else None)
 
 
 def _entry(study: Study, cell: Cell, seed: int, **fields) -> dict:
@@ -357,12 +454,13 @@ class _EveryMinute:
 
 
 def _pool_job(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
-              head: str) -> tuple[dict, bool]:
-    return _run_one(study, sdir, cell, seed, run_cell, _EveryMinute(), head)
+              head: str, results: Optional[Path] = None) -> tuple[dict, bool]:
+    return _run_one(study, sdir, cell, seed, run_cell, _EveryMinute(), head, results)
 
 
 def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[RunCell] = None,
-              progress: Optional[Callable[[str, bool], None]] = None, jobs: int = 1) -> dict:
+              progress: Optional[Callable[[str, bool], None]] = None, jobs: int = 1,
+              results: Optional[Path] = None) -> dict:
     """Run every cell × seed not already complete; returns (and writes) the status of the whole study.
 
     ``run_cell(scenario, out_dir, progress)`` runs one scenario (default: the Engine). An exception
@@ -370,9 +468,15 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     on; a user interrupt (Ctrl-C) stops the study after recording it and raises KeyboardInterrupt.
     ``jobs > 1`` runs that many cells at once, each in its own (spawned) process; ``run_cell`` must
     then be picklable (a module-level function or :class:`EngineRunner`).
+    ``results`` (e.g. ``benchmarks/results/studies/<name>``): a cell × seed with a complete compact
+    result there of the same scenario is skipped, and each run completed now is compacted into it.
     """
     if jobs < 1:
         raise StudyError(f"jobs = {jobs}: give at least 1 (cells run at once)")
+    missing = study.untuned()
+    if missing:
+        raise StudyError(f"{study.path}: no tuned α yet for {missing}; run `edgebed study tune "
+                         f"{study.path}` first (it writes {tuned_path(study.path).name})")
     run_cell = run_cell or engine_runner(str(study.path))
     show = progress or (lambda line, final: None)
     sdir = Path(out) / study.spec.name
@@ -386,37 +490,44 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     entries: list[dict] = []
     status = {"study": study.spec.name, "file": str(study.path), "base": str(study.base_path),
               "description": study.spec.description, "target": study.spec.target,
+              "targets": study.spec.targets, "smoothing": study.spec.smoothing,
+              "protocol": study.spec.protocol, "tuned": study.tuned,
               "baseline": study.spec.baseline, "reference_source": study.spec.reference_source,
               "total": len(study.cells) * len(study.spec.seed_list), "selected": len(todo), "jobs": jobs,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": []}
 
     # cells left out by --cells stay in status.json as they are on disk, so the report keeps them
     selected = {c.id for c in study.selected}
-    others = [_recorded(study, sdir, c, s) for c in study.cells if c.id not in selected
+    others = [_recorded(study, sdir, c, s, results) for c in study.cells if c.id not in selected
               for s in study.spec.seed_list]
     order = {(c.id, s): i for i, (c, s) in enumerate((c, s) for c in study.cells for s in study.spec.seed_list)}
+
+    exported: set = set()
 
     def save() -> None:
         status["cells"] = sorted(entries + others, key=lambda e: order[(e["cell"], e["seed"])])
         for k in ("complete", "skipped", "failed", "incomplete", "not run"):
             status[k] = sum(e["status"] == k for e in status["cells"])
         write_json_atomic(sdir / "status.json", status)
+        if results is not None:
+            from .study_results import export_new
+            export_new(study, sdir, results, status["cells"], exported, show)
 
     if jobs == 1:
         for (cell, seed), head in zip(todo, heads):
-            entry, interrupted = _run_one(study, sdir, cell, seed, run_cell, show, head)
+            entry, interrupted = _run_one(study, sdir, cell, seed, run_cell, show, head, results)
             entries.append(entry)
             save()
             if interrupted:
                 raise KeyboardInterrupt
     else:
-        _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show)
+        _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show, results)
     status["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     save()
     return status
 
 
-def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show) -> None:
+def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show, results=None) -> None:
     """``jobs`` cells at a time in spawned processes; entries are kept in study order."""
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -430,7 +541,7 @@ def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show)
     show(f"running {len(todo)} cell × seed runs, {jobs} at a time", True)
     interrupted = False
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        pending = {pool.submit(_pool_job, study, sdir, cell, seed, run_cell, head): i
+        pending = {pool.submit(_pool_job, study, sdir, cell, seed, run_cell, head, results): i
                    for i, ((cell, seed), head) in enumerate(zip(todo, heads))}
         try:
             while pending:
