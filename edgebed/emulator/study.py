@@ -52,6 +52,7 @@ class CellSpec(_Strict):
     label: Optional[str] = None
     set: dict[str, Any] = Field(default_factory=dict, description="dotted scenario key → value")
     reference: Optional[Reference] = None
+    baseline: Optional[str] = Field(None, description="this cell's baseline, instead of the study's")
 
 
 class TuningSpec(_Strict):
@@ -126,6 +127,7 @@ class Cell:
     group: str                      # label of the ``cells:`` entry ('' without cells); baseline matching
     sweep: str                      # label of the sweep point ('' without sweep)
     reference: Optional[Reference] = None   # published numbers for the cell, if the study gives them
+    baseline: Optional[str] = None          # the cell's own baseline (label or group), if it names one
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,7 @@ class Study:
 
     def baseline_for(self, cell: Cell) -> Optional[Cell]:
         """The cell ``cell`` is compared with: the baseline cell at the same sweep point."""
-        b = self.spec.baseline
+        b = cell.baseline or self.spec.baseline
         if b is None:
             return None
         for c in self.cells:
@@ -231,7 +233,7 @@ def expand(spec: StudySpec) -> list[Cell]:
             ids.add(cid)
             overrides = (*fixed, *(_override(k, v) for k, v in entry.set.items()),
                          *(_override(k, v) for k, v in point.items()))
-            cells.append(Cell(cid, label, overrides, group, sweep, entry.reference))
+            cells.append(Cell(cid, label, overrides, group, sweep, entry.reference, entry.baseline))
     labels = [c.label for c in cells]
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:
@@ -247,7 +249,7 @@ def _format(err: ValidationError, source: str) -> str:
         if e["type"] == "extra_forbidden":
             msg = ("unknown key; study keys are name, description, base, set, sweep, cells, seeds, "
                    "target, targets, smoothing, protocol, tuning, baseline, reference_source; a cell "
-                   "has label, set, reference; tuning has lr, updates, eval_every, "
+                   "has label, set, reference, baseline; tuning has lr, updates, eval_every, "
                    "validation_samples, seeds, rule, window (see scenarios/studies/README.md)")
         elif e["type"] == "missing":
             msg = "required key is missing"
@@ -282,9 +284,12 @@ def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
     except ValueError as err:
         raise StudyError(f"{path}: {err}") from None
     study = Study(spec, path, base, base_path, cells, tuple(cli_set), tuned=read_tuned(path, spec, cells))
-    if spec.baseline is not None and study.baseline_for(cells[0]) is None:
-        known = sorted({c.label for c in cells} | {c.group for c in cells if c.group})
-        raise StudyError(f"{path}: baseline: {spec.baseline!r} names no cell; use one of {known}")
+    for cell in cells:
+        b = cell.baseline or spec.baseline
+        if b is not None and study.baseline_for(cell) is None:
+            known = sorted({c.label for c in cells} | {c.group for c in cells if c.group})
+            whose = f" (cell {cell.label!r})" if cell.baseline else ""
+            raise StudyError(f"{path}: baseline: {b!r} names no cell{whose}; use one of {known}")
     for cell in cells:
         study.scenario(cell, spec.seed_list[0])
     return study
