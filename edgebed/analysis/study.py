@@ -281,10 +281,10 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
         if p:
             pngs[kind] = p
 
-    name = " vs ".join(dict.fromkeys(_load(d)[0].get("study", d.name) for d in dirs)) if len(dirs) > 1 \
-        else status.get("study", dirs[0].name)
+    statuses = [json.loads((d / "status.json").read_text()) for d in dirs]
+    name = " vs ".join(dict.fromkeys(st.get("study", d.name) for st, d in zip(statuses, dirs)))
     done = sum(len(v) for v in runs.values())
-    total = sum(int(_load(d)[0].get("total") or 0) for d in dirs) if len(dirs) > 1 else status.get("total", "?")
+    total = sum(int(st.get("total") or 0) for st in statuses) if len(dirs) > 1 else status.get("total", "?")
     intro = [f"{done} of {total} runs (cell × seed) complete. Target accuracy "
              f"{100 * target:g} %. Cells show the mean over seeds and [min–max]; 'to target' numbers "
              "average the seeds that reached it."]
