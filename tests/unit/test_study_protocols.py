@@ -104,8 +104,9 @@ def test_import_takes_only_complete_runs_of_the_same_scenario(tmp_path):
     other = load_study(path, ("eval.every=50",))                # another resolved scenario
     st = import_runs(other, tmp_path / "out" / "st", tmp_path / "res")
     assert st["imported"] == 0 and len(st["not_taken"]) == 6
-    st = import_runs(load_study(path), tmp_path / "out" / "st", tmp_path / "res")
-    assert st["imported"] == 6 and st["complete"] == 6
+    assert main(["study", "import", str(path), str(tmp_path / "out" / "st"), "--into", str(tmp_path / "res")]) == 0
+    st = yaml.safe_load((tmp_path / "res" / "status.json").read_text())
+    assert st["complete"] == 6 and all(e["run"] == f"runs/{e['cell']}/seed-{e['seed']}" for e in st["cells"])
     assert "| adacomp | 2 |" in write_study_report(tmp_path / "res").table_markdown
 
 
