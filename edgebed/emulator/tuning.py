@@ -8,7 +8,7 @@ file) scores each (cell, α) from the validation curve's moving average over ``t
 evaluations, mean over the seeds, and picks the highest (ties: the smaller α); a cell is chosen only
 when its whole grid has run. Written next to the study file:
 
-- ``<study>.tuning.csv``: the whole table (cell, α, seed, score, final and best smoothed accuracy);
+- ``<study>.tuning.csv``: the whole table (cell, α, seed, score, smoothed final and best, raw final, updates, why it ended);
 - ``<study>.tuned.yaml``: the rule and the chosen α per cell label, which ``study run`` applies.
 """
 from __future__ import annotations
@@ -59,13 +59,16 @@ def score_table(study: Study, runs: dict[tuple[str, int], Path]) -> pd.DataFrame
             path = runs.get((cell.id, seed))
             if path is None:
                 continue
-            ev = load_any(path).evals
+            run = load_any(path)
+            ev = run.evals
             final, best = smoothed_final(ev, t.window), smoothed_best(ev, t.window)
             score = final if t.rule == "final-smoothed" else best
             rows.append({"cell": cell.group, "lr": lr, "seed": seed,
                          "score": score, "smoothed_final": final, "smoothed_best": best,
                          "raw_final": float(ev.sort_values("update")["accuracy"].iloc[-1]) if len(ev) else math.nan,
-                         "evals": len(ev), "run": str(path)})
+                         "evals": len(ev), "updates": run.summary.get("updates"),
+                         # a diverged α: Θ turned NaN, the PS refused the pushes, the run ended early
+                         "ended": run.summary.get("reason"), "run": str(path)})
     return pd.DataFrame(rows)
 
 
