@@ -1,9 +1,25 @@
-"""Command line: ``edgebed validate | run | report | clean`` (and the verbs other modules add)."""
+"""Command line: ``edgebed validate | run | runs | report | clean | study | image | compose``.
+
+Results (tables, summaries, ``--json``) go to stdout; everything else is logged to stderr through
+``edgebed.console`` (``-q`` warnings only, ``-v`` debug). Exit codes: 0 ok, 1 a run or study that
+did not complete, 2 bad input, 130 interrupted (Ctrl-C), 141 stdout closed (``| head``).
+"""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
+
+from . import __version__
+from .console import log, setup_logging
+
+
+def _out(text: str) -> None:
+    """A result line on stdout (the only output a pipe should see)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def _scenario(args):
@@ -11,67 +27,160 @@ def _scenario(args):
     return load_scenario(args.scenario, tuple(args.set or ()))
 
 
-def cmd_validate(args) -> int:
-    sc = _scenario(args)
+def _is_study(path: Path) -> bool:
+    """A study file has ``base:`` (its base scenario) at the top level; a scenario never does."""
+    from .scenario import ScenarioError, read_yaml
+    try:
+        data = read_yaml(path)
+    except ScenarioError:
+        return False
+    return isinstance(data, dict) and "base" in data
+
+
+def _validate_one(path: Path, overrides: tuple) -> dict:
+    """{"file", "kind", "ok", "errors", "warnings", "describes"} for one scenario or study file."""
+    from .advice import advice
+    from .scenario import ScenarioError, load_scenario
+    out = {"file": str(path), "kind": "scenario", "ok": False, "errors": [], "warnings": [], "describes": ""}
+    try:
+        if _is_study(path):
+            from .emulator.study import load_study
+            out["kind"] = "study"
+            study = load_study(path, overrides)
+            seeds = len(study.spec.seed_list)
+            out["describes"] = (f"study {study.spec.name}: {len(study.cells)} cells × {seeds} seeds = "
+                                f"{len(study.cells) * seeds} runs")
+            scenarios = [study.scenario(c, study.spec.seed_list[0]) for c in study.cells]
+        else:
+            sc = load_scenario(path, overrides)
+            out["describes"] = (f"{sc.workers.n} devices in {len(sc.workers.classes)} class(es), "
+                                f"{sc.algorithm.name} ({sc.algorithm.describe()}), model {sc.model.name}, "
+                                f"runtime {sc.runtime.name}")
+            scenarios = [sc]
+    except ScenarioError as err:
+        out["errors"] = str(err).splitlines()
+        return out
     from .emulator.runtimes import get_runtime
-    runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
-    problems = runtime.check()
-    if problems:
-        for p in problems:
-            print(f"{args.scenario}: {p}", file=sys.stderr)
-        return 2
-    print(f"{args.scenario}: ok — {sc.workers.n} devices in {len(sc.workers.classes)} class(es), "
-          f"{sc.algorithm.name} ({sc.algorithm.describe()}), "
-          f"model {sc.model.name}, runtime {sc.runtime.name}")
-    return 0
+    for sc in scenarios:
+        prefix = f"{sc.name}: " if out["kind"] == "study" else ""
+        try:
+            problems = get_runtime(sc.runtime.name)(sc, Path("/nonexistent")).check()
+            from .data import missing
+            problems += missing(sc.dataset)
+        except (ScenarioError, ValueError, RuntimeError) as err:
+            problems = [str(err)]
+        out["errors"] += [f"{path}: {prefix}{p}" for p in problems]
+        out["warnings"] += [f"{path}: {prefix}{w}" for w in advice(sc) if f"{path}: {prefix}{w}" not in out["warnings"]]
+    out["ok"] = not out["errors"]
+    return out
+
+
+def cmd_validate(args) -> int:
+    results = [_validate_one(Path(f), tuple(args.set or ())) for f in args.scenario]
+    if args.json:
+        _out(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            for e in r["errors"]:
+                log.error(e)
+            for w in r["warnings"]:
+                log.warning(w)
+            if r["ok"]:
+                _out(f"{r['file']}: ok — {r['describes']}")
+    return 0 if all(r["ok"] for r in results) else 2
 
 
 def cmd_run(args) -> int:
-    from .emulator.engine import Engine, terminal_progress
+    from .advice import advice
+    from .console import RunProgress
+    from .emulator.engine import Engine
+    from .scenario import load_scenario
     if args.resume:   # the run directory holds the resolved scenario; nothing may change on resume
         if args.scenario or args.set:
-            print("error: --resume takes the scenario from the run directory; give no scenario or --set",
-                  file=sys.stderr)
+            log.error("--resume takes the scenario from the run directory; give no scenario or --set")
             return 2
-        from .scenario import load_scenario
         args.scenario = Path(args.resume) / "scenario.yaml"
         sc = load_scenario(args.scenario)
     elif not args.scenario:
-        print("error: give a scenario file, or --resume <run-dir>", file=sys.stderr)
+        log.error("give a scenario file, or --resume <run-dir>")
         return 2
     else:
-        sc = _scenario(args)
-    print(f"edgebed: running {sc.name} — {sc.workers.n} devices, {sc.algorithm.name}, "
-          f"runtime {sc.runtime.name}; writing to {args.out}/", file=sys.stderr)
-    res = Engine(sc, args.out, terminal_progress(), source=str(args.scenario), resume=args.resume).run()
+        sc = load_scenario(args.scenario, tuple(args.set or ()))
+    for w in advice(sc):
+        log.warning(f"{args.scenario}: {w}")
+    log.info(f"edgebed: running {sc.name} — {sc.workers.n} devices, {sc.algorithm.name}, "
+             f"runtime {sc.runtime.name}; writing to {args.out}/")
+    progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
+    try:
+        res = Engine(sc, args.out, progress, source=str(args.scenario), resume=args.resume).run()
+    finally:
+        progress.close()
     s = res.summary
-    acc = f"{s['final_accuracy']:.2%}" if s["final_accuracy"] is not None else "n/a"
-    best = f"{s['best_accuracy']:.2%}" if s["best_accuracy"] is not None else "n/a"
-    from .units import fmt_bytes
-    print(f"\n{s['status']}: {s['reason']}\n"
-          f"  updates {s['updates']} in {s['wall_time_s']:.1f} s ({s['updates_per_s']} upd/s)\n"
-          f"  test accuracy final {acc}, best {best}\n"
-          f"  PS ingress {fmt_bytes(s['ingress_bytes'])} (pushes {fmt_bytes(s['push_bytes'])}), "
-          f"egress {fmt_bytes(s['egress_bytes'])}\n"
-          f"  devices: {s['devices']['said_hello']} joined, {s['devices']['crashed']} crashed, "
-          f"{s['devices']['lost']} lost\n"
-          f"  run directory: {res.path}\n"
-          f"  report: edgebed report {res.path}")
+    interrupted = str(s.get("reason", "")).startswith("interrupted")
+    if args.json:
+        _out(json.dumps({"run_dir": str(res.path), **s}, indent=2, default=str))
+    else:
+        from .units import fmt_bytes
+        acc = f"{s['final_accuracy']:.2%}" if s["final_accuracy"] is not None else "n/a"
+        best = f"{s['best_accuracy']:.2%}" if s["best_accuracy"] is not None else "n/a"
+        lines = [f"{s['status']}: {s['reason']}",
+                 f"  updates {s['updates']:,} in {s['wall_time_s']:.1f} s ({s['updates_per_s']} upd/s)",
+                 f"  test accuracy final {acc}, best {best}",
+                 f"  PS ingress {fmt_bytes(s['ingress_bytes'])} (pushes {fmt_bytes(s['push_bytes'])}), "
+                 f"egress {fmt_bytes(s['egress_bytes'])}",
+                 f"  devices: {s['devices']['said_hello']} joined, {s['devices']['crashed']} crashed, "
+                 f"{s['devices']['lost']} lost",
+                 f"  run directory: {res.path}",
+                 f"  report: edgebed report {res.path}"]
+        if args.quiet:
+            lines = [lines[0], lines[5]]
+        _out("\n".join(lines))
+    if interrupted:
+        return 130
     return 0 if s["status"] == "complete" else 1
+
+
+def cmd_runs(args) -> int:
+    from .api import list_runs
+    df = list_runs(args.dirs or ["runs"])
+    if args.json:
+        _out(df.to_json(orient="records", indent=2))
+        return 0
+    if df.empty:
+        log.info(f"no runs in {', '.join(args.dirs or ['runs'])}")
+        return 0
+    shown = df.assign(final_accuracy=df["final_accuracy"].map(
+        lambda a: "—" if a is None or a != a else f"{100 * a:.2f} %"),
+        updates=df["updates"].map(lambda u: "—" if u is None or u != u else f"{int(u):,}"))
+    cols = ["run", "status", "algorithm", "runtime", "updates", "final_accuracy"]
+    _out(shown[cols].rename(columns={"final_accuracy": "final acc"}).to_string(index=False))
+    return 0
 
 
 def cmd_report(args) -> int:
     from .analysis.report import write_report
     res = write_report([Path(r) for r in args.runs], Path(args.out) if args.out else None,
-                       target=args.target, baseline=args.baseline)
-    print(res.table_markdown)
-    print("\nwritten:", *[str(p) for p in res.files], sep="\n  ")
+                       target=args.target, baseline=args.baseline, formats=tuple(args.format or ()))
+    if args.json:
+        _out(json.dumps({"out_dir": str(res.out_dir), "files": [str(p) for p in res.files],
+                         "baseline": res.baseline, "notes": res.notes,
+                         "runs": [s.__dict__ for s in res.summaries]}, indent=2, default=str))
+        return 0
+    if not args.quiet:
+        _out(res.table_markdown)
+    log.info("written:\n  " + "\n  ".join(str(p) for p in res.files))
     return 0
 
 
 def cmd_clean(args) -> int:
-    from .emulator.cleanup import clean, describe
-    print(describe(clean(Path(args.run))))
+    from .emulator.cleanup import clean, clean_all, describe, describe_all
+    if args.all == bool(args.run):
+        log.error("give a run directory, or --all (not both)")
+        return 2
+    if args.all:
+        _out(describe_all(clean_all(args.runs or ["runs"], run_id_prefix=args.prefix)))
+        return 0
+    _out(describe(clean(Path(args.run))))
     return 0
 
 
@@ -82,15 +191,21 @@ def cmd_study_run(args) -> int:
         study = study.first_seeds(args.seeds)
     if args.cells:
         study = study.select(tuple(args.cells))
-    from .emulator.engine import terminal_progress
+    from .console import RunProgress
     runs = len(study.selected) * len(study.spec.seed_list)
     of = f" (of {len(study.cells)})" if len(study.selected) < len(study.cells) else ""
-    print(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.spec.seed_list)} "
-          f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/", file=sys.stderr)
+    log.info(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.spec.seed_list)} "
+             f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/")
     results = Path(args.results) if args.results else None
-    status = run_study(study, args.out, progress=terminal_progress(sys.stderr), jobs=args.jobs,
-                       results=results)
-    print(f"\n{status['complete']} ran, {status['skipped']} already complete, {status['failed']} failed, "
+    progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
+    try:
+        status = run_study(study, args.out, progress=progress, jobs=args.jobs, results=results)
+    finally:
+        progress.close()
+    if args.json:
+        _out(json.dumps(status, indent=2, default=str))
+        return 0 if status["failed"] + status["incomplete"] == 0 else 1
+    _out(f"{status['complete']} ran, {status['skipped']} already complete, {status['failed']} failed, "
           f"{status['incomplete']} incomplete (of {status['total']})\n"
           f"  report: edgebed study report {Path(args.out) / study.spec.name}")
     return 0 if status["failed"] + status["incomplete"] == 0 else 1
@@ -105,18 +220,22 @@ def cmd_study_tune(args) -> int:
     ts = tuning_study(study)
     results = Path(args.results) if args.results else None
     if not args.select_only:
-        from .emulator.engine import terminal_progress
-        print(f"edgebed: tuning {study.spec.name} — {len(ts.selected)} cell × α points × "
-              f"{len(ts.spec.seed_list)} seeds; writing to {Path(args.out) / ts.spec.name}/", file=sys.stderr)
-        run_study(ts, args.out, progress=terminal_progress(sys.stderr), jobs=args.jobs, results=results)
+        from .console import RunProgress
+        log.info(f"edgebed: tuning {study.spec.name} — {len(ts.selected)} cell × α points × "
+                 f"{len(ts.spec.seed_list)} seeds; writing to {Path(args.out) / ts.spec.name}/")
+        progress = RunProgress(sys.stderr, quiet=args.quiet)
+        try:
+            run_study(ts, args.out, progress=progress, jobs=args.jobs, results=results)
+        finally:
+            progress.close()
     table = score_table(study, complete_runs(study, Path(args.out), results))
     chosen, missing = choose(study, table)
     csv, tuned = write_tuning(study, table, chosen, missing)
     for label, lr in chosen.items():
-        print(f"  {label}: α = {lr:g}")
+        _out(f"  {label}: α = {lr:g}")
     if missing:
-        print(f"  not complete yet (rerun the same command to resume): {', '.join(missing)}")
-    print(f"\nwritten:\n  {csv}\n  {tuned}")
+        _out(f"  not complete yet (rerun the same command to resume): {', '.join(missing)}")
+    log.info(f"written:\n  {csv}\n  {tuned}")
     return 0 if not missing else 1
 
 
@@ -125,11 +244,11 @@ def cmd_study_import(args) -> int:
     from .emulator.study_results import import_runs
     study = load_study(args.study, tuple(args.set or ()))
     into = Path(args.into) if args.into else Path("benchmarks/results/studies") / study.spec.name
-    status = import_runs(study, Path(args.source), into, lambda line, final: print(line))
-    print(f"{status['imported']} runs compacted into {into}; {status['complete']} of {status['total']} "
-          f"cell × seed runs there are complete")
+    status = import_runs(study, Path(args.source), into, lambda line, final: log.info(line))
+    _out(f"{status['imported']} runs compacted into {into}; {status['complete']} of {status['total']} "
+         f"cell × seed runs there are complete")
     for s in status["not_taken"]:
-        print(f"  not taken (not complete, or made from another scenario): {s}")
+        _out(f"  not taken (not complete, or made from another scenario): {s}")
     return 0
 
 
@@ -137,8 +256,12 @@ def cmd_study_report(args) -> int:
     from .analysis.study import write_study_report
     res = write_study_report([Path(d) for d in args.study_dir], Path(args.out) if args.out else None,
                              args.target)
-    print(res.table_markdown)
-    print("\nwritten:", *[str(p) for p in res.files], sep="\n  ")
+    if args.json:
+        _out(json.dumps({"files": [str(p) for p in res.files]}, indent=2))
+        return 0
+    if not args.quiet:
+        _out(res.table_markdown)
+    log.info("written:\n  " + "\n  ".join(str(p) for p in res.files))
     return 0
 
 
@@ -189,14 +312,14 @@ def _study_parser(sub) -> None:
 def cmd_image_build(args) -> int:
     from .emulator import images
     info = images.build(args.mode, force=args.force)
-    print(info.message)
+    _out(info.message)
     return 0
 
 
 def cmd_compose_export(args) -> int:
-    from .emulator.compose import export_compose
+    from .emulator.compose import export_compose, run_hint
     path = export_compose(_scenario(args), args.out, offline=args.offline)
-    print(f"written {path}; run it with: docker compose -f {path} up")
+    _out(f"written {path}\n{run_hint(path.parent)}")
     return 0
 
 
@@ -213,23 +336,51 @@ def _docker_parsers(sub) -> None:
     e = verbs.add_parser("export", help="write a docker compose project that runs a scenario")
     e.add_argument("scenario", help="scenario YAML file")
     e.add_argument("out", help="output directory")
-    e.add_argument("--offline", action="store_true", help="use the offline image + host mounts")
+    e.add_argument("--offline", action="store_true",
+                   help="also write docker-compose.override.yml: this host's offline image + read-only mounts")
     e.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key")
     e.set_defaults(func=cmd_compose_export)
+    s = verbs.add_parser("serve", help="(inside a compose project) run the PS for compose-started agents")
+    s.add_argument("scenario", help="scenario YAML file")
+    s.add_argument("--bind", default="tcp://0.0.0.0:5555", help="ZeroMQ endpoint the PS binds")
+    s.add_argument("--out", default="/edgebed/runs", help="parent of the run directory")
+    s.set_defaults(func=lambda args: __import__("edgebed.emulator.compose", fromlist=["serve"]).serve(
+        args.scenario, args.bind, args.out))
+
+
+def _common(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """-q / -v / --json, accepted before or after the verb (the verb's copy keeps the top's value)."""
+    d = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only, no progress", **d)
+    p.add_argument("-v", "--verbose", action="count", help="more detail (debug lines)", **({"default": 0} if top else d))
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout", **d)
+
+
+def _subparsers(p: argparse.ArgumentParser):
+    for action in p._actions:   # argparse has no public walk over sub-commands
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in dict.fromkeys(action.choices.values()):
+                yield sp
+                yield from _subparsers(sp)
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="edgebed", description="Emulation testbed for asynchronous "
-                                 "distributed deep learning on edge devices.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+                                 "distributed deep learning on edge devices.",
+                                 epilog="Start with: edgebed run scenarios/quickstart.yaml")
+    ap.add_argument("--version", action="version", version=f"edgebed {__version__}")
+    _common(ap, top=True)
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
 
     def scenario_args(p, optional: bool = False):
         p.add_argument("scenario", nargs="?" if optional else None, help="scenario YAML file (see scenarios/)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a scenario key, e.g. --set algorithm.c=0.1 (repeatable)")
 
-    p = sub.add_parser("validate", help="check a scenario file and say what it describes")
-    scenario_args(p)
+    p = sub.add_parser("validate", help="check scenario and study files and say what they describe")
+    p.add_argument("scenario", nargs="+", metavar="FILE", help="scenario or study YAML files")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a scenario key, e.g. --set algorithm.c=0.1 (repeatable)")
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("run", help="run a scenario; writes runs/<name>-<time>/")
     scenario_args(p, optional=True)
@@ -242,14 +393,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: <run>/report or reports/compare-<time>)")
     p.add_argument("--target", type=float, default=0.97, help="target test accuracy (default 0.97)")
     p.add_argument("--baseline", help="run directory used as the ratio baseline (default: the ASGD run)")
+    p.add_argument("--format", action="append", choices=["png", "svg", "pdf"],
+                   help="also write the plots in this format (repeatable; the HTML page embeds SVG)")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("runs", help="list run directories (status, algorithm, updates, accuracy)")
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="run directories or folders of runs (default runs/)")
+    p.set_defaults(func=cmd_runs)
     p = sub.add_parser("clean", help="remove what a run left behind (processes, containers, qdiscs)")
-    p.add_argument("run", help="run directory")
+    p.add_argument("run", nargs="?", help="run directory")
+    p.add_argument("--all", action="store_true", help="every edgebed run on this host: containers and "
+                   "networks labelled edgebed.run, and the run directories under --runs")
+    p.add_argument("--runs", action="append", metavar="DIR",
+                   help="with --all: a directory searched for run directories (repeatable; default runs/)")
+    p.add_argument("--prefix", default="", metavar="RUN_ID_PREFIX",
+                   help="with --all: only runs whose id (directory name) starts with this")
     p.set_defaults(func=cmd_clean)
     _study_parser(sub)
     _docker_parsers(sub)
     for extend in _EXTENSIONS:
         extend(sub)
+    for p in _subparsers(ap):
+        _common(p)
     return ap
 
 
@@ -258,18 +422,40 @@ _EXTENSIONS: list = []
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        parser.print_help()
+        return 0
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 0
+        setup_logging(-1 if args.quiet else min(args.verbose, 1))
+        return _dispatch(args)
+    except BrokenPipeError:
+        # The reader went away (`| head`): say nothing more; stdout is pointed at /dev/null so the
+        # interpreter's final flush can't raise again. A run's files are already complete on disk.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        sys.stderr.write("\ninterrupted\n")
+        return 130
+
+
+def _dispatch(args) -> int:
     from .scenario import ScenarioError
     try:
         return args.func(args)
     except ScenarioError as err:
-        print(f"error: {err}", file=sys.stderr)
+        for line in str(err).splitlines():
+            log.error(line)
         return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
     except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        log.error(str(err))
+        if args.verbose:
+            log.debug("traceback:", exc_info=True)
         return 2
 
 

@@ -4,7 +4,9 @@ Layout of ``runs/<name>-<YYYYmmdd-HHMMSS>/``::
 
     scenario.yaml      the resolved scenario (defaults + file + --set overrides)
     manifest.json      seed, versions, host, runtime, which link property was applied at which level
-    summary.json       {"status": "running" | "complete" | "incomplete" | "failed", ...final numbers}
+    summary.json       {"status": "running" | "complete" | "incomplete" | "failed", ...final numbers};
+                       while running it names the engine process ({"pid", "start"}): if that is
+                       gone, the run was killed (``run_status``)
     traffic.json       PS bytes in/out per message type, per device, per speed class
     updates/part-NNNNN.parquet   one row per applied update          (+ updates.csv at the end)
     evals/part-NNNNN.parquet     one row per evaluation of Θ          (+ evals.csv)
@@ -27,6 +29,8 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from .datadict import annotate
 
 # Columns of each table and their arrow types; writers must give exactly these keys.
 SCHEMAS: dict[str, pa.Schema] = {
@@ -61,6 +65,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("detail", pa.string()),
     ]),
 }
+SCHEMAS = annotate(SCHEMAS)   # each field's unit and meaning as Parquet metadata (datadict.py)
 TABLES = tuple(SCHEMAS)
 
 
@@ -78,36 +83,76 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+class RecordError(RuntimeError):
+    """Rows that do not fit their table's schema. They are kept on disk (``<table>/unwritable.jsonl``)
+    next to the parts already written, and the run must fail: its record is incomplete."""
+
+
 class RunWriter:
     """Buffers rows in memory and flushes them as new, atomically renamed Parquet parts.
 
-    Thread-safe: the PS thread appends, the engine thread flushes. ``flush`` is cheap to call often.
+    Safe from any thread: rows are appended under ``_lock``; a whole flush (choosing the part number,
+    writing, renaming) holds ``_flush_lock``, so two threads flushing at once (the engine on its timer,
+    the PS thread before a checkpoint) never pick the same part name. No row is ever dropped: if a part
+    can't be written (disk full, I/O error) its rows go back to the front of the pending list and the
+    error is raised; rows that can't be converted to the schema are written to
+    ``<table>/unwritable.jsonl`` and RecordError is raised after every good row is on disk.
     """
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._rows: dict[str, list[dict]] = {t: [] for t in TABLES}
         self._parts: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()         # guards _rows (held for microseconds)
+        self._flush_lock = threading.Lock()   # guards _parts and the files (held for a whole flush)
         for t in TABLES:
             (self.path / t).mkdir(parents=True, exist_ok=True)
-            self._parts[t] = len(list((self.path / t).glob("part-*.parquet")))
+            parts = [int(p.stem.split("-")[1]) for p in (self.path / t).glob("part-*.parquet")]
+            self._parts[t] = max(parts) + 1 if parts else 0
 
     def append(self, table: str, row: dict) -> None:
         with self._lock:
             self._rows[table].append(row)
 
-    def flush(self) -> None:
+    def pending(self) -> int:
+        """Rows appended but not yet on disk."""
         with self._lock:
-            pending = {t: rows for t, rows in self._rows.items() if rows}
-            self._rows = {t: [] for t in TABLES}
-        for table, rows in pending.items():
-            arrow = pa.Table.from_pylist(rows, schema=SCHEMAS[table])
-            final = self.path / table / f"part-{self._parts[table]:05d}.parquet"
-            tmp = final.with_name(f".{final.name}.tmp")
-            pq.write_table(arrow, tmp)
-            os.replace(tmp, final)
-            self._parts[table] += 1
+            return sum(len(r) for r in self._rows.values())
+
+    def flush(self) -> None:
+        with self._flush_lock:
+            with self._lock:
+                pending = {t: rows for t, rows in self._rows.items() if rows}
+                self._rows = {t: [] for t in TABLES}
+            bad: list[str] = []
+            for i, (table, rows) in enumerate(pending.items()):
+                try:
+                    arrow, unwritable = _to_arrow(table, rows)
+                    if arrow is not None:
+                        self._write_part(table, arrow)
+                except BaseException:
+                    with self._lock:   # keep this table's and the remaining tables' rows, in order
+                        for t, r in list(pending.items())[i:]:
+                            self._rows[t][:0] = r
+                    raise
+                if unwritable:
+                    self._quarantine(table, unwritable)
+                    bad.append(f"{table}: {len(unwritable)} row(s), first {unwritable[0][1]}")
+            if bad:
+                raise RecordError("rows that do not fit the run's tables were kept in "
+                                  f"{self.path}/<table>/unwritable.jsonl: " + "; ".join(bad))
+
+    def _write_part(self, table: str, arrow: pa.Table) -> None:
+        final = self.path / table / f"part-{self._parts[table]:05d}.parquet"
+        tmp = final.with_name(f".{final.name}.tmp")
+        pq.write_table(arrow, tmp)
+        os.replace(tmp, final)
+        self._parts[table] += 1
+
+    def _quarantine(self, table: str, unwritable: list[tuple[dict, str]]) -> None:
+        with open(self.path / table / "unwritable.jsonl", "a", encoding="utf-8", errors="backslashreplace") as f:
+            for row, why in unwritable:
+                f.write(json.dumps({"row": {k: repr(v) for k, v in row.items()}, "error": why}) + "\n")
 
     def export_csv(self) -> None:
         for t in TABLES:
@@ -115,6 +160,23 @@ class RunWriter:
             tmp = self.path / f".{t}.csv.tmp"
             df.to_csv(tmp, index=False)
             os.replace(tmp, self.path / f"{t}.csv")
+
+
+def _to_arrow(table: str, rows: list[dict]) -> tuple[Optional[pa.Table], list[tuple[dict, str]]]:
+    """Rows → one Arrow table; on a conversion error, row by row: (table of the good rows or None,
+    [(bad row, error)])."""
+    schema = SCHEMAS[table]
+    try:
+        return pa.Table.from_pylist(rows, schema=schema), []
+    except (pa.ArrowException, ValueError, TypeError, OverflowError, UnicodeError):
+        pass
+    good, bad = [], []
+    for row in rows:
+        try:
+            good.append(pa.Table.from_pylist([row], schema=schema))
+        except (pa.ArrowException, ValueError, TypeError, OverflowError, UnicodeError) as err:
+            bad.append((row, f"{type(err).__name__}: {err}"))
+    return (pa.concat_tables(good) if good else None), bad
 
 
 def read_table(run: str | Path, table: str) -> pd.DataFrame:
@@ -130,6 +192,18 @@ def read_table(run: str | Path, table: str) -> pd.DataFrame:
 def read_json(run: str | Path, name: str) -> dict:
     p = Path(run) / name
     return json.loads(p.read_text()) if p.exists() else {}
+
+
+def run_status(run: str | Path) -> str:
+    """The run's status as recorded, except that a run still marked ``running`` whose engine process
+    (recorded in summary.json) is gone is ``killed``: nothing will ever close it."""
+    from . import procs
+    summary = read_json(run, "summary.json")
+    status = str(summary.get("status", "unknown"))
+    engine = summary.get("engine")
+    if status == "running" and isinstance(engine, dict) and not procs.is_alive(engine):
+        return "killed"
+    return status
 
 
 def is_run_dir(path: str | Path) -> bool:

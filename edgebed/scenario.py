@@ -227,26 +227,85 @@ def class_assignment(sc: Scenario) -> list[int]:
     return [i for i, k in enumerate(counts) for _ in range(k)]
 
 
+def _list_index(node: list, part: str, where: str, assignment: str) -> int:
+    """``part`` as an index into ``node``: a number in range, or the ``name:`` of an entry (classes)."""
+    names = [e.get("name") for e in node if isinstance(e, dict)]
+    if part in names:
+        return names.index(part)
+    if part.lstrip("-").isdigit() and 0 <= int(part) < len(node):
+        return int(part)
+    valid = f"0..{len(node) - 1}" if node else "none: the list is empty"
+    named = f" or a name ({', '.join(map(str, filter(None, names)))})" if any(names) else ""
+    raise ScenarioError(f"--set {assignment!r}: {where} has {len(node)} entries; use an index "
+                        f"({valid}){named}, or edit the file to add one")
+
+
 def apply_override(data: dict, assignment: str) -> None:
-    """Apply one ``a.b.c=value`` override in place; the value is parsed as YAML (``0.1``, ``true``)."""
+    """Apply one ``a.b.c=value`` override in place; the value is parsed as YAML (``0.1``, ``true``).
+
+    A list entry is addressed by index or by its ``name:`` (``workers.classes.slow.share=0.2``)."""
     if "=" not in assignment:
         raise ScenarioError(f"--set {assignment!r}: expected key.path=value, e.g. algorithm.c=0.1")
     key, raw = assignment.split("=", 1)
     parts = key.strip().split(".")
+    if not all(parts):
+        raise ScenarioError(f"--set {assignment!r}: empty key in {key.strip()!r}; e.g. algorithm.c=0.1")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML ({err.problem}); "
+                            "quote it, e.g. --set 'name=\"x: y\"'") from None
     node: Any = data
-    for part in parts[:-1]:
+    for depth, part in enumerate(parts):
+        where = ".".join(parts[:depth]) or "the scenario"
+        last = depth == len(parts) - 1
         if isinstance(node, list):
-            node = node[int(part)]
+            i = _list_index(node, part, where, assignment)
+            if last:
+                node[i] = value
+            else:
+                node = node[i]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                if node.get(part) is None:     # absent, or `key:` with nothing (null)
+                    if parts[depth + 1].isdigit():
+                        here = ".".join(parts[:depth + 1])
+                        raise ScenarioError(f"--set {assignment!r}: {here} is not in the file (its default "
+                                            f"applies), so it has no entry {parts[depth + 1]}; write "
+                                            f"{here}: in the file first")
+                    node[part] = {}
+                node = node[part]
         else:
-            node = node.setdefault(part, {})
-            if not isinstance(node, (dict, list)):
-                raise ScenarioError(f"--set {assignment!r}: {part!r} is not a section")
-    last = parts[-1]
-    value = yaml.safe_load(raw)
-    if isinstance(node, list):
-        node[int(last)] = value
-    else:
-        node[last] = value
+            raise ScenarioError(f"--set {assignment!r}: {where} is a value ({node!r}), not a section; "
+                                f"set {where}=... instead")
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    """The keys the schema accepts at ``loc`` (a pydantic error location), for "did you mean"."""
+    model: Any = Scenario
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return list(getattr(model, "model_fields", {}))
+        ann = field.annotation
+        for inner in (*getattr(ann, "__args__", ()), ann):
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                model = inner
+                break
+        else:
+            return []
+    return list(getattr(model, "model_fields", {}))
+
+
+def did_you_mean(word: str, choices) -> str:
+    """`` — did you mean 'x'?`` for the closest choice, or ``""``."""
+    import difflib
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def format_errors(err: ValidationError, source: str, prefix: str = "") -> str:
@@ -256,11 +315,45 @@ def format_errors(err: ValidationError, source: str, prefix: str = "") -> str:
         loc = ".".join([prefix] * bool(prefix) + [str(x) for x in e["loc"]]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key; remove it or check its spelling (see scenarios/README.md for the keys)"
+            known = _fields_at(tuple(e["loc"][:-1]))
+            msg = (f"unknown key{did_you_mean(e['loc'][-1], known)}"
+                   + ("" if did_you_mean(e["loc"][-1], known) else
+                      f"; the keys here are {', '.join(known)}" if known else "; remove it")
+                   + " (scenarios/README.md lists every key)")
         elif e["type"] == "missing":
             msg = "required key is missing"
+        elif e["type"] == "literal_error":
+            expected = [x.strip().strip("'") for x in str(e.get("ctx", {}).get("expected", "")).replace(" or ", ", ").split(",")]
+            msg += did_you_mean(e.get("input"), expected)
         lines.append(f"{source}: {loc}: {msg}")
     return "\n".join(lines)
+
+
+def read_yaml(path: str | Path, what: str = "scenario") -> Any:
+    """The YAML document in ``path``; ScenarioError naming the file when it is missing, not UTF-8
+    text (binary, UTF-16) or not valid YAML."""
+    path = Path(path)
+    if not path.is_file():
+        shipped = "scenarios/studies/" if what == "study" else "scenarios/"
+        raise ScenarioError(f"{path}: no such {what} file (the shipped ones are in {shipped})")
+    raw = path.read_bytes()
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw[:4096]:
+        kind = "UTF-16 text" if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or raw[1:2] == b"\x00" else "binary"
+        how = " (iconv -f UTF-16 -t UTF-8)" if kind.startswith("UTF") else ""
+        raise ScenarioError(f"{path}: is {kind}, not a UTF-8 YAML {what} file; give a YAML file"
+                            f"{' saved as UTF-8' + how if how else ''}")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {err.start}: {raw[err.start:err.start + 1]!r}); "
+                            "save it as UTF-8") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ScenarioError(f"{path}: not valid YAML: {where}{problem}") from None
 
 
 def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str, ...] = ()) -> Scenario:
@@ -268,7 +361,10 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of keys (name:, workers:, ...)")
     for ov in overrides:
-        apply_override(data, ov)
+        try:
+            apply_override(data, ov)
+        except ScenarioError as err:
+            raise ScenarioError(f"{source}: {err}") from None
     try:
         return Scenario.model_validate(data)
     except ValidationError as err:
@@ -277,14 +373,7 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
 
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
     """Read, override and validate a scenario file. Raises ScenarioError with file and key path."""
-    path = Path(path)
-    if not path.is_file():
-        raise ScenarioError(f"{path}: no such scenario file (the shipped ones are in scenarios/)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ScenarioError(f"{path}: not valid YAML: {err}") from None
-    return parse_scenario(data, str(path), tuple(overrides))
+    return parse_scenario(read_yaml(path), str(path), tuple(overrides))
 
 
 def dump_scenario(sc: Scenario, path: str | Path) -> None:

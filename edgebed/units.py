@@ -9,10 +9,15 @@ import re
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
+# Rate units as tc(8) reads them (case-insensitive): SI and IEC bits per second. tc reads the
+# ``bps`` family (bps, kbps, mbps, ...) as *bytes* per second, which many people read as bits: those
+# are refused with both readings spelled out, never guessed.
 _RATE_UNITS = {
-    "bit": 1, "bps": 1, "kbit": 1e3, "kbps": 1e3, "mbit": 1e6, "mbps": 1e6,
-    "gbit": 1e9, "gbps": 1e9,
+    "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
+    "kibit": 1024, "mibit": 1024**2, "gibit": 1024**3, "tibit": 1024**4,
 }
+_BYTE_RATES = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12,
+               "kibps": 1024, "mibps": 1024**2, "gibps": 1024**3, "tibps": 1024**4}
 _TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 _SIZE_UNITS = {
     "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024, "mib": 1024**2, "gib": 1024**3,
@@ -33,6 +38,13 @@ def _split(value: object, what: str, example: str) -> tuple[float, str]:
 def parse_rate(value: object) -> float:
     """Link rate in bits per second. A bare number is bits per second."""
     num, unit = _split(value, "rate", "10mbit, 512kbit, 1gbit")
+    if unit in _BYTE_RATES:
+        as_tc = num * _BYTE_RATES[unit] * 8
+        bits = unit[:-3] + "bit"
+        raise ValueError(f"{value!r} is ambiguous: tc reads {unit!r} as bytes per second "
+                         f"({fmt_rate(as_tc)}), many people as bits per second; write "
+                         f"{_g(as_tc / (_RATE_UNITS[bits] or 1))}{bits} for tc's reading or "
+                         f"{_g(num)}{bits} for {_g(num)} {bits}/s")
     if unit and unit not in _RATE_UNITS:
         raise ValueError(f"{value!r} has unknown rate unit {unit!r}; use one of "
                          f"{', '.join(_RATE_UNITS)} (e.g. 10mbit)")
@@ -69,6 +81,18 @@ def parse_size(value: object) -> int:
         raise ValueError(f"{value!r} has unknown size unit {unit!r}; use one of "
                          f"{', '.join(_SIZE_UNITS)}")
     return int(num * _SIZE_UNITS.get(unit, 1))
+
+
+def _g(x: float) -> str:
+    return f"{x:g}"
+
+
+def fmt_rate(bits_per_s: float) -> str:
+    """A rate as tc would print it: ``80mbit``, ``512kbit``, ``300bit``."""
+    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bits_per_s >= scale:
+            return f"{bits_per_s / scale:g}{unit}"
+    return f"{bits_per_s:g}bit"
 
 
 def fmt_bytes(n: float) -> str:

@@ -1,4 +1,9 @@
-"""Plots of runs as PNG files: several runs' curves on one axes, or a mean + min/max band over seeds.
+"""Plots of runs as PNG (and on request SVG/PDF) files: several runs' curves on one axes, or a mean
++ min/max band over seeds.
+
+Curves carry a marker at every evaluation (a run with one evaluation still shows its point), and
+accuracy axes zoom to the band that matters (``zoom``): the early ramp is cut off when keeping it
+would squash the part where runs differ.
 
 Uses matplotlib's object API with the Agg canvas (no pyplot, no display, no global state), so it
 runs headless and from any thread. Axes are named by eval columns; ``AXES`` gives each its label,
@@ -11,6 +16,7 @@ from typing import NamedTuple, Optional
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
@@ -70,25 +76,64 @@ def _new_axes(x: str, y: str, title: Optional[str]):
     return fig, ax
 
 
-def _save(fig: Figure, ax, path: Path, target: Optional[float], y: str) -> Path:
+def zoom(values: list, target: Optional[float] = None, keep: float = 0.75) -> Optional[tuple[float, float]]:
+    """y-limits showing the last ``keep`` of each curve's points (and the target), or None when the
+    whole range is already readable. ``values``: one array of y values per curve, in x order."""
+    import numpy as np
+    arrays = [np.asarray(v, dtype=float) for v in values if len(v)]
+    arrays = [a[np.isfinite(a)] for a in arrays]
+    arrays = [a for a in arrays if len(a)]
+    if not arrays:
+        return None
+    tails = np.concatenate([a[int(len(a) * (1 - keep)):] if len(a) > 3 else a for a in arrays])
+    everything = np.concatenate(arrays)
+    lo, hi = float(tails.min()), float(everything.max())
     if target is not None:
-        ax.axhline(target * _axis(y).scale, color="grey", linestyle="--", linewidth=1,
-                   label=f"target {target * _axis(y).scale:g}{' %' if y == 'accuracy' else ''}")
-    ax.legend(loc="lower right", fontsize="small")
+        lo, hi = min(lo, target), max(hi, target)
+    full = hi - float(everything.min())
+    if full <= 0 or hi - lo > 0.6 * full:
+        return None
+    pad = max(0.08 * (hi - lo), 0.005 * max(abs(hi), 1e-9))
+    return lo - pad, hi + pad
+
+
+def _save(fig: Figure, ax, path: Path, target: Optional[float], y: str, ys: Optional[list] = None,
+          formats: tuple = ()) -> Path:
+    """Target line, zoom, legend; write ``path`` (format from its suffix) and ``path`` in ``formats``."""
+    sy = _axis(y).scale
+    if target is not None:
+        ax.axhline(target * sy, color="grey", linestyle="--", linewidth=1,
+                   label=f"target {target * sy:g}{' %' if y == 'accuracy' else ''}")
+    limits = zoom(ys or [], target) if y == "accuracy" else None
+    if limits:
+        ax.set_ylim(limits[0] * sy, limits[1] * sy)
+        ax.text(0.01, 0.01, "y axis zoomed: early points are below it", transform=ax.transAxes,
+                fontsize="x-small", color="grey")
+    ax.legend(loc="best", fontsize="small")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png")
-    tmp.replace(path)  # a killed report never leaves half a PNG
+    for out in dict.fromkeys([path, *(path.with_suffix(f".{f}") for f in formats)]):
+        tmp = out.with_name(f".{out.name}.tmp")
+        with rc_context({"svg.fonttype": "none"}):   # SVG text stays text: a third of the size
+            fig.savefig(tmp, format=out.suffix.lstrip(".") or "png", metadata=_metadata(out.suffix))
+        tmp.replace(out)  # a killed report never leaves half a file
     return path
 
 
-def plot_curves(curves: dict[str, pd.DataFrame], x: str, y: str, path: str | Path,
-                title: Optional[str] = None, target: Optional[float] = None) -> Optional[Path]:
-    """One line per labelled frame, ``y`` against ``x`` (column names, see ``AXES``).
+def _metadata(suffix: str) -> dict:
+    """No creation date in SVG/PDF, so the same runs give the same bytes (diffable, cacheable)."""
+    return {"Date": None} if suffix in (".svg", ".pdf") else {}
 
-    ``target`` draws the target accuracy as a dashed line. Frames without a finite point are left
-    out; returns None (and writes nothing) when no frame has one, else the PNG's path.
+
+def plot_curves(curves: dict[str, pd.DataFrame], x: str, y: str, path: str | Path,
+                title: Optional[str] = None, target: Optional[float] = None,
+                formats: tuple = ()) -> Optional[Path]:
+    """One line per labelled frame, ``y`` against ``x`` (column names, see ``AXES``), a marker at
+    each point (each is an evaluation).
+
+    ``target`` draws the target accuracy as a dashed line; ``formats`` (``"svg"``, ``"pdf"``) writes
+    those beside ``path``. Frames without a finite point are left out; returns None (and writes
+    nothing) when no frame has one, else ``path``.
     """
     points = {label: _xy(f, x, y) for label, f in curves.items()}
     points = {label: p for label, p in points.items() if not p.empty}
@@ -97,27 +142,37 @@ def plot_curves(curves: dict[str, pd.DataFrame], x: str, y: str, path: str | Pat
     fig, ax = _new_axes(x, y, title)
     sx, sy = _axis(x).scale, _axis(y).scale
     for label, p in points.items():
-        marker = "o" if len(p) == 1 else None
-        ax.plot(p[x] * sx, p[y] * sy, label=label, marker=marker, linewidth=1.5)
-    return _save(fig, ax, Path(path), target, y)
+        ax.plot(p[x] * sx, p[y] * sy, label=label, marker="o", markersize=7 if len(p) == 1 else 3,
+                linewidth=1.5)
+    if all(len(p) == 1 for p in points.values()) and not _axis(x).log:
+        ax.margins(x=0.5)   # a lone point sits mid-axes, not on the frame
+    return _save(fig, ax, Path(path), target, y, [p[y] for p in points.values()], formats)
 
 
 def accuracy_vs_updates(curves: dict[str, pd.DataFrame], path: str | Path,
-                        target: Optional[float] = None) -> Optional[Path]:
-    return plot_curves(curves, "update", "accuracy", path, "Test accuracy vs applied updates", target)
+                        target: Optional[float] = None, formats: tuple = ()) -> Optional[Path]:
+    return plot_curves(curves, "update", "accuracy", path, "Test accuracy vs applied updates", target, formats)
 
 
 def accuracy_vs_ingress(curves: dict[str, pd.DataFrame], path: str | Path,
-                        target: Optional[float] = None) -> Optional[Path]:
+                        target: Optional[float] = None, formats: tuple = ()) -> Optional[Path]:
     return plot_curves(curves, "ingress_bytes", "accuracy", path,
-                       "Test accuracy vs cumulative PS ingress", target)
+                       "Test accuracy vs cumulative PS ingress", target, formats)
 
 
 def accuracy_vs_virtual_time(curves: dict[str, pd.DataFrame], path: str | Path,
-                             target: Optional[float] = None) -> Optional[Path]:
+                             target: Optional[float] = None, formats: tuple = ()) -> Optional[Path]:
     """None (nothing written) unless some run has virtual time (the sim runtime records it)."""
     return plot_curves(curves, "virtual_time", "accuracy", path,
-                       "Test accuracy vs virtual time", target)
+                       "Test accuracy vs virtual time", target, formats)
+
+
+def accuracy_vs_wall_time(curves: dict[str, pd.DataFrame], path: str | Path,
+                          target: Optional[float] = None, formats: tuple = ()) -> Optional[Path]:
+    """Runs in real time only (local, docker, spark): a virtual-clock run's wall time says how fast
+    the host simulated, not how fast the devices trained, so it is left out."""
+    real = {k: f for k, f in curves.items() if f.empty or f["virtual_time"].isna().all()}
+    return plot_curves(real, "wall_time", "accuracy", path, "Test accuracy vs wall time", target, formats)
 
 
 def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str | Path,
@@ -140,7 +195,7 @@ def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str |
                           linewidth=1.5)
         ax.fill_between(b["x"] * sx, b["min"] * sy, b["max"] * sy, color=line.get_color(), alpha=0.2,
                         linewidth=0)
-    return _save(fig, ax, Path(path), target, y)
+    return _save(fig, ax, Path(path), target, y, [v for b in bands.values() for v in (b["min"], b["max"])])
 
 
 def _runs(k: int) -> str:

@@ -1,4 +1,5 @@
-"""The report of one or several runs: plots, the summary table (markdown + CSV) and notes, in one directory.
+"""The report of one or several runs: one self-contained HTML page, plots, the summary table
+(markdown + CSV) and notes, in one directory.
 
 ``write_report`` is what ``edgebed report`` calls; it prints ``result.table_markdown``.
 """
@@ -11,7 +12,7 @@ from typing import Optional
 
 import pandas as pd
 
-from . import plots, tables
+from . import breakdown, html, plots, tables
 from .metrics import RunSummary, class_shares, ratios_vs, summarize
 from ..rundir import read_json
 from .runs import ReportError, Run, check_target, load_runs
@@ -30,11 +31,12 @@ class ReportResult:
     summaries: list[RunSummary]
     notes: list[str] = field(default_factory=list)   # what the table can't say: no evals, incomplete, ...
     classes_csv: Optional[Path] = None               # per speed class shares, when a run has several
+    html: Optional[Path] = None                      # report.html: everything above on one page
 
     @property
     def files(self) -> list[Path]:
         extra = [self.classes_csv] if self.classes_csv else []
-        return [self.markdown, self.table_csv, *extra, *self.plots.values()]
+        return [*([self.html] if self.html else []), self.markdown, self.table_csv, *extra, *self.plots.values()]
 
 
 def choose_baseline(runs: list[Run], baseline: Optional[str]) -> Run:
@@ -117,7 +119,7 @@ def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
         wire = wire_vs_payload(r)
         if wire is not None:
             lines += [f"## PS payload vs on-the-wire bytes (kernel counters): `{r.name}`", "",
-                      tables.to_markdown(wire.round(2)), ""]
+                      tables.to_markdown(html.human(wire)), ""]
     for r in runs:
         lines += _fidelity_lines(r)
     for kind, p in plot_files.items():
@@ -125,42 +127,55 @@ def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
     return "\n".join(lines)
 
 
-def _fidelity_lines(run: Run) -> list[str]:
-    """summary.json's ``fidelity`` section as markdown (nothing for a run with one class and no
-    runtime measurements, where it has nothing to compare)."""
+def fidelity_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
+    """summary.json's ``fidelity`` section as (caption, numeric frame) pairs; none for a run with one
+    class and no runtime measurements, where it has nothing to compare."""
     fid = run.summary.get("fidelity") or {}
-    if len(fid.get("classes", [])) < 2 and not fid.get("uplink") and not fid.get("host_cpu"):
+    out = []
+    if len(fid.get("classes", [])) > 1:
+        out.append(("Update rate per class relative to the slowest: configured compute speed vs realized "
+                    "(think time and link transfers lower the realized ratio).",
+                    pd.DataFrame(fid["classes"])[["class", "configured_speed_ratio", "realized_rate_ratio",
+                                                  "updates_per_device_per_s", "think_time_s"]]))
+    if fid.get("uplink"):
+        out.append((f"Uplink: {fid['uplink_measured_as']}; where a push does not fill a window the peak is "
+                     "a lower bound.",
+                     pd.DataFrame(fid["uplink"])[["class", "configured_mbit", "peak_mbit_mean", "peak_mbit_min",
+                                                  "peak_mbit_max", "window_filled"]]))
+    return out
+
+
+def fidelity_text(run: Run) -> list[str]:
+    cpu = (run.summary.get("fidelity") or {}).get("host_cpu")
+    if not cpu:
+        return []
+    return [f"Host CPU: {100 * cpu['busy_mean']:.0f} % busy on average, saturated (> 95 %) in "
+            f"{100 * cpu['saturated_share']:.0f} % of {cpu['samples']} samples."]
+
+
+def _fidelity_lines(run: Run) -> list[str]:
+    parts, text = fidelity_tables(run), fidelity_text(run)
+    if not parts and not text:
         return []
     lines = [f"## Realized fidelity: `{run.name}`", ""]
-    if len(fid.get("classes", [])) > 1:
-        rows = pd.DataFrame(fid["classes"])[["class", "configured_speed_ratio", "realized_rate_ratio",
-                                             "updates_per_device_per_s", "think_time_s"]].set_axis(
-            ["class", "configured speed ratio", "realized rate ratio", "updates/device/s", "think time (s)"],
-            axis=1)
-        lines += ["Update rate per class relative to the slowest: configured compute speed vs realized "
-                  "(think time and link transfers lower the realized ratio).", "", tables.to_markdown(rows), ""]
-    if fid.get("uplink"):
-        rows = pd.DataFrame(fid["uplink"])[["class", "configured_mbit", "peak_mbit_mean", "peak_mbit_min",
-                                            "peak_mbit_max", "window_filled"]].set_axis(
-            ["class", "configured Mbit/s", "peak Mbit/s (mean)", "min", "max", "a push fills a window"], axis=1)
-        lines += [f"Uplink: {fid['uplink_measured_as']}; where a push does not fill a window the peak is "
-                  "a lower bound.", "", tables.to_markdown(rows), ""]
-    cpu = fid.get("host_cpu")
-    if cpu:
-        lines += [f"Host CPU: {100 * cpu['busy_mean']:.0f} % busy on average, saturated (> 95 %) in "
-                  f"{100 * cpu['saturated_share']:.0f} % of {cpu['samples']} samples.", ""]
-    return lines
+    for caption, frame in parts:
+        lines += [caption, "", tables.to_markdown(html.human(frame)), ""]
+    return lines + [t for t in text for t in (t, "")]
 
 
 def write_report(runs: list[Path], out: Optional[Path] = None, target: float = 0.97,
-                 baseline: Optional[str] = None) -> ReportResult:
-    """Write plots, report.md and table.csv for ``runs`` into ``out`` (see ``default_out_dir``).
+                 baseline: Optional[str] = None, formats: tuple = ()) -> ReportResult:
+    """Write report.html, plots (PNG and SVG), report.md and table.csv for ``runs`` into ``out``
+    (see ``default_out_dir``).
 
     ``target`` is a test accuracy fraction; ``baseline`` names the run others are compared with
-    (only used with several runs). Raises ReportError for a path that is not a readable run dir.
+    (only used with several runs; one that is not among ``runs`` is an error); ``formats`` adds
+    plot formats (``"pdf"``). Raises ReportError for a path that is not a readable run dir.
     """
     check_target(target)
     loaded = load_runs(list(runs))
+    if baseline is not None:
+        choose_baseline(loaded, baseline)   # a baseline that is not among the runs is an error
     base = choose_baseline(loaded, baseline) if len(loaded) > 1 else None
     summaries = [summarize(r.name, r.scenario, r.summary, r.updates, r.evals, target) for r in loaded]
     by_name = {s.run: s for s in summaries}
@@ -172,11 +187,21 @@ def write_report(runs: list[Path], out: Optional[Path] = None, target: float = 0
 
     labels = _labels(loaded)
     curves = {labels[r.name]: r.evals for r in loaded}
+    formats = tuple(dict.fromkeys(("svg", *formats)))   # the page embeds SVG; PNG is for report.md
     plot_files = {}
     for kind, fn in (("accuracy_vs_updates", plots.accuracy_vs_updates),
                      ("accuracy_vs_ingress", plots.accuracy_vs_ingress),
-                     ("accuracy_vs_virtual_time", plots.accuracy_vs_virtual_time)):
-        written = fn(curves, out_dir / f"{kind}.png", target)
+                     ("accuracy_vs_virtual_time", plots.accuracy_vs_virtual_time),
+                     ("accuracy_vs_wall_time", plots.accuracy_vs_wall_time)):
+        written = fn(curves, out_dir / f"{kind}.png", target, formats)
+        if written:
+            plot_files[kind] = written
+    for kind, fn, data in (
+            ("staleness", breakdown.staleness, {labels[r.name]: r.updates for r in loaded}),
+            ("classes", breakdown.classes, {labels[r.name]: class_shares(r.updates) for r in loaded
+                                            if r.updates["speed_class"].nunique() > 1}),
+            ("traffic", breakdown.traffic, {labels[r.name]: read_json(r.path, "traffic.json") for r in loaded})):
+        written = fn(data, out_dir / f"{kind}.png", formats)
         if written:
             plot_files[kind] = written
 
@@ -199,5 +224,8 @@ def write_report(runs: list[Path], out: Optional[Path] = None, target: float = 0
     tmp = md_path.with_name(".report.md.tmp")
     tmp.write_text(text)
     tmp.replace(md_path)
+    from .run_page import run_page
+    page = html.write(out_dir / "report.html", run_page(
+        loaded, summaries, ratios, base_name, target, plot_files, notes, shares if classes_md else {}))
     return ReportResult(out_dir, md_path, table_csv, plot_files, table_md, base_name, summaries,
-                        notes, classes_csv)
+                        notes, classes_csv, page)

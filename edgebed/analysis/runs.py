@@ -79,6 +79,8 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     if not isinstance(scenario, dict) or not isinstance(summary, dict):
         raise ReportError(f"{path}: scenario.yaml and summary.json must each hold a mapping; the "
                           "run directory is damaged, re-run the scenario")
+    if summary.get("status") == "running" and rundir.run_status(path) == "killed":
+        summary = {**summary, "status": "killed"}   # its engine is gone: nothing will close it
     try:
         updates = rundir.read_table(path, "updates")
         evals = rundir.read_table(path, "evals")

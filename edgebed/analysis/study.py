@@ -7,8 +7,6 @@ did; the ingress ratio is baseline cell's mean ingress to target / this cell's (
 """
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 from dataclasses import dataclass
@@ -196,21 +194,12 @@ def _class_display(df: pd.DataFrame) -> pd.DataFrame:
 
 def _html(title: str, intro: list[str], sections: list[tuple[str, pd.DataFrame]], notes: list[str],
           pngs: dict[str, Path]) -> str:
-    css = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-           "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
-           "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}")
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{css}</style></head><body><h1>{html.escape(title)}</h1>"]
-    parts += [f"<p>{html.escape(p)}</p>" for p in intro]
-    for heading, frame in sections:
-        parts.append(f"<h2>{html.escape(heading)}</h2>" + frame.to_html(index=False, escape=True, border=0))
-    if notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
-    for kind, p in pngs.items():
-        data = base64.b64encode(p.read_bytes()).decode()
-        parts.append(f"<h2>{html.escape(kind.replace('_', ' '))}</h2>"
-                     f"<img alt='{html.escape(kind)}' src='data:image/png;base64,{data}'>")
-    return "\n".join(parts) + "</body></html>\n"
+    """The study page, in the page shell every edgebed report shares (analysis/html.py)."""
+    from .html import Section, figure, render, table
+    secs = [Section(heading, tables=[table(frame)]) for heading, frame in sections]
+    if pngs:
+        secs.append(Section("Plots", figures=[figure(p, kind.replace("_", " ")) for kind, p in pngs.items()]))
+    return render(title, secs, intro=intro, notes=notes)
 
 
 def _write(path: Path, text: str) -> Path:

@@ -78,6 +78,19 @@ def _find(directory: Path, stem: str) -> Path:
                        f"{', '.join(STANDARD_FILES)}")
 
 
+def missing(spec) -> list[str]:
+    """What a scenario's ``dataset`` section needs on this host but lacks (empty: nothing missing),
+    checked before a run starts instead of in every agent. ``download`` fetches what it lacks."""
+    if spec.source != "path":
+        return []
+    d = Path(spec.path)
+    if not d.is_dir():
+        return [f"dataset.path: {d} is not a directory; give a directory with the four MNIST-format "
+                f"IDX files ({', '.join(STANDARD_FILES)})"]
+    lacking = [s for s in STANDARD_FILES if not (d / s).exists() and not (d / f"{s}.gz").exists()]
+    return [f"dataset.path: {d} lacks {', '.join(f'{s}[.gz]' for s in lacking)}"] if lacking else []
+
+
 def load_dir(directory: str | Path) -> Dataset:
     d = Path(directory)
     if not d.is_dir():

@@ -11,10 +11,15 @@ import signal
 import sys
 from typing import Optional
 
+from ..procs import die_with_parent
+
 
 def agent_main(ps_address: str, device: int, speed_class: str, log_path: str, env: dict,
                 join: Optional[dict] = None) -> None:
-    """Entry point of a forked agent: own session, own log, one torch thread."""
+    """Entry point of a forked agent: own session, own log, one torch thread; dies with the fork
+    server, which dies with the engine (its alive pipe closes), whatever ended the engine."""
+    die_with_parent()
+    _drop_inherited_lifelines()
     os.setsid()
     if join:                      # before any socket or thread: see nsjoin.enter
         from ..emulator.nsjoin import enter
@@ -31,3 +36,20 @@ def agent_main(ps_address: str, device: int, speed_class: str, log_path: str, en
     code = run_agent(ps_address, device)
     zmq.Context.instance().term()   # delivers what is queued (the Bye) within the sockets' linger
     sys.exit(code)
+
+
+def _drop_inherited_lifelines() -> None:
+    """Close the write ends of the fork server's and the resource tracker's "alive" pipes, which
+    multiprocessing hands every forked child (so it could fork in turn). An agent holding them keeps
+    both alive after the engine dies — and the fork server alive keeps the agents alive: nothing ever
+    exits. Without them, the engine's death closes the fork server, whose death kills the agents."""
+    from multiprocessing import forkserver, resource_tracker
+    for owner, attr in ((forkserver._forkserver, "_forkserver_alive_fd"),
+                        (resource_tracker._resource_tracker, "_fd")):
+        fd = getattr(owner, attr, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            setattr(owner, attr, None)

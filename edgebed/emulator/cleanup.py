@@ -1,10 +1,15 @@
 """Cleanup: remove what one run recorded — its containers, network and qdiscs, its agent processes.
 
-``edgebed clean <run-dir>`` calls ``clean``. Only what the run directory names is touched: PIDs in
-``pids.json`` (and only while ``/proc/<pid>/cmdline`` still shows an edgebed device agent, since a PID
-may have been reused), containers and networks carrying the label ``edgebed.run=<run id>`` recorded in
-``docker.json``, and the root qdiscs edgebed put on that run's host-side veths. Never by name pattern,
-never another run's objects. Safe to call repeatedly.
+``edgebed clean <run-dir>`` calls ``clean``. Only what the run directory names is touched: processes
+in ``pids.json`` (and only while PID *and* start time match the record — ``edgebed/procs.py`` — so a
+reused PID or another run's fork-server child is never hit), containers and networks carrying the
+label ``edgebed.run=<run id>`` recorded in ``docker.json``, and the root qdiscs edgebed put on that
+run's host-side veths. Never by name pattern, never another run's objects. Safe to call repeatedly.
+A run whose engine died without closing it (``summary.json`` still ``running``) is marked ``killed``.
+
+``edgebed clean --all`` (``clean_all``) does the same for every run on this host: each container and
+network labelled ``edgebed.run`` (optionally only run ids starting with a prefix), and each run
+directory under the given roots.
 """
 from __future__ import annotations
 
@@ -12,9 +17,12 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
-AGENT_MARK = b"edgebed.device_agent"
+from .. import procs
+
+RUN_LABEL = "edgebed.run"            # = images.LABEL + ".run" (not imported: images needs docker)
+RUN_DIR_LABEL = "edgebed.run_dir"
 
 
 def _read_json(path: Path) -> Optional[dict]:
@@ -24,27 +32,34 @@ def _read_json(path: Path) -> Optional[dict]:
         return None
 
 
-def _is_agent(pid: int) -> bool:
-    try:
-        return AGENT_MARK in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def clean_pids(pids: list[int]) -> dict:
-    """SIGKILL each recorded PID that is still an edgebed device agent (works on stopped ones too)."""
+def clean_pids(records: Iterable) -> dict:
+    """SIGKILL each recorded process ({"pid", "start"}, see ``procs.identity``) that is provably still
+    the one recorded (works on stopped ones too). A bare PID (older run directories) proves nothing
+    and is left alone."""
     killed, skipped = [], []
-    for pid in pids:
-        pid = int(pid)
-        if pid <= 1 or not _is_agent(pid):
-            skipped.append(pid)
+    for rec in records:
+        if not isinstance(rec, dict) or not procs.is_alive(rec):
+            skipped.append(rec.get("pid") if isinstance(rec, dict) else rec)
             continue
         try:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+            os.kill(rec["pid"], signal.SIGKILL)
+            killed.append(rec["pid"])
         except ProcessLookupError:
-            skipped.append(pid)
+            skipped.append(rec["pid"])
     return {"killed": killed, "not_agents_or_gone": skipped}
+
+
+def mark_killed(run_dir: Path) -> Optional[str]:
+    """If the run's summary still says ``running`` but its engine process is gone, say ``killed``
+    (keeping the rest of the summary); returns the new status or None."""
+    from ..rundir import run_status, write_json_atomic
+    summary = _read_json(run_dir / "summary.json")
+    if summary is None or run_status(run_dir) != "killed" or summary.get("status") != "running":
+        return None
+    summary.update(status="killed", reason="the engine process ended without closing the run "
+                   "(killed, e.g. SIGKILL or out of memory); what was recorded until then is kept")
+    write_json_atomic(run_dir / "summary.json", summary)
+    return "killed"
 
 
 def _kill_forked_agents(record: dict) -> list[int]:
@@ -130,7 +145,10 @@ def clean(run_dir: str | Path) -> dict:
     report: dict = {"run_dir": str(run_dir)}
     pids = _read_json(run_dir / "pids.json")
     if pids:
-        report["processes"] = clean_pids(pids.get("pids", []))
+        report["processes"] = clean_pids(pids.get("procs", pids.get("pids", [])))
+    status = mark_killed(run_dir)
+    if status:
+        report["status"] = status
     record = _read_json(run_dir / "docker.json")
     if record and record.get("run_id"):
         try:
@@ -140,13 +158,75 @@ def clean(run_dir: str | Path) -> dict:
     return report
 
 
+def clean_all(roots: Iterable[str | Path] = ("runs",), run_id_prefix: str = "", client=None,
+              docker_objects: bool = True) -> dict:
+    """Clean every edgebed run on this host: run directories under ``roots`` (searched recursively
+    for ``summary.json``) and every container/network labelled ``edgebed.run``, restricted to run
+    ids that start with ``run_id_prefix``. Returns {"runs": {run id: report}, "errors": [...]}."""
+    from .runtimes.docker import run_id_of
+    out: dict = {"runs": {}, "errors": []}
+    dirs: dict[str, Path] = {}
+    for root in roots:
+        for summary in sorted(Path(root).rglob("summary.json")) if Path(root).is_dir() else ():
+            rid = (_read_json(summary.parent / "docker.json") or {}).get("run_id") or run_id_of(summary.parent)
+            if rid.startswith(run_id_prefix):
+                dirs[rid] = summary.parent
+    labelled: dict[str, Optional[Path]] = {}
+    if docker_objects:
+        try:
+            if client is None:
+                import docker
+                client = docker.from_env(timeout=120)
+            for c in client.containers.list(all=True, sparse=True, filters={"label": RUN_LABEL}):
+                labels = c.attrs.get("Labels") or {}
+                rid = labels.get(RUN_LABEL, "")
+                if rid.startswith(run_id_prefix):
+                    labelled.setdefault(rid, Path(labels[RUN_DIR_LABEL]) if labels.get(RUN_DIR_LABEL) else None)
+            for n in client.networks.list(filters={"label": RUN_LABEL}):
+                rid = (n.attrs.get("Labels") or {}).get(RUN_LABEL, "")
+                if rid.startswith(run_id_prefix):
+                    labelled.setdefault(rid, None)
+        except Exception as err:   # no engine: the run directories are still cleaned
+            out["errors"].append(f"Docker engine not reachable: {err}")
+            docker_objects = False
+    for rid, run_dir in sorted(dirs.items()):
+        report = clean(run_dir) if docker_objects else _clean_local(run_dir)
+        out["runs"][rid] = report
+        labelled.pop(rid, None)
+    for rid, run_dir in sorted(labelled.items()):   # labelled objects whose run dir is elsewhere or gone
+        record = _read_json(run_dir / "docker.json") if run_dir else None
+        report = clean(run_dir) if run_dir and run_dir.is_dir() else {"run_dir": str(run_dir or "?")}
+        if "docker" not in report:
+            report["docker"] = clean_docker(rid, client=client, record=record)
+        out["runs"][rid] = report
+    return out
+
+
+def _clean_local(run_dir: Path) -> dict:
+    report: dict = {"run_dir": str(run_dir)}
+    pids = _read_json(run_dir / "pids.json")
+    if pids:
+        report["processes"] = clean_pids(pids.get("procs", []))
+    if mark_killed(run_dir):
+        report["status"] = "killed"
+    return report
+
+
+def describe_all(out: dict) -> str:
+    lines = [f"{rid}: " + describe(rep).replace("\n", f"\n{rid}: ") for rid, rep in out["runs"].items()]
+    lines += [f"error: {e}" for e in out["errors"]]
+    return "\n".join(lines) or "no edgebed run found to clean"
+
+
 def describe(report: dict) -> str:
     """One human line per kind of object removed."""
     lines = []
+    if report.get("status") == "killed":
+        lines.append("run: marked killed (its engine process is gone, its summary still said running)")
     p = report.get("processes")
     if p is not None:
         lines.append(f"processes: killed {len(p['killed'])}, skipped {len(p['not_agents_or_gone'])} "
-                     "(gone or no longer an edgebed agent)")
+                     "(gone, or not provably the process the run recorded)")
     d = report.get("docker")
     if d is not None:
         lines.append(f"docker: removed {len(d.get('containers', []))} containers, "

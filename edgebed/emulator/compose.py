@@ -1,20 +1,26 @@
 """Compose export: a scenario as a docker compose project (PS + one service per device) to run
-without edgebed's engine on the host — ``docker compose up`` on any machine with Docker.
+without edgebed's engine on the host — ``docker compose up`` (v2) or ``docker-compose up`` (v1) on
+any machine with Docker, needing nothing from this one.
 
 Layout written to ``out_dir``::
 
     docker-compose.yml   ps + agent-NNNN services on an internal network, CPU/memory limits per class
     scenario.yaml        the resolved scenario the PS reads
+    build/               the image's build context: Dockerfile, pyproject.toml, edgebed/ (a copy)
+    runs/                where the PS writes the run directory
+    docker-compose.override.yml   only with ``--offline``: this host's offline image and read-only
+                         mounts (compose merges it; delete it to build the portable image instead)
 
-The PS service runs ``python -m edgebed.emulator.compose serve``: the same engine and PS, with agents
-that compose started (``ComposeRuntime``). Each agent service's first step shapes its own ``eth0``
-egress with tbf (``python -m edgebed.emulator.links shape``, needs NET_ADMIN) and then execs the agent.
-Delay, jitter and loss are applied by the agent (application level), downlinks are not shaped (their
-host-side veth is out of a container's reach), a crash is enforced by the PS's protocol (it rejects a
+The PS service runs ``python -m edgebed.cli compose serve``: the same engine and PS, with agents
+that compose started (``ComposeRuntime``). Each shaped agent service's first step shapes its own
+``eth0`` (``python -m edgebed.emulator.links shape``, needs NET_ADMIN): egress with tbf (uplink) and
+ingress through an ifb device with tbf (downlink), then execs the agent. Delay, jitter and loss are
+applied by the agent (application level); a crash is enforced by the PS's protocol (it rejects a
 frozen device), not by the freezer.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,6 +28,7 @@ from typing import Optional
 
 import yaml
 
+from .. import __version__
 from ..scenario import Scenario, class_assignment
 from . import images
 from .runtimes.base import AgentHandle, AgentSpec, Capabilities, Runtime
@@ -36,47 +43,50 @@ def _cpus(sc: Scenario, klass, docker_spec: dict) -> float:
     return float(cpus) if cpus is not None else float(docker_spec.get("base_cpus", 1.0)) / klass.slowdown
 
 
-def compose_dict(sc: Scenario, offline: bool = False, context: str = "..") -> dict:
-    """The compose project as a dict (compose file format 2.4: cpus/mem_limit without swarm)."""
+IMAGE = f"edgebed/agent:{__version__}"
+
+
+def _agent_command(python: str, klass, device: int) -> list[str]:
+    agent = [python, "-m", "edgebed.device_agent", "--ps", f"tcp://ps:{PS_PORT}", "--device", str(device)]
+    rates = [(flag, getattr(klass, d).rate) for flag, d in (("--rate", "uplink"), ("--down-rate", "downlink"))]
+    rates = [(flag, r) for flag, r in rates if r is not None]
+    if not rates:
+        return agent
+    return [python, "-m", "edgebed.emulator.links", "shape", "--dev", "eth0",
+            *[x for flag, r in rates for x in (flag, f"{r:.0f}")], "--", *agent]
+
+
+def _ps_command(python: str) -> list[str]:
+    return [python, "-m", "edgebed.cli", "compose", "serve", SCENARIO_IN_CONTAINER,
+            "--bind", f"tcp://0.0.0.0:{PS_PORT}", "--out", RUNS_IN_CONTAINER]
+
+
+def compose_dict(sc: Scenario, context: str = "./build") -> dict:
+    """The portable compose project as a dict (file format 2.4: cpus/mem_limit without swarm). Every
+    service names the same image and how to build it, so no service tries to pull it."""
     dspec = dict(sc.runtime.docker)
-    if offline:
-        info = images.offline_info()
-        image, python = info.name, info.python
-        mounts = [f"{h}:{m['bind']}:ro" for h, m in info.mounts.items()]
-        env = dict(info.env)
-    else:
-        image, python, mounts = dspec.get("image") or images.DOCKERFILE_IMAGE, "python", []
-        env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    image = dspec.get("image") or IMAGE
+    build = {"context": context, "dockerfile": "Dockerfile"}
+    env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     labels = {images.LABEL: "1", f"{images.LABEL}.scenario": sc.name}
-    ps = {
-        "image": image,
-        "command": [python, "-m", "edgebed.emulator.compose", "serve", SCENARIO_IN_CONTAINER,
-                    "--bind", f"tcp://0.0.0.0:{PS_PORT}", "--out", RUNS_IN_CONTAINER],
-        "volumes": mounts + [f"./scenario.yaml:{SCENARIO_IN_CONTAINER}:ro", f"./runs:{RUNS_IN_CONTAINER}"],
+    services = {"ps": {
+        "image": image, "build": dict(build), "command": _ps_command("python"),
+        "volumes": [f"./scenario.yaml:{SCENARIO_IN_CONTAINER}:ro", f"./runs:{RUNS_IN_CONTAINER}"],
         "environment": dict(env), "networks": ["edgebed"], "labels": dict(labels), "working_dir": "/tmp",
-    }
-    if not offline:
-        ps["build"] = {"context": context, "dockerfile": "Dockerfile"}
-    services = {"ps": ps}
+    }}
     assign = class_assignment(sc)
     for d in range(sc.workers.n):
         klass = sc.workers.classes[assign[d]]
-        agent = [python, "-m", "edgebed.device_agent", "--ps", f"tcp://ps:{PS_PORT}", "--device", str(d)]
-        cmd = agent
-        if klass.uplink.rate is not None:
-            cmd = [python, "-m", "edgebed.emulator.links", "shape", "--dev", "eth0",
-                   "--rate", f"{klass.uplink.rate:.0f}", "--", *agent]
+        cmd = _agent_command("python", klass, d)
         svc = {
-            "image": image, "command": cmd, "depends_on": ["ps"], "networks": ["edgebed"],
+            "image": image, "build": dict(build), "command": cmd, "depends_on": ["ps"], "networks": ["edgebed"],
             "environment": {**env, "EDGEBED_CLASS": klass.name, "EDGEBED_CPU_QUOTA": "1"},
             "cpus": round(_cpus(sc, klass, dspec), 4),
             "labels": {**labels, f"{images.LABEL}.device": str(d), f"{images.LABEL}.class": klass.name},
             "working_dir": "/tmp",
         }
-        if klass.uplink.rate is not None:
+        if "links" in cmd[2]:
             svc["cap_add"] = ["NET_ADMIN"]     # for the tc init step on its own eth0
-        if mounts:
-            svc["volumes"] = list(mounts)
         if dspec.get("memory"):
             svc["mem_limit"] = dspec["memory"]
         services[f"agent-{d:04d}"] = svc
@@ -84,32 +94,91 @@ def compose_dict(sc: Scenario, offline: bool = False, context: str = "..") -> di
             "networks": {"edgebed": {"driver": "bridge", "internal": True, "labels": dict(labels)}}}
 
 
+def offline_override(sc: Scenario) -> dict:
+    """docker-compose.override.yml for this host: the offline image, its interpreter and read-only
+    host mounts instead of the Dockerfile image (see images.py). Not portable, by design."""
+    info = images.offline_info()
+    mounts = [f"{h}:{m['bind']}:ro" for h, m in info.mounts.items()]
+    base = compose_dict(sc)["services"]
+    out = {}
+    for name, svc in base.items():
+        cmd = [info.python if c == "python" else c for c in svc["command"]]
+        out[name] = {"image": info.name, "command": cmd, "volumes": list(mounts), "environment": dict(info.env)}
+    return {"version": "2.4", "services": out}
+
+
+def _copy_build_context(dest: Path) -> None:
+    """The Dockerfile, pyproject.toml and the edgebed package (no caches): all the build needs."""
+    root = images.PROJECT_ROOT
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in ("Dockerfile", "pyproject.toml"):
+        shutil.copy2(root / name, dest / name)
+    shutil.copytree(root / "edgebed", dest / "edgebed",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+
+
 def export_compose(sc: Scenario, out_dir: str | Path, offline: bool = False, context: Optional[str] = None) -> Path:
     """Write the compose project for ``sc`` into ``out_dir``; returns the compose file's path.
 
-    ``offline`` uses the offline image with this host's read-only mounts (runs here, not portable);
-    otherwise the image is built from the repository's Dockerfile (``context`` = path of the repository
-    relative to ``out_dir``, by default computed from where the project lives)."""
+    The image is built from a copy of the Dockerfile and the package in ``out_dir/build`` (or from
+    ``context``, a path relative to ``out_dir``, e.g. the repository for the committed example).
+    ``offline`` adds docker-compose.override.yml to run it here with the offline image instead."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if context is None:
-        import os
-        context = os.path.relpath(images.PROJECT_ROOT, out.resolve())
-    data = compose_dict(sc, offline=offline, context=context)
+        _copy_build_context(out / "build")
+        context = "./build"
+    data = compose_dict(sc, context=context)
     # Only what was set: a full dump (defaults included) does not always load back (see final note).
     (out / "scenario.yaml").write_text(yaml.safe_dump(sc.model_dump(mode="json", exclude_unset=True),
                                                       sort_keys=False))
     (out / "runs").mkdir(exist_ok=True)
     (out / "runs" / ".gitignore").write_text("*\n!.gitignore\n")
+    override = out / "docker-compose.override.yml"
+    if offline:
+        override.write_text("# This host only: the offline image and read-only mounts of this host's Python,\n"
+                            "# venv and source (edgebed image build). Delete this file to build the portable image.\n"
+                            + yaml.safe_dump(offline_override(sc), sort_keys=False, width=120))
+    elif override.exists():
+        override.unlink()
     path = out / "docker-compose.yml"
     header = (f"# Generated by edgebed from scenario {sc.name!r}: {sc.workers.n} devices, "
               f"{len(sc.workers.classes)} speed classes.\n"
-              "# Run: docker compose up -d && docker wait $(docker compose ps -q ps); docker compose down\n"
+              "# Run (compose v2; v1: docker-compose): docker compose up -d && "
+              "docker wait $(docker compose ps -q ps); docker compose down\n"
               "# (not --abort-on-container-exit: a crashed device's agent ends early by design)\n"
-              "# Uplink rate: tbf on each agent's eth0 (NET_ADMIN); delay/jitter/loss: in the agent;\n"
-              "# downlinks unshaped; crashes enforced by the PS protocol. Results: ./runs/\n")
+              "# Links: tbf on each agent's eth0 egress (uplink) and, through an ifb device, its ingress\n"
+              "# (downlink), set by the agent's first step (NET_ADMIN); delay/jitter/loss: in the agent;\n"
+              "# crashes enforced by the PS protocol. Results: ./runs/\n")
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120))
     return path
+
+
+def compose_command() -> list[str]:
+    """The compose CLI this host has: ``docker compose`` (v2) or ``docker-compose`` (v1); [] if none."""
+    import shutil
+    import subprocess
+    if shutil.which("docker"):
+        try:
+            if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=20).returncode == 0:
+                return ["docker", "compose"]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return ["docker-compose"] if shutil.which("docker-compose") else []
+
+
+def run_hint(project: Path) -> str:
+    """How to run the project, with the compose command this host actually has."""
+    cmd = " ".join(compose_command())
+    where = (" with this host's offline image (docker-compose.override.yml; delete it to build from "
+             "build/Dockerfile)" if (Path(project) / "docker-compose.override.yml").exists() else
+             " (builds the image from build/Dockerfile the first time: needs a registry for python:3.11-slim)")
+    if not cmd:
+        return (f"run it where Docker Compose is installed: cd {project} && docker compose up "
+                "(v2) or docker-compose up (v1); neither is installed here")
+    return f"run it with: cd {project} && {cmd} up{where}; results in {project}/runs/"
 
 
 def validate(data: dict, sc: Scenario) -> list[str]:
@@ -194,9 +263,11 @@ def serve(scenario_path: str, bind: str, out: str) -> int:
     sc = load_scenario(scenario_path)
     # The engine looks runtimes up by the scenario's name; here the agents are compose's.
     engine_mod.get_runtime = lambda name: (lambda scenario, run_dir: ComposeRuntime(scenario, run_dir, bind))
-    res = engine_mod.Engine(sc, out=out, progress=engine_mod.terminal_progress(sys.stdout, 5.0),
+    from ..console import RunProgress, log, setup_logging
+    setup_logging(0)
+    res = engine_mod.Engine(sc, out=out, progress=RunProgress(sys.stdout, every=5.0, force_terminal=False),
                             source=scenario_path).run()
-    print(f"edgebed: run {res.summary['status']}: {res.summary.get('updates')} updates -> {res.path}")
+    log.info(f"edgebed: run {res.summary['status']}: {res.summary.get('updates')} updates -> {res.path}")
     return 0 if res.summary["status"] == "complete" else 1
 
 
@@ -211,7 +282,7 @@ def main(argv=None) -> int:
     e = sub.add_parser("export", help="write a compose project for a scenario")
     e.add_argument("scenario")
     e.add_argument("out_dir")
-    e.add_argument("--offline", action="store_true", help="offline image + this host's mounts")
+    e.add_argument("--offline", action="store_true", help="add an override: offline image + this host's mounts")
     args = ap.parse_args(argv)
     if args.cmd == "serve":
         return serve(args.scenario, args.bind, args.out)

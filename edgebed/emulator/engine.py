@@ -19,7 +19,7 @@ from ..ps.rules import RULES
 from ..ps.server import Hooks, ParameterServer, PSConfig
 from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
-from ..units import fmt_bytes
+from ..console import RunStatus, stop_fraction, warn
 from .runtimes import AgentSpec, get_runtime
 
 TICK = 0.25           # seconds between run-loop iterations
@@ -75,6 +75,8 @@ class Engine:
         try:
             runtime = runtime_cls(sc, path)
             problems = runtime.check()
+            from ..data import missing
+            problems += missing(sc.dataset)
         except Exception:
             _remove_empty(path)
             raise
@@ -84,7 +86,7 @@ class Engine:
         if self.resume:
             if problems:
                 raise ScenarioError("\n".join(f"{path}: {p}" for p in problems))
-            write_json_atomic(path / "summary.json", {"status": "running", "resumed": True})
+            write_json_atomic(path / "summary.json", {"status": "running", "resumed": True, "engine": _me()})
             return path, runtime
         if problems:
             _remove_empty(path)
@@ -96,7 +98,7 @@ class Engine:
             "applied": runtime.applied(), "host": host_facts(),
             "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
         })
-        write_json_atomic(path / "summary.json", {"status": "running"})
+        write_json_atomic(path / "summary.json", {"status": "running", "engine": _me()})
         return path, runtime
 
     # -- the run loop --------------------------------------------------------------------------
@@ -162,6 +164,7 @@ class Engine:
                 checkpoint.save(p, path / "checkpoint", extra={"started_unix": started_unix})
             ps.hooks.checkpoint = save_checkpoint
         seen_exit: set[int] = set()
+        exit_codes: dict[int, int] = {}   # device → exit code, in the order the engine saw them
         lost: set[int] = set()
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
         t_start = time.monotonic()
@@ -193,7 +196,7 @@ class Engine:
             ps._event(-1, "start", f"{len(handles)} agents on runtime {runtime.name}")
             if applied.get("warning"):   # e.g. no netem: said once, recorded in events and manifest
                 ps._event(-1, "warning", applied["warning"])
-                print(f"warning: {applied['warning']}", file=sys.stderr)
+                warn(applied["warning"])
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
             t_running = last_flush = time.monotonic()
             while ps.stopped is None:
@@ -218,13 +221,14 @@ class Engine:
                     code = h.poll()
                     if code is not None and d not in seen_exit:
                         seen_exit.add(d)
+                        exit_codes[d] = code
                         ps._event(d, "exit", f"code={code}")
                 # Silence is measured in wall time: meaningless for devices on a virtual clock.
                 for d in (ps.silent_devices(sc.failures.lost_after) if runtime.uses_sockets else ()):
                     if d not in lost:
                         lost.add(d)
                         ps._event(d, "lost", f"silent for more than {sc.failures.lost_after:.0f} s")
-                frozen = {d for d, st in ps.devices.items() if st.frozen}
+                frozen = ps.frozen_devices()
                 if handles and len(seen_exit | frozen | lost) >= len(handles):
                     ps.request_stop("no live device left")
                 self.progress(self._line(ps, evals, elapsed, len(handles) - len(seen_exit | frozen | lost)), False)
@@ -245,6 +249,9 @@ class Engine:
                            wait_eval=(status == "complete"))
             if curve is not None:
                 curve.stop()
+            if status == "complete" and ps.version == 0 and handles and len(exit_codes) == len(handles) \
+                    and all(c != 0 for c in exit_codes.values()):
+                status, reason = "failed", _first_agent_error(path, exit_codes)
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
             summary["fidelity"] = self._fidelity(path, runtime, class_of)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
@@ -270,7 +277,7 @@ class Engine:
         recorded = read_table(path, "updates")["update"]
         last = int(recorded.max()) if len(recorded) else ckpt.version
         ended = 0
-        pids = read_json(path, "pids.json").get("pids", [])
+        pids = read_json(path, "pids.json").get("procs", [])
         if pids:   # agents of the killed engine: end them (only if still edgebed agents), start new ones
             from .cleanup import clean_pids
             ended = len(clean_pids(pids)["killed"])
@@ -288,7 +295,7 @@ class Engine:
         try:
             # Agents that got Stop end on their own; frozen ones never will.
             deadline = time.monotonic() + DRAIN_GRACE
-            frozen = {d for d, st in ps.devices.items() if st.frozen}
+            frozen = ps.frozen_devices()
             while runtime.uses_sockets and time.monotonic() < deadline and any(
                     h.poll() is None for d, h in handles.items() if d not in frozen):
                 time.sleep(0.05)
@@ -312,7 +319,7 @@ class Engine:
 
     def _summary(self, ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime) -> dict:
         accs = [e["accuracy"] for e in sorted(evals, key=lambda e: e["update"])]
-        frozen = sorted(d for d, st in ps.devices.items() if st.frozen)
+        frozen = sorted(ps.frozen_devices())
         target = self.sc.stop.target_accuracy
         hit = next((e for e in sorted(evals, key=lambda e: e["update"])
                     if target is not None and e["accuracy"] >= target), None)
@@ -327,9 +334,9 @@ class Engine:
             "push_bytes": ps.meter.push_bytes, "rejected_messages": ps.meter.rejected,
             "rule": ps.rule.stats(),
             "errors": ps.errors,
-            "devices": {"total": self.sc.workers.n, "started": len(handles), "said_hello": len(ps.devices),
+            "devices": {"total": self.sc.workers.n, "started": len(handles), "said_hello": ps.device_count(),
                         "crashed": len(frozen), "lost": len(lost),
-                        "alive_at_end": len(ps.devices) - len(frozen) - len(lost)},
+                        "alive_at_end": ps.device_count() - len(frozen) - len(lost)},
         }
 
     def _fidelity(self, path: Path, runtime, class_of) -> dict:
@@ -343,14 +350,33 @@ class Engine:
         except Exception as err:
             return {"error": f"{type(err).__name__}: {err}"}
 
-    @staticmethod
-    def _line(ps, evals, elapsed, alive) -> str:
-        acc = f"{evals[-1]['accuracy']:.2%}" if evals else "—"
-        rate = ps.version / elapsed if elapsed > 0 else 0.0
+    def _line(self, ps, evals, elapsed, alive) -> RunStatus:
+        """The progress callback's argument (see console.RunStatus; ``str()`` of it is one line)."""
         virtual = ps.hooks.clock()[1]
-        return (f"updates {ps.version:>7d} | {rate:7.1f} upd/s | acc {acc:>6s} | "
-                f"ingress {fmt_bytes(ps.meter.ingress_bytes):>10s} | alive {alive:>4d} | {elapsed:6.1f} s"
-                + (f" | virtual {virtual:.1f} s" if virtual == virtual else ""))
+        clock = virtual if virtual == virtual else elapsed
+        return RunStatus(ps.version, ps.version / elapsed if elapsed > 0 else 0.0,
+                         evals[-1]["accuracy"] if evals else None, len(evals), ps.meter.ingress_bytes,
+                         alive, elapsed, virtual, stop_fraction(self.sc.stop, ps.version, clock))
+
+
+def _first_agent_error(path: Path, exit_codes: dict[int, int]) -> str:
+    """Reason of a run in which every device failed before any update: the first one's last log line."""
+    d, code = next(iter(exit_codes.items()))
+    log = path / "logs" / f"agent-{d:04d}.log"
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    last = lines[-1].strip() if lines else "(no log)"
+    return (f"every device failed before any update was applied; first: device {d} exited with code "
+            f"{code}: {last} (full log: {log})")
+
+
+def _me() -> dict:
+    """This engine process, as summary.json records it while running (``rundir.run_status``)."""
+    import os
+    from ..procs import identity
+    return identity(os.getpid())
 
 
 def _main_thread() -> bool:
@@ -369,22 +395,8 @@ def _remove_empty(path: Path) -> None:
         pass
 
 
-def terminal_progress(stream=None, every: float = 5.0) -> Callable[[str, bool], None]:
-    """Progress printer: rewrites one line on a terminal, prints a line every ``every`` s otherwise.
-
-    ``stream`` defaults to the sys.stderr of the moment of the call (not of the import)."""
-    stream = stream or sys.stderr
-    tty = stream.isatty()
-    last = [0.0]
-
-    def show(line: str, final: bool) -> None:
-        now = time.monotonic()
-        if tty:
-            stream.write("\r" + line + ("\n" if final else ""))
-            stream.flush()
-        elif final or now - last[0] >= every:
-            stream.write(line + "\n")
-            stream.flush()
-            last[0] = now
-    return show
-
+def terminal_progress(stream=None, every: float = 30.0):
+    """The console's progress callback (``console.RunProgress``): a live bar on a terminal, one line
+    per evaluation (and every ``every`` s) otherwise. ``stream`` defaults to the sys.stderr of the call."""
+    from ..console import RunProgress
+    return RunProgress(stream or sys.stderr, every=every)

@@ -232,6 +232,35 @@ def shape_with(index: int, profile, qdiscs: Optional[dict], netns: NetnsRef = No
     return Shaped(index, ns, kind, lv)
 
 
+INGRESS_HANDLE = 0xFFFF0000   # "ffff:" — the ingress qdisc
+IFB_NAME = "ifb-down"          # where a container's ingress is redirected to be shaped
+
+
+def shape_ingress(index: int, rate: float, netns: NetnsRef = None, latency: float = 0.1,
+                  ifb: str = IFB_NAME) -> str:
+    """Shape what arrives on interface ``index`` to ``rate`` bits/s from inside its own namespace: an
+    ingress qdisc redirects every packet to a new ifb device whose egress holds a tbf. This is how a
+    container shapes its own downlink (the host-side veth, which the Docker runtime shapes instead,
+    is out of its reach). Needs CAP_NET_ADMIN and the ifb module. Returns the ifb device's name."""
+    try:
+        with iproute(netns) as ipr:
+            ipr.link("add", ifname=ifb, kind="ifb")
+            ifb_index = ipr.link_lookup(ifname=ifb)[0]
+            ipr.link("set", index=ifb_index, state="up")
+            ipr.tc("add", "tbf", ifb_index, handle=ROOT_HANDLE, rate=_rate_arg(rate), burst=tbf_burst(rate),
+                   limit=tbf_limit(rate, latency))
+            ipr.tc("add", "ingress", index, INGRESS_HANDLE)
+            # u32 matching every packet (mask 0 at offset 0); protocol ETH_P_ALL
+            ipr.tc("add-filter", "u32", index, parent=INGRESS_HANDLE, protocol=0x0003, prio=1,
+                   keys=["0x0/0x0+0"], target=ROOT_HANDLE,
+                   action=[{"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": ifb_index}])
+    except Exception as err:
+        raise LinkError(f"could not shape ingress of interface #{index} in namespace "
+                        f"{_netns_path(netns) or 'host'} through {ifb}: {err} (needs CAP_NET_ADMIN and "
+                        "the ifb kernel module: modprobe ifb)") from err
+    return ifb
+
+
 def unshape(index: int, netns: NetnsRef = None) -> bool:
     """Remove the root qdisc edgebed installed (handle 1:) on ``index``; True if one was removed.
 
@@ -314,10 +343,11 @@ def bridge_ifname(network_id: str) -> str:
 # --- command line: the init step of a compose service ----------------------------------------------
 
 def main(argv=None) -> int:
-    """``python -m edgebed.emulator.links shape --dev eth0 --rate BITS_PER_S -- CMD ...``
+    """``python -m edgebed.emulator.links shape --dev eth0 [--rate BITS_PER_S] [--down-rate BITS_PER_S] -- CMD``
 
-    Shapes egress of ``--dev`` in the caller's own namespace (needs CAP_NET_ADMIN), then execs CMD.
-    Used as the first step of a compose agent service; delay/jitter/loss stay with the agent."""
+    Shapes egress (``--rate``, the uplink) and ingress (``--down-rate``, the downlink, through an ifb
+    device) of ``--dev`` in the caller's own namespace (needs CAP_NET_ADMIN), then execs CMD. Used as
+    the first step of a compose agent service; delay/jitter/loss stay with the agent."""
     import argparse
     import sys
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -326,14 +356,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m edgebed.emulator.links")
     ap.add_argument("action", choices=["shape"])
     ap.add_argument("--dev", default="eth0")
-    ap.add_argument("--rate", type=float, required=True, help="bits/s")
+    ap.add_argument("--rate", type=float, help="uplink (egress) bits/s")
+    ap.add_argument("--down-rate", type=float, help="downlink (ingress) bits/s")
     args = ap.parse_args(own)
     from ..scenario import LinkProfile
     # Inside a container there is no way to probe (that needs a fresh namespace): tbf is assumed,
     # and the rest is the agent's.
-    prof = LinkProfile(rate=args.rate)
-    shaped = shape_with(ifindex(args.dev), prof, {"tbf": True, "htb": True, "netem": False})
-    print(f"edgebed: {args.dev} egress shaped: {shaped.qdisc} rate={args.rate:.0f} bit/s", flush=True)
+    if args.rate:
+        shaped = shape_with(ifindex(args.dev), LinkProfile(rate=args.rate), {"tbf": True, "htb": True, "netem": False})
+        print(f"edgebed: {args.dev} egress shaped: {shaped.qdisc} rate={args.rate:.0f} bit/s", flush=True)
+    if args.down_rate:
+        ifb = shape_ingress(ifindex(args.dev), args.down_rate)
+        print(f"edgebed: {args.dev} ingress shaped: tbf on {ifb} rate={args.down_rate:.0f} bit/s", flush=True)
     if cmd:
         os.execvp(cmd[0], cmd)
     return 0

@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..rundir import is_run_dir, read_json, write_json_atomic
-from ..scenario import Scenario, ScenarioError, parse_scenario
+from ..scenario import Scenario, ScenarioError, parse_scenario, read_yaml
 
 
 class StudyError(ScenarioError):
@@ -262,12 +262,10 @@ def _format(err: ValidationError, source: str) -> str:
 def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
     """Read and validate a study file; every cell's scenario is resolved now, so errors come first."""
     path = Path(path)
-    if not path.is_file():
-        raise StudyError(f"{path}: no such study file (the shipped ones are in scenarios/studies/)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise StudyError(f"{path}: not valid YAML: {err}") from None
+    try:   # one reader for every YAML file: names the file for missing, binary, UTF-16, bad YAML
+        data = read_yaml(path, "study")
+    except ScenarioError as err:
+        raise StudyError(str(err)) from None
     if not isinstance(data, dict):
         raise StudyError(f"{path}: the top level must be a mapping (name:, base:, sweep:, ...)")
     try:
@@ -278,7 +276,10 @@ def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
     if not base_path.is_file():
         raise StudyError(f"{path}: base: {spec.base!r} is not a file (looked at {base_path}); give the "
                          "base scenario's path relative to the study file")
-    base = yaml.safe_load(base_path.read_text()) or {}
+    try:
+        base = read_yaml(base_path) or {}
+    except ScenarioError as err:
+        raise StudyError(f"{path}: base: {err}") from None
     try:
         cells = expand(spec)
     except ValueError as err:

@@ -75,6 +75,12 @@ class InlineEvaluator:
 
 
 def _worker(scenario_dict: dict, inbox, outbox) -> None:
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's: it closes us
+    from ..procs import die_with_parent
+    # its own queue keeps it blocked forever once the engine is gone (kill -9); the engine may be
+    # PID 1 (the PS container of a compose project), so the parent's PID is given, not guessed
+    die_with_parent(parent=mp.parent_process().pid if mp.parent_process() else None)
     import torch
     torch.set_num_threads(1)
     test = TestSet(scenario_dict)
@@ -94,7 +100,17 @@ class ProcessEvaluator:
         self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
         self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
                                 name="edgebed-evaluator", daemon=True)
-        self.proc.start()
+        # The spawned child inherits an ignored SIGINT from its very first instruction, so a Ctrl-C in
+        # the terminal (sent to the whole process group) never prints its traceback.
+        import signal
+        import threading
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            self.proc.start()
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old)
         self.pending = 0
         self.ready = False
 

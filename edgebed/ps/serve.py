@@ -2,6 +2,12 @@
 
 This is the only serve loop; every socket-based runtime (local, docker, spark) runs it, on a thread
 of the engine process. Arrays are received and sent zero-copy.
+
+Back-pressure: every peer has a send queue of at most ``SEND_HWM`` messages. A reply that doesn't fit
+(the peer isn't reading) is dropped and counted (``ps.errors["unread-reply"]``), and the peer is
+``busy``: its pulls are answered with a small ``busy`` Error instead of a model until a reply gets
+through again. Messages are received frame by frame, so a message of a million frames costs a
+million small receives, never a million frames in memory.
 """
 from __future__ import annotations
 
@@ -11,7 +17,11 @@ from typing import Optional
 
 import zmq
 
+from . import wire
 from .server import ParameterServer
+
+SEND_HWM = 16   # messages queued per peer: an agent has one request in flight; libzmq frees queue slots
+#                only in batches of half the limit, so a small limit must leave room
 
 
 M_ARENA_MAX = -8   # glibc mallopt parameter
@@ -29,6 +39,13 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
         return False
 
 
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class ZmqServer:
     """Binds a ROUTER socket and serves ``ps`` until ``stop()``; ``endpoint`` is the bound address."""
 
@@ -39,7 +56,10 @@ class ZmqServer:
         self.ctx = context or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)   # replies to vanished peers are dropped
+        # Mandatory: a send to a vanished peer or into a full queue fails at once (and is counted)
+        # instead of queueing without bound or vanishing silently.
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.sock.setsockopt(zmq.SNDHWM, SEND_HWM)
         self.sock.setsockopt(zmq.MAXMSGSIZE, ps.config.max_message_bytes)
         if configure_socket:
             configure_socket(self.sock)   # e.g. CURVE server keys
@@ -63,22 +83,55 @@ class ZmqServer:
                 if poller.poll(100):
                     while True:
                         try:
-                            frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                            peer, body = self._recv()
                         except zmq.Again:
                             break
-                        peer, body = frames[0], [f.buffer for f in frames[1:]]
-                        reply = self.ps.process(peer.bytes, body)
-                        if reply is not None:
-                            self.sock.send_multipart([peer, *reply], copy=False)
-                self.ps.tick()   # held replies after a stop or a silent round member
+                        with self.ps.lock:
+                            reply = self.ps.process(peer, body)
+                            if reply is not None:
+                                self._send(peer, reply)
+                with self.ps.lock:
+                    self.ps.tick()   # held replies after a stop or a silent round member
         except BaseException as err:  # surfaced to the engine, which ends the run cleanly
             self.error = err
             raise
         finally:
             self.sock.close(0)
 
+    def _recv(self) -> tuple[bytes, list]:
+        """One message: (peer, frames). At most MAX_FRAMES + 1 frames are kept (enough for decode to
+        refuse the message); the rest are received and freed one by one."""
+        first = self.sock.recv(zmq.NOBLOCK, copy=False)
+        body, more, dropped = [], first.more, 0
+        while more:
+            frame = self.sock.recv(copy=False)
+            more = frame.more
+            if len(body) <= wire.MAX_FRAMES:
+                body.append(frame.buffer)
+            else:
+                dropped += 1
+        if dropped > 10_000:   # libzmq queued them all (~64 B each); give that memory back to the OS
+            _malloc_trim()
+        return first.bytes, body
+
+    def _send(self, peer: bytes, frames: list) -> None:
+        """Send without blocking; a full queue (peer not reading) or a vanished peer drops the reply."""
+        try:
+            self.sock.send_multipart([peer, *frames], flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            self.ps.busy_peers.add(peer)
+            self.ps.errors["unread-reply"] = self.ps.errors.get("unread-reply", 0) + 1
+            return
+        except zmq.ZMQError as err:
+            if err.errno != zmq.EHOSTUNREACH:
+                raise
+            self.ps.busy_peers.discard(peer)
+            self.ps.errors["peer-gone"] = self.ps.errors.get("peer-gone", 0) + 1
+            return
+        self.ps.busy_peers.discard(peer)
+
     def _send_held(self, peer: bytes, frames: list) -> None:
-        self.sock.send_multipart([peer, *frames], copy=False)
+        self._send(peer, frames)
 
     def start(self) -> "ZmqServer":
         self._thread = threading.Thread(target=self.serve, name="ps-serve", daemon=True)

@@ -7,11 +7,17 @@ the single place where traffic is counted (``TrafficMeter``) and the only code t
 Round-based update rules (model averaging) hold some replies until their round closes: ``process``
 then returns None and the PS later hands the reply to ``Hooks.send(peer, frames)``, always from within
 ``process`` or ``tick`` — i.e. on the thread that calls them, which the transport owns.
+
+Threads: one thread (the transport's) calls ``process``/``tick`` while holding ``lock``; other threads
+(the engine) read PS state only through the methods that take ``lock`` (``silent_devices``,
+``frozen_devices``, ``device_count``) or under ``with ps.lock``. A session is bound to the peer (ZeroMQ
+routing identity, hence also its CURVE key) that opened it, and its sequence numbers belong to it.
 """
 from __future__ import annotations
 
 import math
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -43,7 +49,8 @@ class DeviceState:
     session: str
     attempt: int
     pulled: Optional[int] = None     # version j of the last pull
-    last_seq: int = -1               # highest push sequence number applied
+    peer: bytes = b""                # routing identity of the connection that said hello
+    last_seq: int = -1               # highest push sequence number applied in this session
     last_seen: float = 0.0
     frozen: bool = False
     pushes: int = 0
@@ -82,11 +89,15 @@ class ParameterServer:
         self._crash_rngs = {}
         self.last_snapshot: Optional[int] = None   # version of the last Θ handed to the evaluator
         self._held: dict[int, tuple[bytes, str]] = {}   # device → (peer, "pull" | "push") of a held reply
+        self.lock = threading.RLock()     # held by the transport around process/tick; see module docstring
+        self.busy_peers: set[bytes] = set()   # peers whose send queue is full (set by the transport)
+        self._peer = b""                  # peer of the message being processed
 
     # -- entry point -------------------------------------------------------------------------
     def process(self, peer: bytes, frames) -> Optional[list]:
         """Handle one received message; returns the reply frames (None: no reply)."""
         nbytes = wire.frames_nbytes(frames)
+        self._peer = peer
         try:
             msg = wire.decode(frames, self.config.max_message_bytes)
         except wire.WireError as err:
@@ -131,9 +142,11 @@ class ParameterServer:
         self._release()
 
     def request_stop(self, reason: str) -> None:
-        if self.stopped is None:
-            self.stopped = reason
-            self._event(-1, "stop", reason)
+        """End the run (any thread)."""
+        with self.lock:
+            if self.stopped is None:
+                self.stopped = reason
+                self._event(-1, "stop", reason)
 
     # -- handlers ----------------------------------------------------------------------------
     def _on_hello(self, msg: wire.Hello, nbytes):
@@ -149,8 +162,9 @@ class ParameterServer:
             self.sessions.pop(old.session, None)
             self._held.pop(d, None)   # its old socket is gone
         session = secrets.token_hex(8)
-        self.devices[d] = DeviceState(session, msg.attempt, last_seen=self._now()[0],
-                                      last_seq=old.last_seq if old else -1)
+        # Sequence numbers are per session: an agent that rejoins drops its push in flight, so nothing
+        # is replayed across sessions, and no earlier session (another peer's) can block this one.
+        self.devices[d] = DeviceState(session, msg.attempt, peer=self._peer, last_seen=self._now()[0])
         self.sessions[session] = d
         self._event(d, "hello", f"attempt={msg.attempt} class={msg.speed_class}")
         return wire.Welcome(session, self.config.welcome(d))
@@ -162,6 +176,10 @@ class ParameterServer:
         if self.stopped:
             return wire.Stop(self.stopped)
         d = self.sessions[msg.session]
+        if d in self._held or self._peer in self.busy_peers:
+            # A reply is still outstanding (held by the round, or queued for a peer that isn't
+            # reading): one model per session in flight, so an unread pull costs nothing.
+            return self._err("busy", "a reply to this session is still outstanding; read it first", d)
         if not self.rule.ready(d, "pull"):
             return _HOLD
         return self._model_for(d)
@@ -182,6 +200,8 @@ class ParameterServer:
         if msg.seq <= st.last_seq:   # a duplicate or replay: acknowledge, don't apply twice
             return wire.Ack(self.version, applied=False)
         problem = self._check_payload(msg)
+        if problem is None and msg.values.size == 0 and not self.rule.empty_push_is_report:
+            problem = "empty push (0 entries): nothing to apply"
         if problem:
             return self._err("bad-payload", problem, d)
         staleness = self.version - msg.version
@@ -280,6 +300,8 @@ class ParameterServer:
         if d is None:
             return self._err("unknown-session", "say hello first (session unknown or expired)", None)
         st = self.devices[d]
+        if st.peer != self._peer:   # same answer as for a made-up session: reveals nothing
+            return self._err("unknown-session", "say hello first (session unknown or expired)", None)
         st.last_seen = self._now()[0]
         if st.frozen:
             return self._err("frozen", f"device {d} crashed (fail-stop)", d)
@@ -300,18 +322,31 @@ class ParameterServer:
             self.hooks.send(peer, out)
 
     def silent_devices(self, timeout: float) -> list[int]:
-        """Devices not heard from for ``timeout`` seconds (wall), not yet frozen or gone."""
-        now = self._now()[0]
-        return [d for d, st in self.devices.items()
-                if not st.frozen and st.session in self.sessions and now - st.last_seen > timeout]
+        """Devices not heard from for ``timeout`` seconds (wall), not yet frozen or gone. Any thread."""
+        with self.lock:
+            now = self._now()[0]
+            return [d for d, st in self.devices.items()
+                    if not st.frozen and st.session in self.sessions and now - st.last_seen > timeout]
+
+    def frozen_devices(self) -> set[int]:
+        """Devices that crashed (fail-stop). Any thread."""
+        with self.lock:
+            return {d for d, st in self.devices.items() if st.frozen}
+
+    def device_count(self) -> int:
+        """Devices that said hello at least once. Any thread."""
+        with self.lock:
+            return len(self.devices)
 
     def _now(self) -> tuple[float, float]:
         return self.hooks.clock()
 
     def _event(self, device: int, event: str, detail: str = "") -> None:
-        wall, virt = self._now()
-        self.hooks.record("events", {"wall_time": wall, "virtual_time": virt, "update": self.version,
-                                     "device": device, "event": event, "detail": detail})
+        """Record an event (any thread: the engine records exits and losses)."""
+        with self.lock:
+            wall, virt = self._now()
+            self.hooks.record("events", {"wall_time": wall, "virtual_time": virt, "update": self.version,
+                                         "device": device, "event": event, "detail": detail})
 
     def _err(self, code: str, message: str, device: Optional[int] = None) -> wire.Error:
         """A refused message: counted per code in ``errors`` and in ``meter.rejected``."""

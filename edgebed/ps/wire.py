@@ -23,6 +23,11 @@ answers a dynamic-averaging report whose round ends in a synchronisation (upload
 ``Push`` is dense (``values`` has |Θ| entries) or sparse (``indices`` uint32 into the flat Θ and
 ``values`` of the same length). ``decode`` rejects anything malformed with ``WireError``; checks that
 need the model (index range, length of a dense push, NaN/Inf) are the PS handler's.
+
+Edge validation (``check_frame_count``, ``check_scalar``, at the end of this module) runs inside
+``decode``, before any array is touched: at most ``MAX_FRAMES`` frames, strings valid UTF-8 of bounded
+length, integers in 0..2**63-1, ``loss`` a finite float64 or NaN — so nothing a peer sends can make a
+later table write fail.
 """
 from __future__ import annotations
 
@@ -181,6 +186,7 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
     """Frames → Message; raises WireError (code + human message) for anything malformed."""
     if not frames:
         raise WireError("empty", "no frames")
+    check_frame_count(frames)
     total = frames_nbytes(frames)
     if total > max_bytes:
         raise WireError("too-large", f"message of {total} bytes exceeds the limit of {max_bytes}")
@@ -220,7 +226,7 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
         if ftype is not None and not (isinstance(value, _SCALAR_TYPES[ftype])
                                       and not (ftype is int and isinstance(value, bool))):
             raise WireError("bad-field", f"{cls.__name__.lower()}.{f.name} must be {ftype.__name__}")
-        kwargs[f.name] = value
+        kwargs[f.name] = check_scalar(cls, f.name, ftype, value)
     if meta:
         raise WireError("bad-field", f"unknown fields {sorted(meta)} in {cls.__name__.lower()}")
     kwargs.update(arrays)
@@ -258,3 +264,41 @@ def _decode_arrays(cls: type[Message], specs, frames) -> dict:
     if missing:
         raise WireError("missing-array", f"{cls.__name__.lower()} needs array(s) {missing}")
     return out
+
+
+# -- edge validation (kept apart from the encoding: it is about what a hostile peer may send) ------------
+MAX_FRAMES = 1 + max(len(c.ARRAYS) for c in MESSAGE_TYPES.values())   # header + arrays (Push: 3)
+MAX_STRING = 256                 # session ids, class names
+MAX_TEXT = 4096                  # free text: Bye.reason, Error.message, Stop.reason
+MAX_INT = 2 ** 63 - 1            # every int field is recorded as int64 at most
+_TEXT_FIELDS = {"reason", "message"}
+
+
+def check_frame_count(frames: Sequence) -> None:
+    """A message has at most MAX_FRAMES frames (transports drop the rest before allocating them)."""
+    if len(frames) > MAX_FRAMES:
+        raise WireError("frame-count", f"{len(frames)} frames; a message has at most {MAX_FRAMES}")
+
+
+def check_scalar(cls: type[Message], name: str, ftype: Optional[type], value):
+    """One header field as the receiver may use it (returned, possibly normalised), or WireError."""
+    where = f"{cls.__name__.lower()}.{name}"
+    if ftype is str:
+        limit = MAX_TEXT if name in _TEXT_FIELDS else MAX_STRING
+        if len(value) > limit:
+            raise WireError("bad-field", f"{where}: {len(value)} characters, at most {limit}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:   # a lone surrogate (\\ud800) decodes from JSON but is no text
+            raise WireError("bad-field", f"{where} is not valid UTF-8 text") from None
+    elif ftype is int:
+        if not 0 <= value <= MAX_INT:
+            raise WireError("bad-field", f"{where} = {value} is outside 0..2**63-1")
+    elif ftype is float:
+        try:
+            value = float(value)
+        except OverflowError:
+            raise WireError("bad-field", f"{where} does not fit a float64") from None
+        if math.isinf(value):
+            raise WireError("bad-field", f"{where} must be finite (or null for NaN)")
+    return value

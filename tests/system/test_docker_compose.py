@@ -31,18 +31,42 @@ def test_committed_example_passes_compose_config():
     assert r.returncode == 0, r.stderr
 
 
+def _run(cmd, cwd, timeout=120) -> subprocess.CompletedProcess:
+    """Run a compose command; a failure says which command and what it printed."""
+    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"{' '.join(cmd)} exited {out.returncode}:\n{out.stderr[-3000:]}\n{out.stdout[-1000:]}"
+    return out
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(60)
+def test_a_fresh_export_passes_compose_config_without_this_hosts_files(tmp_path):
+    cmd = compose_cmd()
+    require(bool(cmd), "docker compose or docker-compose", "apt-get install docker-compose (make provision)")
+    sc = parse_scenario({"name": "portable", "workers": {"n": 2, "classes": [
+        {"name": "a", "share": 0.5, "uplink": {"rate": "1mbit"}, "downlink": {"rate": "4mbit"}},
+        {"name": "b", "share": 0.5}]}, "stop": {"updates": 10}, "runtime": {"name": "docker"}})
+    path = compose.export_compose(sc, tmp_path / "proj")
+    cfg = _run([*cmd, "-f", path.name, "config"], cwd=path.parent).stdout
+    assert "context:" in cfg and str(ROOT) not in cfg
+
+
 @pytest.mark.docker
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.timeout(280)
 def test_compose_project_runs_the_scenario(tmp_path):
+    """Runs the exported project here. The image from build/Dockerfile needs a registry this host
+    can't reach, so the test exports with --offline: the portable docker-compose.yml plus an
+    override naming this host's offline image and mounts (what a user without a registry does)."""
     require_docker()
     cmd = compose_cmd()
     require(bool(cmd), "docker compose or docker-compose", "apt-get install docker-compose (make provision)")
     sc = parse_scenario({"name": "compose-run", "seed": 2, "model": {"name": "mlp"},
                          "algorithm": {"name": "adacomp", "lr": 0.05, "c": 0.01},
                          "workers": {"n": 4, "classes": [
-                             {"name": "fast", "share": 0.5, "uplink": {"rate": "1mbit"}},
+                             {"name": "fast", "share": 0.5, "uplink": {"rate": "1mbit"},
+                              "downlink": {"rate": "20mbit"}},
                              {"name": "slow", "share": 0.5, "slowdown": 2,
                               "uplink": {"rate": "1mbit", "delay": "20ms"}}]},
                          "stop": {"updates": 100, "wall_time": "150s"}, "eval": {"every": 100, "test_samples": 300},
@@ -52,18 +76,18 @@ def test_compose_project_runs_the_scenario(tmp_path):
     name = f"edgebedtest{uuid.uuid4().hex[:8]}"
     base = [*cmd, "-p", name]
     try:
-        subprocess.run([*base, "up", "-d"], cwd=proj, check=True, capture_output=True, timeout=120)
-        ps_id = subprocess.run([*base, "ps", "-q", "ps"], cwd=proj, check=True, capture_output=True,
-                               text=True).stdout.strip()
+        _run([*base, "up", "-d"], cwd=proj)
+        ps_id = _run([*base, "ps", "-q", "ps"], cwd=proj).stdout.strip()
         code = subprocess.run(["docker", "wait", ps_id], capture_output=True, text=True, timeout=200).stdout.strip()
-        logs = subprocess.run([*base, "logs", "--no-color", "agent-0000"], cwd=proj, capture_output=True,
-                              text=True).stdout
+        logs = _run([*base, "logs", "--no-color", "agent-0000"], cwd=proj).stdout
+        ps_logs = _run([*base, "logs", "--no-color", "ps"], cwd=proj).stdout
     finally:
         subprocess.run([*base, "down", "-v", "--remove-orphans"], cwd=proj, capture_output=True, timeout=120)
-    assert code == "0"
-    assert "eth0 egress shaped: tbf rate=1000000" in logs
+    assert code == "0", f"the PS container exited {code}; its log:\n{ps_logs[-3000:]}"
+    assert "eth0 egress shaped: tbf rate=1000000" in logs, logs[-2000:]
+    assert "eth0 ingress shaped: tbf on ifb-down rate=20000000" in logs, logs[-2000:]
     runs = list((proj / "runs").glob("compose-run-*"))
-    assert len(runs) == 1
+    assert len(runs) == 1, ps_logs[-3000:]
     summary = json.loads((runs[0] / "summary.json").read_text())
     assert summary["status"] == "complete" and summary["updates"] == 100
     assert summary["devices"]["said_hello"] == 4

@@ -154,3 +154,12 @@ def test_veth_peer_in_another_namespace_is_refused(veth_pair):
 def _ifname(ns, index):
     with links.iproute(ns) as ipr:
         return ipr.link("get", index=index)[0].get_attr("IFLA_IFNAME")
+
+
+@pytest.mark.parametrize("rate_mbit", [2])
+def test_ingress_shaping_through_ifb_limits_the_downlink(veth_pair, rate_mbit):
+    """What a compose agent does to its own downlink: the receiving side shapes its ingress."""
+    rate = rate_mbit * 1e6
+    assert links.shape_ingress(veth_pair["b_if"], rate, netns=veth_pair["b"]) == links.IFB_NAME
+    goodput = _goodput(veth_pair, port=5611)
+    assert 0.85 * rate <= goodput <= 1.05 * rate, f"{goodput / 1e6:.3f} Mbit/s for {rate_mbit} Mbit/s"

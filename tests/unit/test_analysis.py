@@ -194,8 +194,10 @@ def test_report_of_a_trio_compares_ingress_to_target_against_asgd(trio, tmp_path
     res = write_report(trio, target=0.97)
     assert res.out_dir.parent == tmp_path / "reports" and res.out_dir.name.startswith("compare-")
     assert res.baseline == "trio-asgd"
-    assert set(res.plots) == {"accuracy_vs_updates", "accuracy_vs_ingress"}  # no virtual time here
+    assert {"accuracy_vs_updates", "accuracy_vs_ingress", "accuracy_vs_wall_time"} <= set(res.plots)
+    assert "accuracy_vs_virtual_time" not in res.plots   # no virtual time here
     assert all(is_png(p) for p in res.plots.values())
+    assert all(p.with_suffix(".svg").exists() for p in res.plots.values())   # the page embeds these
     assert all(p.exists() for p in res.files)
 
     csv = pd.read_csv(res.table_csv).set_index("run")

@@ -1,4 +1,5 @@
 """Compose export: structure of the generated project and the committed example kept in sync."""
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def small():
     return parse_scenario({"name": "c", "workers": {"n": 3, "classes": [
-        {"name": "fast", "share": 2 / 3, "uplink": {"rate": "2mbit"}},
+        {"name": "fast", "share": 2 / 3, "uplink": {"rate": "2mbit"}, "downlink": {"rate": "8mbit"}},
         {"name": "slow", "share": 1 / 3, "slowdown": 4}]},
         "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"memory": "512m"}}})
 
@@ -30,12 +31,53 @@ def test_services_limits_and_init_step(tmp_path):
     # shaped class: tc init step with NET_ADMIN, then the agent; unshaped class: the agent directly
     assert s["agent-0000"]["command"][2:4] == ["edgebed.emulator.links", "shape"]
     assert s["agent-0000"]["command"][s["agent-0000"]["command"].index("--rate") + 1] == "2000000"
+    assert s["agent-0000"]["command"][s["agent-0000"]["command"].index("--down-rate") + 1] == "8000000"
     assert s["agent-0000"]["cap_add"] == ["NET_ADMIN"]
     assert s["agent-0002"]["command"][2] == "edgebed.device_agent" and "cap_add" not in s["agent-0002"]
     assert "tcp://ps:5555" in s["agent-0001"]["command"]
     assert data["networks"]["edgebed"]["internal"] is True
     # the PS reads back exactly the scenario
     assert load_scenario(tmp_path / "scenario.yaml") == sc
+
+
+def test_the_export_is_portable_nothing_from_this_host(tmp_path):
+    sc = small()
+    path = compose.export_compose(sc, tmp_path / "proj")
+    text = path.read_text()
+    for host_path in {str(ROOT), sys.prefix, sys.base_prefix, "/usr/", "/work/", "/root"}:
+        assert host_path not in text, host_path
+    data = yaml.safe_load(text)
+    # every service builds the one image from the copied context: none tries to pull it
+    assert all(s["build"] == {"context": "./build", "dockerfile": "Dockerfile"} for s in data["services"].values())
+    assert len({s["image"] for s in data["services"].values()}) == 1
+    build = tmp_path / "proj" / "build"
+    assert (build / "Dockerfile").exists() and (build / "pyproject.toml").exists()
+    assert (build / "edgebed" / "device_agent" / "agent.py").exists()
+    assert not list(build.rglob("__pycache__"))
+    assert not (tmp_path / "proj" / "docker-compose.override.yml").exists()
+    # the PS runs through the CLI verb, which exists
+    from edgebed.cli import build_parser
+    ps = data["services"]["ps"]["command"]
+    assert ps[:3] == ["python", "-m", "edgebed.cli"]
+    assert build_parser().parse_args(ps[3:]).func
+
+
+def test_offline_puts_this_hosts_paths_in_the_override_only(tmp_path):
+    sc = small()
+    compose.export_compose(sc, tmp_path, offline=True)
+    assert sys.prefix not in (tmp_path / "docker-compose.yml").read_text()
+    over = yaml.safe_load((tmp_path / "docker-compose.override.yml").read_text())
+    assert set(over["services"]) == {"ps", "agent-0000", "agent-0001", "agent-0002"}
+    assert over["services"]["ps"]["command"][0].startswith(sys.prefix)
+
+
+def test_the_printed_hint_names_a_compose_command_that_exists(tmp_path, monkeypatch):
+    monkeypatch.setattr(compose, "compose_command", lambda: ["docker-compose"])
+    assert "&& docker-compose up" in compose.run_hint(tmp_path)
+    monkeypatch.setattr(compose, "compose_command", lambda: ["docker", "compose"])
+    assert "&& docker compose up" in compose.run_hint(tmp_path)
+    monkeypatch.setattr(compose, "compose_command", lambda: [])
+    assert "neither is installed here" in compose.run_hint(tmp_path)
 
 
 def test_validate_reports_problems():
@@ -52,5 +94,5 @@ def test_committed_quickstart_example_is_current(tmp_path):
     fresh = compose.export_compose(sc, tmp_path, context="../..")
     committed = ROOT / "compose" / "quickstart" / "docker-compose.yml"
     assert yaml.safe_load(committed.read_text()) == yaml.safe_load(fresh.read_text()), \
-        "regenerate: python -m edgebed.emulator.compose export scenarios/quickstart.yaml compose/quickstart"
+        "regenerate: python -c \"from edgebed.emulator import compose; from edgebed.scenario import load_scenario; compose.export_compose(load_scenario('scenarios/quickstart.yaml'), 'compose/quickstart', context='../..')\""
     assert compose.validate(yaml.safe_load(committed.read_text()), sc) == []

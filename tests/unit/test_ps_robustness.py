@@ -81,10 +81,10 @@ def test_duplicate_push_is_acked_not_applied_twice():
     first = call(ps, push)
     theta = ps.theta.copy()
     again = call(ps, push)                    # the network delivered it twice / a replay
-    older = call(ps, sparse_push(s, -1))
+    negative = call(ps, sparse_push(s, -1))   # not a sequence number: refused at the edge
     assert first.applied and first.version == 1
     assert isinstance(again, wire.Ack) and not again.applied and again.version == 1
-    assert isinstance(older, wire.Ack) and not older.applied
+    assert isinstance(negative, wire.Error) and negative.code == "bad-field"
     assert ps.version == 1 and ps.devices[0].last_seq == 0
     np.testing.assert_array_equal(ps.theta, theta)
     assert int(ps.rule.counts.sum()) == 3     # per-parameter counters saw one update only
@@ -102,9 +102,11 @@ def test_unknown_and_stale_sessions_are_refused():
         reply = call(ps, msg)
         assert isinstance(reply, wire.Error) and reply.code == "unknown-session"
     assert ps.version == 1
-    # The sequence numbers survive the re-join: a replay of seq 0 on the new session is not applied.
+    # Sequence numbers belong to the session (an agent drops its push in flight when it re-joins, and
+    # another peer's session must not be able to block this one): seq 0 is new here, its replay is not.
+    assert call(ps, sparse_push(new, 0, version=1)).applied
     assert not call(ps, sparse_push(new, 0, version=1)).applied
-    assert call(ps, sparse_push(new, 1, version=1)).applied and ps.version == 2
+    assert call(ps, sparse_push(new, 1, version=2)).applied and ps.version == 3
 
 
 def test_frozen_device_cannot_rejoin_or_push():

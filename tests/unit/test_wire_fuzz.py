@@ -129,7 +129,7 @@ def test_ps_survives_any_frames_and_refusals_leave_theta_alone(data):
             assert ps.meter.rejected == rejected + 1
             assert ps.version == version
             np.testing.assert_array_equal(ps.theta, theta)
-        elif isinstance(msg, wire.Ack) and msg.applied:
+        elif (isinstance(msg, wire.Ack) and msg.applied) or isinstance(msg, wire.Sync):   # Sync: applied, round ends
             assert ps.version == version + 1
             assert np.isfinite(ps.theta).all()   # max_abs_value keeps huge finite values out
         else:

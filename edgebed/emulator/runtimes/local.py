@@ -20,6 +20,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from ... import procs
 from ...rundir import write_json_atomic
 from ...device_agent.forked import agent_main
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
@@ -32,7 +33,7 @@ from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.device_agent.trainer",
            "edgebed.device_agent.link", "edgebed.device_agent.forked", "edgebed.emulator.nsjoin",
            "edgebed.data", "edgebed.models", "edgebed.scenario", "edgebed.cli",
-           "edgebed.device_agent.cow"]   # last: freezes the GC so preloaded pages stay shared
+           "edgebed.procs", "edgebed.device_agent.cow"]   # last: freezes the GC so preloaded pages stay shared
 
 
 class LocalSpec(BaseModel):
@@ -112,24 +113,31 @@ class LocalRuntime(Runtime):
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
         self.log_dir.mkdir(exist_ok=True)
         t0 = time.monotonic()
-        env = AGENT_ENV
-        if self.spec.start_method == "forkserver":
-            for spec in specs:
-                p = fork_agent(spec, str(self.log_dir / f"agent-{spec.device:04d}.log"), {})
-                self.handles.append(ProcessHandle(spec.device, p))
-        else:
-            for spec in specs:
-                with open(self.log_dir / f"agent-{spec.device:04d}.log", "wb") as log:
-                    proc = subprocess.Popen(
-                        [sys.executable, "-m", "edgebed.device_agent", "--ps", spec.ps_address,
-                         "--device", str(spec.device)],
-                        env={**os.environ, **env, **spec.env, "EDGEBED_CLASS": spec.speed_class},
-                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-                self.handles.append(ProcessHandle(spec.device, proc))
+        for spec in specs:
+            # Ctrl-C/SIGTERM wait until the child is in handles and pids.json: never an agent that
+            # runs but that neither cleanup() nor `edgebed clean` knows of.
+            with procs.signals_deferred():
+                self.handles.append(ProcessHandle(spec.device, self._spawn(spec)))
+                self._record()
         self.startup_seconds = time.monotonic() - t0
-        # Recorded so `edgebed clean` can end exactly these processes after a crash of the engine.
-        write_json_atomic(self.run_dir / "pids.json", {"pids": [h.pid for h in self.handles]})
         return list(self.handles)
+
+    def _spawn(self, spec: AgentSpec):
+        log_path = self.log_dir / f"agent-{spec.device:04d}.log"
+        if self.spec.start_method == "forkserver":
+            return fork_agent(spec, str(log_path), {})
+        with open(log_path, "wb") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "edgebed.device_agent", "--ps", spec.ps_address,
+                 "--device", str(spec.device)],
+                env={**os.environ, **AGENT_ENV, **spec.env, "EDGEBED_CLASS": spec.speed_class},
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=procs.die_with_parent)
+
+    def _record(self) -> None:
+        """pids.json: PID and start time of every agent, so `edgebed clean` ends exactly these processes."""
+        write_json_atomic(self.run_dir / "pids.json", {"pids": [h.pid for h in self.handles],
+                                                       "procs": [procs.identity(h.pid) for h in self.handles]})
 
     def cleanup(self) -> None:
         for h in self.handles:

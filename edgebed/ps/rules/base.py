@@ -30,6 +30,7 @@ class UpdateRule(ABC):
 
     name: ClassVar[str]
     compressor: ClassVar[str] = "dense"   # what devices send: dense | top-c | top-c-per-layer
+    empty_push_is_report: ClassVar[bool] = False   # True: a 0-entry push means something (PS applies it)
     # What a push carries: a gradient (Θ ← Θ − lr·g) or a model difference Δ (Θ ← Θ + mean Δ / + e).
     payload: ClassVar[str] = "gradient"
 

@@ -19,6 +19,7 @@ from .base import Applied, UpdateRule
 
 class DynamicAveraging(UpdateRule):
     name = "dynamic-averaging"
+    empty_push_is_report = True   # a quiet-round report: "my model is still inside the safe zone"
     payload = "delta"
 
     @classmethod

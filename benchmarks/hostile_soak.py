@@ -1,0 +1,304 @@
+"""Hostile soak: every category of hostile message thrown at a running `edgebed run` while honest agents train.
+
+Starts a real run (local runtime, 4 honest agents training, checkpoint every 10 updates), then one
+attacker process sends, round-robin over categories, each category on its own connection with a
+bounded number of requests in flight — except ``unread-pull``, which never reads — until every
+category has sent ``--per-category`` messages. Counts per category: messages sent, replies, refusals
+(Error, by code), pushes applied (Ack applied). Samples the PS (engine) RSS every second. At the
+end: run status, updates applied vs rows in the table, updates per honest device during the attack.
+Writes benchmarks/results/hostile_soak.json and .md.
+
+Without CURVE any peer may say hello as any device (that is what security.curve is for). The
+categories that need a session therefore take the devices of 4 more honest agents that sleep between
+pushes (think time 900 s; they notice at their next heartbeat and take their device back), so the
+4 training devices measure what the attack costs honest work.
+
+    .venv/bin/python benchmarks/hostile_soak.py --per-category 100000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import zmq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from edgebed.ps import wire  # noqa: E402
+from edgebed.rundir import read_json, read_table  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+N_HONEST = 4      # training devices 0..3; devices 4..7 sleep and lend their slots to the attacker
+SLEEPERS = (4, 5, 6, 7)
+SCENARIO = """
+name: hostile-soak
+seed: 9
+dataset: {{train_samples: 4000, test_fraction: 0.1}}
+model: {{name: mlp}}
+algorithm: {{name: adacomp, lr: 0.05, c: 0.05}}
+workers:
+  n: {n}
+  classes: [{{name: default, share: 0.5, think_time: 20ms}}, {{name: sleeper, share: 0.5, think_time: 900s}}]
+stop: {{wall_time: {wall}s}}
+eval: {{every: 500, test_samples: 300}}
+checkpoint: {{every: 10}}
+"""
+WINDOW = 8   # requests in flight per category (the PS queues 16 replies per peer)
+
+
+def _head(mtype: int, fields: dict, raw: bytes = b"") -> bytes:
+    return wire._PREFIX.pack(b"EB", 1, mtype) + (raw or json.dumps(fields).encode())
+
+
+class Attacker:
+    """One connection per category; ``frames()`` makes the next hostile message."""
+
+    def __init__(self, ctx, endpoint: str, name: str, make, needs_session: int | None = None,
+                 reads: bool = True, every: float = 0.0):
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        if not reads:
+            self.sock.setsockopt(zmq.RCVHWM, 1)
+        self.sock.connect(endpoint)
+        self.name, self.make, self.device, self.reads, self.every = name, make, needs_session, reads, every
+        self.session, self.version, self.last_hello, self.next_send = "0" * 16, 0, 0.0, 0.0
+        self.inflight = 0
+        self.lost = True     # no session (yet, or the device took it back)
+        self.stats = Counter()
+
+    def want_session(self, now: float, hijacks_per_s: float) -> bool:
+        return self.device is not None and self.lost and now - self.last_hello >= 1.0 / hijacks_per_s
+
+    def take_session(self, now: float) -> None:
+        """Hello as our device, pull (blocking, outside the counts' categories). Replies still in flight
+        are collected first: they answer messages of the old session."""
+        deadline = time.monotonic() + 5
+        while self.inflight and time.monotonic() < deadline:
+            if self.sock.poll(100):
+                self.drain()
+        self.last_hello = now
+        self.sock.send_multipart(wire.encode(wire.Hello(self.device, "default", 0)))
+        self.stats["session-hellos"] += 1
+        if self.sock.poll(5000):
+            w = wire.decode(self.sock.recv_multipart())
+            if isinstance(w, wire.Welcome):
+                self.session, self.lost = w.session, False
+                self.sock.send_multipart(wire.encode(wire.Pull(self.session)))
+                if self.sock.poll(5000):
+                    m = wire.decode(self.sock.recv_multipart())
+                    if isinstance(m, wire.Model):
+                        self.version = m.version
+
+    def send(self, rng) -> None:
+        self.sock.send_multipart(self.make(self, rng), copy=False)
+        self.stats["sent"] += 1
+        self.inflight += self.reads
+
+    def drain(self) -> None:
+        while self.reads and self.inflight > 0 and self.sock.poll(0):
+            reply = wire.decode(self.sock.recv_multipart())
+            self.inflight -= 1
+            self.stats["replies"] += 1
+            if isinstance(reply, wire.Error):
+                self.stats["rejected"] += 1
+                self.stats[f"error:{reply.code}"] += 1
+                self.lost |= reply.code == "unknown-session"
+            elif isinstance(reply, wire.Ack):
+                self.stats["applied" if reply.applied else "acked-not-applied"] += 1
+            else:
+                self.stats[f"reply:{reply.kind}"] += 1
+
+
+def _push(a, values, indices=None, seq=None, version=None, loss=0.5, raw_fields=None):
+    fields = {"session": a.session, "seq": a.stats["sent"] if seq is None else seq,
+              "version": a.version if version is None else version, "loss": loss,
+              "arrays": [["values", "<f4", [len(values)]]] + ([["indices", "<u4", [len(indices)]]]
+                                                               if indices is not None else [])}
+    fields.update(raw_fields or {})
+    frames = [_head(5, fields), np.asarray(values, np.float32)]
+    return frames + ([np.asarray(indices, np.uint32)] if indices is not None else [])
+
+
+def _pick(rng, options):
+    return options[int(rng.integers(len(options)))]
+
+
+def categories():
+    """name → (make(attacker, rng), device whose session it needs or None, reads replies?)"""
+    idx = np.arange(4, dtype=np.uint32)
+    return {
+        "random-bytes": (lambda a, r: [bytes(r.integers(0, 256, int(r.integers(0, 64)), dtype=np.uint8))
+                                       for _ in range(int(r.integers(1, 4)))], None, True),
+        "bad-header": (lambda a, r: [_head(int(r.integers(0, 13)), {}, raw=_pick(r, 
+            [b"{", b"[1,2]", b'{"device":' + b"9" * 5000 + b"}", b"[" * 5000, b'{"a":NaN}', b"\xff\xfe"]))],
+            None, True),
+        "lone-surrogate": (lambda a, r: [_head(1, {"device": 1, "speed_class": "\ud800", "attempt": 0,
+                                                   "arrays": []})], None, True),
+        "long-string": (lambda a, r: [_head(8, {"session": "s" * 300, "reason": "x" * 5000, "arrays": []})],
+                        None, True),
+        "numbers-out-of-range": (lambda a, r: _push(a, [0.0] * 4, idx, raw_fields=_pick(r, [
+            {"loss": 10 ** 400}, {"seq": 2 ** 63}, {"seq": -1}, {"version": 2 ** 70}, {"version": -5}])),
+            4, True),
+        "infinite-loss": (lambda a, r: [_push(a, [0.0] * 4, idx)[0].replace(b'"loss": 0.5', b'"loss": Infinity'),
+                                        np.zeros(4, np.float32), idx], 5, True),
+        "foreign-session": (lambda a, r: wire.encode(wire.Pull(_pick(r, FOREIGN) if FOREIGN else "f" * 16)),
+                            None, True),
+        "empty-push": (lambda a, r: _push(a, [], np.empty(0, np.uint32)), 6, True),
+        "bad-payload": (lambda a, r: _pick(r, [
+            _push(a, [np.nan, 0, 0, 0], idx), _push(a, [0.0] * 4, [5, 3, 2, 1]),
+            _push(a, [0.0] * 4, [0, 1, 2, 10 ** 9]), _push(a, [1e30] * 4, idx), _push(a, [0.0] * 7)]), 7, True),
+        "replayed-push": (lambda a, r: _push(a, [0.0] * 4, idx, seq=0), 4, True),
+        "hello-burst": (lambda a, r: wire.encode(wire.Hello(int(r.integers(8, 10 ** 6)), "x", 0)), None, True),
+        "unread-pull": (lambda a, r: wire.encode(wire.Pull(a.session)), 5, False),
+        "many-frames": (lambda a, r: [_head(3, {"session": a.session, "arrays": []})] + [b""] * 64, None, True),
+    }
+
+
+FOREIGN: list[str] = []   # sessions other connections hold (filled from the session-taking categories)
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-category", type=int, default=100_000, help="hostile messages of each category")
+    ap.add_argument("--hijacks-per-s", type=float, default=20.0,
+                    help="at most this many hellos per s per session-taking category")
+    ap.add_argument("--max-seconds", type=float, default=1500.0)
+    ap.add_argument("--out", default=str(RESULTS / "hostile_soak.json"))
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="hostile-soak-"))
+    (tmp / "s.yaml").write_text(SCENARIO.format(n=N_HONEST + len(SLEEPERS), wall=int(args.max_seconds) + 120))
+    proc = subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"], cwd=tmp,
+                            stdout=open(tmp / "run.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        return _soak(args, tmp, proc)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _soak(args, tmp: Path, proc) -> int:
+    t_start = time.monotonic()
+    while True:
+        runs = list((tmp / "runs").glob("hostile-soak-*")) if (tmp / "runs").exists() else []
+        if runs and (runs[0] / "endpoint.json").exists() and list((runs[0] / "updates").glob("part-*")):
+            break
+        if proc.poll() is not None or time.monotonic() - t_start > 120:
+            print((tmp / "run.log").read_text(), file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    run = runs[0]
+    endpoint = read_json(run, "endpoint.json")["bind"]
+    before = read_table(run, "updates")
+    attack_from = float(before["wall_time"].max())
+    ctx = zmq.Context.instance()
+    attackers = [Attacker(ctx, endpoint, name, make, dev, reads)
+                 for name, (make, dev, reads) in categories().items()]
+    rng = np.random.default_rng(1)
+    rss, sent, t0, last_sample = [], 0, time.monotonic(), 0.0
+    while time.monotonic() - t0 < args.max_seconds:
+        todo = [a for a in attackers if a.stats["sent"] < args.per_category]
+        if not todo:
+            break
+        now = time.monotonic()
+        if now - last_sample >= 1.0:
+            rss.append([round(now - t0, 1), _rss(proc.pid)])
+            last_sample = now
+        for a in todo:
+            if a.want_session(now, args.hijacks_per_s):
+                a.take_session(now)
+                if a.session not in FOREIGN:
+                    FOREIGN.append(a.session)
+                    del FOREIGN[:-8]
+            a.drain()
+            if a.reads and a.inflight >= WINDOW:
+                continue
+            a.send(rng)
+            sent += 1
+        if all(a.inflight >= WINDOW for a in todo if a.reads):
+            time.sleep(0.001)
+    attack_s = time.monotonic() - t0
+    deadline = time.monotonic() + 10
+    while any(a.inflight for a in attackers if a.reads) and time.monotonic() < deadline:
+        for a in attackers:
+            a.drain()
+        time.sleep(0.01)
+    rss.append([round(time.monotonic() - t0, 1), _rss(proc.pid)])
+    during = read_table(run, "updates")
+    honest = {int(d): int(n) for d, n in during[during["wall_time"] > attack_from].groupby("device").size().items()}
+    before_rate = len(before) / max(attack_from, 1e-9)
+    proc.send_signal(signal.SIGINT)    # end the run: status 'incomplete' (interrupted), everything kept
+    proc.wait(120)
+    summary = read_json(run, "summary.json")
+    updates = read_table(run, "updates")
+    per = {a.name: {k: v for k, v in sorted(a.stats.items())} for a in attackers}
+    result = {
+        "what": "hostile messages of every category against a running `edgebed run` (local runtime, "
+                f"{N_HONEST} honest agents, mlp, adacomp, checkpoint every 10 updates)",
+        "host": {"cores": os.cpu_count(), "note": "2 cores shared with other jobs: rates are a lower bound"},
+        "hostile_messages": sent, "attack_seconds": round(attack_s, 1),
+        "messages_per_s": round(sent / attack_s, 1),
+        "per_category": per,
+        "rejected_total": sum(a.stats["rejected"] for a in attackers),
+        "applied_total": sum(a.stats["applied"] for a in attackers),
+        "ps_rss_bytes_over_time": rss,
+        "ps_rss_mib": {"first": round(rss[0][1] / 2 ** 20, 1), "max": round(max(r[1] for r in rss) / 2 ** 20, 1),
+                       "last": round(rss[-1][1] / 2 ** 20, 1)},
+        "honest_updates_during_attack_by_device": honest,
+        "honest_updates_per_s": {"before_attack": round(before_rate, 2),
+                                 "during_attack": round(sum(honest.values()) / attack_s, 2)},
+        "run": {"status": summary.get("status"), "reason": summary.get("reason"),
+                "updates": summary.get("updates"), "rows_in_updates_table": len(updates),
+                "every_update_recorded": sorted(updates["update"]) == list(range(1, summary.get("updates", 0) + 1)),
+                "ps_errors": summary.get("errors"), "rejected_messages": summary.get("rejected_messages")},
+    }
+    out = Path(args.out)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    _markdown(result, out.with_suffix(".md"))
+    print(json.dumps({k: result[k] for k in ("hostile_messages", "attack_seconds", "rejected_total", "applied_total",
+                                             "ps_rss_mib", "honest_updates_during_attack_by_device", "run")},
+                     indent=2))
+    return 0
+
+
+def _markdown(r: dict, path: Path) -> None:
+    lines = [f"# Hostile soak ({r['hostile_messages']:,} messages in {r['attack_seconds']} s)", "",
+             r["what"] + ".", "",
+             "| category | sent | replies | rejected | applied | error codes |", "|---|---:|---:|---:|---:|---|"]
+    for name, s in r["per_category"].items():
+        codes = ", ".join(f"{k[6:]} {v}" for k, v in s.items() if k.startswith("error:"))
+        lines.append(f"| {name} | {s.get('sent', 0):,} | {s.get('replies', 0):,} | {s.get('rejected', 0):,} | "
+                     f"{s.get('applied', 0):,} | {codes} |")
+    m = r["ps_rss_mib"]
+    lines += ["", f"PS RSS: {m['first']} MiB at the start of the attack, max {m['max']} MiB, {m['last']} MiB at the end.",
+              f"Honest updates during the attack, per device: {r['honest_updates_during_attack_by_device']} "
+              f"({r['honest_updates_per_s']['during_attack']} updates/s; "
+              f"{r['honest_updates_per_s']['before_attack']} before the attack, start-up included).",
+              f"Run: {r['run']['status']} ({r['run']['reason']}); {r['run']['updates']} updates, "
+              f"{r['run']['rows_in_updates_table']} rows in the table; every update recorded: "
+              f"{r['run']['every_update_recorded']}."]
+    path.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Process identity and lifetime: a PID plus its start time proves a process is the one recorded.
+
+A PID alone proves nothing (PIDs are reused, and every fork-server child has the same command line),
+so runs record ``{"pid", "start"}`` — ``start`` is field 22 of ``/proc/<pid>/stat``, the process's
+start time in clock ticks since boot, which a reused PID can't repeat. ``die_with_parent`` makes a
+child receive SIGKILL when the process that started it dies, whatever ended that process.
+Standard library only: the fork server preloads this module.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import threading
+from typing import Optional
+
+PR_SET_PDEATHSIG = 1
+
+
+def start_time(pid: int) -> Optional[int]:
+    """Start time of ``pid`` (clock ticks since boot), None if there is no such process (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()   # after "pid (comm) ": comm may hold spaces
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def identity(pid: int) -> dict:
+    """What a run records about a child it started: {"pid", "start"}."""
+    return {"pid": int(pid), "start": start_time(pid)}
+
+
+def is_alive(record: dict) -> bool:
+    """True if the process ``record`` (from ``identity``) still runs — the same process, not a PID reuse."""
+    pid, start = record.get("pid"), record.get("start")
+    if not isinstance(pid, int) or pid <= 1 or start is None:
+        return False
+    return start_time(pid) == start
+
+
+def die_with_parent(sig: int = signal.SIGKILL, parent: Optional[int] = None) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent dies (Linux; no-op elsewhere).
+
+    Call it first thing in a child. If the parent is already gone (it died before the call), exit.
+    ``parent``: the PID the child knows its parent has (``multiprocessing.parent_process().pid``);
+    without it a parent of PID 1 counts as gone (re-parented to init) — wrong where the parent *is*
+    PID 1, as a container's main process (the compose PS), so children that can be there pass it."""
+    expected = os.getppid() if parent is None else parent
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != expected or (parent is None and expected == 1):
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def signals_deferred(signals=(signal.SIGINT, signal.SIGTERM)):
+    """Hold ``signals`` back for the block (main thread only; elsewhere a no-op): they are noted and
+    re-raised right after it, so a start-then-record step is never cut in half. (Blocking them with
+    a signal mask would not do: the kernel hands them to another thread, and Python still runs the
+    handler in the main thread at once.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: noted.append(signum)) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(noted):
+            signal.raise_signal(s)

@@ -1,0 +1,137 @@
+"""SIGINT at random moments (start-up included) and SIGKILL of `edgebed run`: no process is left behind.
+
+Every process of a run — the engine, the fork server, the resource tracker, the evaluator, each agent —
+inherits the environment, so a unique tag there finds all of them, however they were started.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from edgebed.emulator import cleanup
+from edgebed.rundir import read_json, read_table, run_status
+
+SCENARIO = """
+name: sig
+seed: 5
+dataset: {train_samples: 600, test_fraction: 0.1}
+model: {name: mlp}
+algorithm: {name: adacomp, lr: 0.05, c: 0.05}
+workers:
+  n: 3
+  classes: [{name: default, share: 1.0, think_time: 20ms}]
+stop: {updates: 100000, wall_time: 60s}
+eval: {every: 50, test_samples: 100}
+checkpoint: {every: 10}
+"""
+MOMENTS = 10
+LATEST = 9.0     # seconds after the start: imports, fork server, agents starting, the first updates
+
+
+def _tagged(tag: str) -> list[tuple[int, str]]:
+    """(pid, command) of every live process whose environment carries ``tag``."""
+    found = []
+    needle = f"EDGEBED_TEST_TAG={tag}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if needle not in Path(f"/proc/{entry}/environ").read_bytes():
+                continue
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if stat[stat.rindex(")") + 2] in "ZX":
+                continue
+            found.append((int(entry), Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]))
+        except OSError:
+            continue
+    return found
+
+
+def _none_left(tag: str, within: float = 10.0) -> list:
+    deadline = time.monotonic() + within
+    while (left := _tagged(tag)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def _start(tmp: Path, tag: str) -> subprocess.Popen:
+    (tmp / "s.yaml").write_text(SCENARIO)
+    return subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"],
+                            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "EDGEBED_TEST_TAG": tag}, start_new_session=True)
+
+
+def _kill_tagged(tag: str) -> None:
+    for pid, _ in _tagged(tag):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.timeout(300)
+def test_sigint_at_ten_random_moments_leaves_no_process(tmp_path):
+    rng = random.Random(int(os.environ.get("EDGEBED_SIGNAL_SEED", "11")))
+    delays = [0.0] + sorted(rng.uniform(0.05, LATEST) for _ in range(MOMENTS - 1))   # 0: right at start-up
+    outcomes = []
+    for k, delay in enumerate(delays):
+        tag = uuid.uuid4().hex
+        tmp = tmp_path / f"m{k}"
+        tmp.mkdir()
+        proc = _start(tmp, tag)
+        try:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
+            left = _none_left(tag)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+            _kill_tagged(tag)
+        runs = list((tmp / "runs").glob("sig-*")) if (tmp / "runs").exists() else []
+        status = read_json(runs[0], "summary.json").get("status") if runs else "no run dir yet"
+        outcomes.append((round(delay, 2), proc.returncode, status))
+        assert left == [], f"SIGINT {delay:.2f} s after start left {left}\n{out[-2000:]}"
+        assert proc.returncode != 0, out[-2000:]
+        assert status in ("incomplete", "no run dir yet"), (delay, status, out[-2000:])
+    print("\n(delay s, exit code, status):", outcomes)
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_of_the_engine_leaves_no_process_and_the_run_shows_killed(tmp_path):
+    tag = uuid.uuid4().hex
+    proc = _start(tmp_path, tag)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            runs = list((tmp_path / "runs").glob("sig-*")) if (tmp_path / "runs").exists() else []
+            if runs and len(list((runs[0] / "updates").glob("part-*.parquet"))) >= 1:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never started"
+            time.sleep(0.1)
+        assert len(_tagged(tag)) >= 5            # engine, fork server, tracker, evaluator, agents
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        left = _none_left(tag)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        _kill_tagged(tag)
+        proc.stdout.close()
+    assert left == [], f"SIGKILL of the engine left {left}"
+    run = runs[0]
+    assert read_json(run, "summary.json")["status"] == "running"   # nobody could write otherwise
+    assert run_status(run) == "killed"
+    report = cleanup.clean(run)
+    assert report.get("status") == "killed" and read_json(run, "summary.json")["status"] == "killed"
+    assert len(read_table(run, "updates")) >= 1                    # what was recorded is kept
