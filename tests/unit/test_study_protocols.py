@@ -4,6 +4,7 @@ multi-target tables with the ratio's two factors, two protocols side by side."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 import shutil
 
 import numpy as np
@@ -168,3 +169,17 @@ def test_validation_split_is_carved_from_training_and_never_the_test_set():
     assert list(v.train_y) == list(range(7)) and list(v.test_y) == [7, 8, 9]
     with pytest.raises(DatasetError, match="validation_samples=10 must be between 1 and"):
         validation_split(ds, 10)
+
+
+STUDIES = sorted(p for p in (Path(__file__).resolve().parents[2] / "scenarios" / "studies").glob("*.yaml")
+                 if not p.name.endswith(".tuned.yaml"))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.stem for p in STUDIES])
+def test_every_shipped_study_loads_and_every_smoke_variant_has_its_full_study(path):
+    study = load_study(path)
+    assert study.cells and study.spec.seed_list
+    if path.stem.endswith("-smoke"):
+        assert path.with_name(path.name.replace("-smoke", "")).is_file()
+    else:
+        assert path.with_name(f"{path.stem}-smoke.yaml").is_file(), "every study has a -smoke variant"
