@@ -166,6 +166,42 @@ def categories():
 FOREIGN: list[str] = []   # sessions other connections hold (filled from the session-taking categories)
 
 
+def _probes(ctx, endpoint: str, pid: int) -> dict:
+    """Issue 11's two memory attacks, measured alone before the soak: 4 clients (RCVHWM 1) that send
+    1,500 pulls each and never read; one message of 1,000,000 empty frames."""
+    rss0 = _rss(pid)
+    socks = []
+    for d in SLEEPERS:
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.RCVHWM, 1)
+        s.connect(endpoint)
+        s.send_multipart(wire.encode(wire.Hello(d, "sleeper", 0)))
+        assert s.poll(10000)
+        session = wire.decode(s.recv_multipart()).session
+        for _ in range(1500):
+            s.send_multipart(wire.encode(wire.Pull(session)))
+        socks.append(s)
+    time.sleep(5)
+    rss1 = _rss(pid)
+    q = ctx.socket(zmq.DEALER)
+    q.setsockopt(zmq.LINGER, 0)
+    q.connect(endpoint)
+    t = time.monotonic()
+    q.send_multipart([_head(3, {"session": "x", "arrays": []})] + [b""] * 1_000_000)
+    code = wire.decode(q.recv_multipart()).code if q.poll(120_000) else "no reply in 120 s"
+    stall = time.monotonic() - t
+    time.sleep(2)
+    rss2 = _rss(pid)
+    for s in (*socks, q):
+        s.close()
+    mib = lambda b: round(b / 2 ** 20, 1)  # noqa: E731
+    return {"unread_pulls": {"clients": 4, "pulls_each": 1500, "rss_before_mib": mib(rss0),
+                             "rss_after_mib": mib(rss1), "growth_mib": mib(rss1 - rss0)},
+            "million_frames": {"reply": code, "seconds_to_reply": round(stall, 2), "rss_after_mib": mib(rss2),
+                               "growth_mib": mib(rss2 - rss1)}}
+
+
 def _rss(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -180,17 +216,19 @@ def main() -> int:
     ap.add_argument("--hijacks-per-s", type=float, default=20.0,
                     help="at most this many hellos per s per session-taking category")
     ap.add_argument("--max-seconds", type=float, default=1500.0)
+    ap.add_argument("--quiet-seconds", type=float, default=30.0, help="honest-only baseline before the attack")
     ap.add_argument("--out", default=str(RESULTS / "hostile_soak.json"))
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="hostile-soak-"))
-    (tmp / "s.yaml").write_text(SCENARIO.format(n=N_HONEST + len(SLEEPERS), wall=int(args.max_seconds) + 120))
+    (tmp / "s.yaml").write_text(SCENARIO.format(n=N_HONEST + len(SLEEPERS),
+                                                  wall=int(args.max_seconds + args.quiet_seconds) + 120))
     proc = subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"], cwd=tmp,
                             stdout=open(tmp / "run.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         return _soak(args, tmp, proc)
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
@@ -209,9 +247,13 @@ def _soak(args, tmp: Path, proc) -> int:
         time.sleep(0.2)
     run = runs[0]
     endpoint = read_json(run, "endpoint.json")["bind"]
+    quiet_from = float(read_table(run, "updates")["wall_time"].max())
+    time.sleep(args.quiet_seconds)      # the baseline: honest training alone, in the same run
     before = read_table(run, "updates")
     attack_from = float(before["wall_time"].max())
+    before_rate = int((before["wall_time"] > quiet_from).sum()) / max(attack_from - quiet_from, 1e-9)
     ctx = zmq.Context.instance()
+    probes = _probes(ctx, endpoint, proc.pid)
     attackers = [Attacker(ctx, endpoint, name, make, dev, reads)
                  for name, (make, dev, reads) in categories().items()]
     rng = np.random.default_rng(1)
@@ -246,8 +288,7 @@ def _soak(args, tmp: Path, proc) -> int:
     rss.append([round(time.monotonic() - t0, 1), _rss(proc.pid)])
     during = read_table(run, "updates")
     honest = {int(d): int(n) for d, n in during[during["wall_time"] > attack_from].groupby("device").size().items()}
-    before_rate = len(before) / max(attack_from, 1e-9)
-    proc.send_signal(signal.SIGINT)    # end the run: status 'incomplete' (interrupted), everything kept
+    proc.send_signal(signal.SIGTERM)   # end the run: status 'incomplete' (interrupted), everything kept
     proc.wait(120)
     summary = read_json(run, "summary.json")
     updates = read_table(run, "updates")
@@ -259,13 +300,14 @@ def _soak(args, tmp: Path, proc) -> int:
         "hostile_messages": sent, "attack_seconds": round(attack_s, 1),
         "messages_per_s": round(sent / attack_s, 1),
         "per_category": per,
+        "probes": probes,
         "rejected_total": sum(a.stats["rejected"] for a in attackers),
         "applied_total": sum(a.stats["applied"] for a in attackers),
         "ps_rss_bytes_over_time": rss,
         "ps_rss_mib": {"first": round(rss[0][1] / 2 ** 20, 1), "max": round(max(r[1] for r in rss) / 2 ** 20, 1),
                        "last": round(rss[-1][1] / 2 ** 20, 1)},
         "honest_updates_during_attack_by_device": honest,
-        "honest_updates_per_s": {"before_attack": round(before_rate, 2),
+        "honest_updates_per_s": {"before_attack": round(before_rate, 2), "baseline_seconds": args.quiet_seconds,
                                  "during_attack": round(sum(honest.values()) / attack_s, 2)},
         "run": {"status": summary.get("status"), "reason": summary.get("reason"),
                 "updates": summary.get("updates"), "rows_in_updates_table": len(updates),
@@ -289,11 +331,16 @@ def _markdown(r: dict, path: Path) -> None:
         codes = ", ".join(f"{k[6:]} {v}" for k, v in s.items() if k.startswith("error:"))
         lines.append(f"| {name} | {s.get('sent', 0):,} | {s.get('replies', 0):,} | {s.get('rejected', 0):,} | "
                      f"{s.get('applied', 0):,} | {codes} |")
+    u, f = r["probes"]["unread_pulls"], r["probes"]["million_frames"]
+    lines += ["", f"Before the soak: 4 clients that never read sent 1,500 pulls each: PS RSS {u['rss_before_mib']} → "
+              f"{u['rss_after_mib']} MiB (+{u['growth_mib']} MiB). One message of 1,000,000 empty frames: "
+              f"answered `{f['reply']}` after {f['seconds_to_reply']} s, RSS {f['growth_mib']:+} MiB."]
     m = r["ps_rss_mib"]
     lines += ["", f"PS RSS: {m['first']} MiB at the start of the attack, max {m['max']} MiB, {m['last']} MiB at the end.",
               f"Honest updates during the attack, per device: {r['honest_updates_during_attack_by_device']} "
               f"({r['honest_updates_per_s']['during_attack']} updates/s; "
-              f"{r['honest_updates_per_s']['before_attack']} before the attack, start-up included).",
+              f"{r['honest_updates_per_s']['before_attack']} updates/s in the "
+              f"{r['honest_updates_per_s']['baseline_seconds']:g} s before the attack, same run).",
               f"Run: {r['run']['status']} ({r['run']['reason']}); {r['run']['updates']} updates, "
               f"{r['run']['rows_in_updates_table']} rows in the table; every update recorded: "
               f"{r['run']['every_update_recorded']}."]

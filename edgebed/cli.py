@@ -134,6 +134,8 @@ def cmd_run(args) -> int:
                  f"  report: edgebed report {res.path}"]
         if args.quiet:
             lines = [lines[0], lines[5]]
+        elif verdict := (s.get("fidelity") or {}).get("verdict"):
+            lines.insert(5, f"  fidelity: {verdict['summary']}")
         _out("\n".join(lines))
     if interrupted:
         return 130

@@ -106,6 +106,59 @@ class AlgorithmSpec(_Strict):
         return self
 
 
+class CompressionSpec(_Strict):
+    """Beyond the update rule's selection (edgebed/compression): error feedback, quantization, and the
+    wire encodings of pushes and pulls. The defaults are the paper's: no residual, float32 values,
+    wire version 1 — so the paper-reproduction studies' bytes stay comparable."""
+    error_feedback: bool = Field(False, description="keep the residual of what was not sent on the "
+                                 "device and add it to the next gradient (gradient rules)")
+    momentum: float = Field(0.0, ge=0, lt=1, description="DGC momentum correction m (needs error_feedback)")
+    quantize: Literal["none", "q8"] = Field("none", description="q8: 8-bit stochastic quantization of "
+                                            "the sent values, one scale per layer (needs encoding: compact)")
+    encoding: Literal["v1", "compact"] = Field("v1", description="pushes: v1 = uint32 indices + float32 "
+                                               "values; compact = wire v2 (ps/codec.py)")
+    values: Literal["f32", "f16", "bf16"] = Field("f32", description="compact push values")
+    indices: Literal["auto", "varint", "bitmap"] = Field("auto", description="compact push indices "
+                                                         "(auto: the smaller per push)")
+    zstd: bool = Field(False, description="zstd the compact pushes and pulls when smaller (pip install "
+                       "'edgebed[zstd]')")
+    pull: Literal["f32", "f16", "bf16"] = Field("f32", description="model values sent at each pull")
+    pull_delta: bool = Field(False, description="send the delta since the device's last pull when smaller")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.momentum and not self.error_feedback:
+            raise ValueError("momentum (DGC's momentum correction) needs error_feedback: true")
+        if self.encoding == "v1":
+            bad = [k for k, d in (("quantize", "none"), ("values", "f32"), ("indices", "auto"))
+                   if getattr(self, k) != d]
+            if bad:
+                raise ValueError(f"{', '.join(bad)} change(s) the push encoding: set encoding: compact "
+                                 "(v1 always sends uint32 indices and float32 values)")
+        if self.zstd:
+            from .ps.codec import zstandard
+            if zstandard is None:
+                raise ValueError("zstd: true needs the zstandard package: pip install 'edgebed[zstd]'")
+        return self
+
+    @property
+    def compact_pulls(self) -> bool:
+        return self.pull != "f32" or self.pull_delta
+
+    def push_codec(self):
+        """The wire codec of pushes (None: version 1)."""
+        from .ps.codec import Codec
+        return Codec(self.values, self.indices, self.zstd) if self.encoding == "compact" else None
+
+    def downlink(self):
+        """The PS's pull encoder (None: full float32 models, version 1)."""
+        if not self.compact_pulls:
+            return None
+        from .compression.downlink import ModelDownlink
+        from .ps.codec import Codec
+        return ModelDownlink(Codec(self.pull, "auto", self.zstd), self.pull_delta)
+
+
 class ThinkTime(_Strict):
     """Idle time between computing a gradient and pushing it."""
     dist: Literal["constant", "exponential", "uniform"] = "constant"
@@ -185,6 +238,30 @@ class SecuritySpec(_Strict):
     curve: bool = Field(False, description="ZeroMQ CURVE encryption + allow-list of per-run device keys")
 
 
+class TimingSpec(_Strict):
+    """How real-time runtimes keep the scenario's clock (``edgebed/timing.py``); all off by default."""
+    pacing: bool = Field(False, description="paced compute on local/docker/spark: a device's compute phase "
+                         "lasts step_time × slowdown, never less (real compute runs inside it, the device "
+                         "waits out the rest); overruns are counted and the run gets a fidelity verdict")
+    step_time: Optional[Annotated[float, BeforeValidator(units.parse_duration)] | Literal["calibrate"]] = Field(
+        None, description="seconds per SGD step at slowdown 1 for pacing and the expected timing: a duration, "
+        "or `calibrate` (timed on this host before the agents start); default: the sim's reference value")
+    dilation: float | Literal["auto"] = Field(1.0, description="scale every configured time (compute, think, "
+                                              "waiting time, link delay/jitter, 1/rate) by this factor on "
+                                              "real-time runtimes; results are reported in emulated time. "
+                                              "`auto`: the smallest factor the calibrated host can hold")
+    wait: ThinkTime = Field(ThinkTime(), description="random waiting time of every device between compute and "
+                            "push (the paper's platform: the order of worker updates is random); 0: off")
+    tolerance: Fraction = Field(0.1, description="a speed class whose realized update rate or share is off "
+                                "its expected value by more than this (relative) is reported distorted")
+
+    @model_validator(mode="after")
+    def _dilation_positive(self):
+        if self.dilation != "auto" and not self.dilation > 0:
+            raise ValueError(f"dilation must be > 0 (a factor; 1 = real time) or auto, got {self.dilation}")
+        return self
+
+
 class RuntimeSpec(_Strict):
     name: Literal["local", "docker", "sim", "spark"] = "local"
     local: dict[str, Any] = Field(default_factory=dict)
@@ -201,6 +278,7 @@ class Scenario(_Strict):
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
     algorithm: AlgorithmSpec = AlgorithmSpec()
+    compression: CompressionSpec = CompressionSpec()
     workers: WorkersSpec
     failures: FailureSpec = FailureSpec()
     stop: StopSpec
@@ -208,12 +286,24 @@ class Scenario(_Strict):
     runtime: RuntimeSpec = RuntimeSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     security: SecuritySpec = SecuritySpec()
+    timing: TimingSpec = TimingSpec()
+
+    @model_validator(mode="after")
+    def _compression_applies(self):
+        cp = self.compression
+        if (cp.error_feedback or cp.quantize != "none") and self.algorithm.name not in ("asgd", "comp-asgd", "adacomp"):
+            raise ValueError(f"compression.error_feedback / quantize apply to gradient pushes (asgd, comp-asgd, "
+                             f"adacomp), not to {self.algorithm.name}; remove them or change algorithm.name")
+        return self
 
     def class_of(self, device: int) -> SpeedClass:
         return self.workers.classes[class_assignment(self)[device]]
 
     def to_dict(self) -> dict:
-        return self.model_dump(mode="json")
+        out = self.model_dump(mode="json")
+        if self.timing == TimingSpec():   # absent when off: resolved scenarios of older runs stay equal
+            del out["timing"]
+        return out
 
 
 def class_assignment(sc: Scenario) -> list[int]:

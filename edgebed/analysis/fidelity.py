@@ -1,9 +1,12 @@
-"""Realized fidelity: what a run achieved next to what its scenario configured.
+"""Realized fidelity: what a run achieved next to what its scenario configured and implies.
 
 The engine writes ``summary.json["fidelity"]`` from ``run_fidelity``: per speed class the realized
-update rate against the configured compute speed, per class the uplink throughput the kernel counted
-against the configured rate (runtimes that shape links in the kernel), and the host's CPU saturation
-(runtimes that sample it). ``PeakRate`` turns byte-counter samples into the throughput achieved.
+update share, rate and staleness next to the values the scenario's timing implies, with the verdict
+(``emulator/verdict.py``, against ``edgebed/timing.py``'s expected timing: compute + think + waiting
+time + link transfers under the runtime's link semantics), per class the uplink throughput the kernel
+counted against the configured rate (runtimes that shape links in the kernel), and the host's CPU
+saturation (runtimes that sample it). ``PeakRate`` turns byte-counter samples into the throughput
+achieved; ``expected_frame`` is the expected-vs-realized table ``edgebed report`` shows.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Optional
 
 import pandas as pd
 
+from ..emulator.verdict import expected_vs_realized, pacing_stats, verdict
 from .metrics import class_shares
 
 WINDOW_S = 1.0   # uplink throughput is measured over windows of at least this length
@@ -96,13 +100,30 @@ def run_duration(updates: pd.DataFrame) -> float:
 
 
 def run_fidelity(updates: pd.DataFrame, classes: list[dict], class_of_device: dict[int, str],
-                 runtime: Optional[dict] = None) -> dict:
+                 runtime: Optional[dict] = None, timing: Optional[dict] = None,
+                 events: Optional[pd.DataFrame] = None) -> dict:
     """The ``fidelity`` section of summary.json. ``runtime`` is ``Runtime.fidelity()``: optional
-    ``uplink_peak_bps`` (device → peak bps) and ``host_cpu`` (busy share of the host's CPUs)."""
+    ``uplink_peak_bps`` (device → peak bps) and ``host_cpu`` (busy share of the host's CPUs).
+    ``timing`` is the engine's resolved timing (manifest ``timing`` plus ``expected``, the per-class
+    rows of ``timing.expected_timing``); ``events`` the events table (paced devices' Bye stats)."""
     runtime = runtime or {}
     duration = run_duration(updates)
     out = {"duration_s": round(duration, 3),
            "classes": class_rates(updates, classes, duration)}
+    timing = timing or {}
+    if timing.get("expected"):
+        tol = timing.get("tolerance", 0.1)
+        pacing = pacing_stats(events, class_of_device)
+        rows = expected_vs_realized(updates, timing["expected"], class_of_device, tol)
+        out["timing"] = {k: timing.get(k) for k in ("link_model", "step_time_s", "step_time_from",
+                                                     "calibrated_step_s", "dilation", "dilation_from", "pacing")
+                         if timing.get(k) is not None}
+        out["expected"] = rows
+        if pacing:
+            out["pacing"] = pacing
+        out["verdict"] = verdict(rows, pacing, tol, timing.get("dilation", 1.0))
+        if timing.get("watchdog_warnings") is not None:
+            out["verdict"]["watchdog_warnings"] = timing["watchdog_warnings"]
     peaks = runtime.get("uplink_peak_bps")
     if peaks:
         out["uplink"] = uplink_rates(peaks, class_of_device, classes, updates)
@@ -111,3 +132,21 @@ def run_fidelity(updates: pd.DataFrame, classes: list[dict], class_of_device: di
     if runtime.get("host_cpu"):
         out["host_cpu"] = runtime["host_cpu"]
     return out
+
+
+def expected_caption(fid: dict) -> str:
+    """What the expected-vs-realized table of a ``fidelity`` section compares, in one sentence."""
+    t = fid.get("timing", {})
+    return (f"Realized per class next to the expected value from the scenario (step time "
+            f"{1e3 * t.get('step_time_s', 0):.3g} ms, {t.get('link_model', '?')} link semantics, dilation "
+            f"{t.get('dilation', 1):g}); rates in emulated time, measured once every device of the class had "
+            "pushed; expected staleness is mean-field (the other devices' update rate × the time from pull "
+            "served to push applied).")
+
+
+def expected_frame(fid: dict) -> pd.DataFrame:
+    """The expected-vs-realized rows of a ``fidelity`` section as a numeric frame, realized next to
+    expected for each measure."""
+    cols = ["class", "share", "expected_share", "rate_per_device", "expected_rate_per_device", "rate_ratio",
+            "expected_rate_ratio", "staleness_mean", "expected_staleness_mean", "staleness_p50"]
+    return pd.DataFrame(fid.get("expected") or [], columns=cols)

@@ -130,9 +130,12 @@ def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
 def fidelity_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
     """summary.json's ``fidelity`` section as (caption, numeric frame) pairs; none for a run with one
     class and no runtime measurements, where it has nothing to compare."""
+    from .fidelity import expected_caption, expected_frame
     fid = run.summary.get("fidelity") or {}
     out = []
-    if len(fid.get("classes", [])) > 1:
+    if fid.get("expected"):   # realized next to what the scenario's timing implies, per class
+        out.append((expected_caption(fid), expected_frame(fid)))
+    elif len(fid.get("classes", [])) > 1:   # older runs: the compute-only configured ratio
         out.append(("Update rate per class relative to the slowest: configured compute speed vs realized "
                     "(think time and link transfers lower the realized ratio).",
                     pd.DataFrame(fid["classes"])[["class", "configured_speed_ratio", "realized_rate_ratio",
@@ -146,10 +149,12 @@ def fidelity_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
 
 
 def fidelity_text(run: Run) -> list[str]:
-    cpu = (run.summary.get("fidelity") or {}).get("host_cpu")
+    fid = run.summary.get("fidelity") or {}
+    verdict, cpu = fid.get("verdict"), fid.get("host_cpu")
+    out = [f"Verdict: {verdict['summary']}."] if verdict else []
     if not cpu:
-        return []
-    return [f"Host CPU: {100 * cpu['busy_mean']:.0f} % busy on average, saturated (> 95 %) in "
+        return out
+    return out + [f"Host CPU: {100 * cpu['busy_mean']:.0f} % busy on average, saturated (> 95 %) in "
             f"{100 * cpu['saturated_share']:.0f} % of {cpu['samples']} samples."]
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import zmq
 
 from ..ps import wire
+from ..timing import draw_delay as _think
 
 
 class PSUnreachable(RuntimeError):
@@ -60,18 +61,6 @@ class Channel:
         self.sock.close()
 
 
-def _think(cfg: dict, rng: np.random.Generator) -> float:
-    mean, dist = cfg.get("mean", 0.0), cfg.get("dist", "constant")
-    if mean <= 0 and dist != "uniform":
-        return 0.0
-    if dist == "exponential":
-        return float(rng.exponential(mean))
-    if dist == "uniform":
-        s = cfg.get("spread", 0.0)
-        return max(0.0, float(rng.uniform(mean - s, mean + s)))
-    return float(mean)
-
-
 def _block_forever() -> None:
     """Fail-stop without an external freezer: never send again (the runtime ends us later)."""
     threading.Event().wait()
@@ -96,13 +85,17 @@ def _join(ps_address: str, device: int, attempt: int, timeout: float, configure_
             attempt += 1
 
 
-def _exchange(ch: Channel, msg: wire.Message, up, down) -> wire.Message:
+def _exchange(ch: Channel, msg: wire.Message, up, down, pacer=None) -> wire.Message:
     """One request/reply through the emulated link; PS gone or session forgotten → _Rejoin."""
-    up.traverse(ch.send(msg))
+    sent_at = pacer.deadline if pacer is not None else 0.0
+    sent = ch.send(msg)
+    up.traverse(sent)
     try:
         reply, nbytes = ch.recv()
     except PSUnreachable as err:
         raise _Rejoin(str(err)) from None
+    if pacer is not None:
+        pacer.replied(sent_at, sent, nbytes)
     down.traverse(nbytes)
     if isinstance(reply, wire.Error) and reply.code == "unknown-session":
         raise _Rejoin(reply.message)
@@ -144,9 +137,11 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
         configure_socket = client_from_env()
     import torch
     torch.set_num_threads(1)
+    from ..compression.downlink import PulledModel
     from ..data import load_dataset, partition
-    from ..scenario import DatasetSpec
+    from ..scenario import CompressionSpec, DatasetSpec
     from .link import AppLink
+    from .pacing import Pacer
     from .policies import PULL, make_policy
     from .trainer import Trainer
 
@@ -164,23 +159,36 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
                               cfg["dataset"]["labels_per_worker"])[device]
             data = (ds.train_x[shard], ds.train_y[shard])
         algo = cfg["algorithm"]
+        compression = CompressionSpec.model_validate(cfg.get("compression", {}))
         trainer = Trainer(cfg["model"], data[0], data[1], algo["batch_size"], cfg["compressor"], algo["c"],
-                          seed, device, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
+                          seed, device, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"),
+                          compression.model_dump())
+        codec, pulled = compression.push_codec(), PulledModel(keep=compression.pull_delta)
         klass = cfg["speed_class"]
         up = AppLink.from_config(cfg["app_link"]["uplink"], seed=[seed, device, 1])
         down = AppLink.from_config(cfg["app_link"]["downlink"], seed=[seed, device, 2])
         rng = np.random.default_rng([seed, device, 3])
+        timing = cfg.get("timing") or {}
+        wait_rng = np.random.default_rng([seed, device, 5])   # its own stream: think times stay as they were
+        pacer = Pacer.from_config(timing, klass)
+        if pacer is not None:      # link transfers are phases of the paced schedule too
+            up.sleep = down.sleep = pacer.sleep
         policy = make_policy(cfg.get("policy"), trainer)
         seq, request, compute = 0, policy.start(), 0.0
         while True:
             try:
                 if request == PULL:
                     msg = wire.Pull(session)
-                else:   # a slow class computes longer, then thinks, before each push
-                    _idle((klass["slowdown"] - 1.0) * compute + _think(klass["think_time"], rng), ch, session)
-                    msg = wire.Push(session, seq, request.version, request.values, request.indices, request.loss)
+                else:   # a slow class computes longer, then thinks (and waits), before each push
+                    idle = _think(klass["think_time"], rng) + _think(timing.get("wait", {}), wait_rng)
+                    if pacer is None:
+                        _idle((klass["slowdown"] - 1.0) * compute + idle, ch, session)
+                    else:
+                        _idle(pacer.until(idle), ch, session)
+                    msg = wire.Push(session, seq, request.version, request.values, request.indices, request.loss,
+                                    codec=codec, q8=request.q8)
                     seq += 1
-                reply = _exchange(ch, msg, up, down)
+                reply = _exchange(ch, msg, up, down, pacer)
             except _Rejoin:
                 ch.close()
                 ch, welcome, attempt = _join(ps_address, device, attempt + 1, timeout, configure_socket,
@@ -188,6 +196,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
                 if not isinstance(welcome, wire.Welcome):
                     return 0   # Stop (run over) or refused (e.g. frozen): nothing left to do
                 session, request, compute = welcome.session, policy.start(), 0.0
+                pulled.reset()   # the new session starts from a full model
                 continue
             if isinstance(reply, wire.Stop):
                 break
@@ -196,12 +205,17 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
                 return 0
             if not isinstance(reply, (wire.Model, wire.Ack, wire.Sync)):
                 raise RuntimeError(f"{msg.kind} refused: {reply}")
-            t0 = time.perf_counter()
+            if isinstance(reply, wire.Model):
+                reply = pulled.receive(reply)   # compressed pulls: f16/bf16 or a delta → the full Θ
+            t0, steps0 = time.perf_counter(), trainer.steps
             request = policy.next(reply)
             compute = time.perf_counter() - t0
-            if request == PULL and klass["slowdown"] > 1.0:
+            if pacer is not None:   # the compute phase lasts its budget, never less
+                if trainer.steps > steps0:
+                    _idle(pacer.computed(compute, trainer.steps - steps0), ch, session)
+            elif request == PULL and klass["slowdown"] > 1.0:
                 _idle((klass["slowdown"] - 1.0) * compute, ch, session)   # local steps before a pull (EASGD)
-        ch.send(wire.Bye(session, "stop"))
+        ch.send(wire.Bye(session, "stop" if pacer is None else pacer.bye_reason("stop")))
         return 0
     finally:
         ch.close()

@@ -28,6 +28,7 @@ class AppLink:
     def __post_init__(self):
         self.rng = np.random.default_rng(self.seed)
         self.applied_seconds = 0.0
+        self.sleep = time.sleep     # a paced device sleeps through its Pacer (device_agent/pacing.py)
 
     @classmethod
     def from_config(cls, cfg: dict, seed: int) -> "AppLink":
@@ -46,7 +47,7 @@ class AppLink:
     def traverse(self, nbytes: int) -> float:
         """Sleep for the time ``nbytes`` take on this link; returns that time."""
         t = self.transfer_time(nbytes)
-        if t > 0:
-            time.sleep(t)
+        if t > 0 or self.sleep is not time.sleep:
+            self.sleep(t)
         self.applied_seconds += t
         return t

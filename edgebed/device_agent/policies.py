@@ -36,6 +36,7 @@ class Upload:
     values: np.ndarray
     indices: Optional[np.ndarray] = None  # None: dense
     loss: float = math.nan
+    q8: Optional[tuple] = None            # (codes, scales, counts) of a q8 compressor, for the wire
 
 
 Request = Union[str, Upload]
@@ -58,7 +59,7 @@ class GradientPush(DevicePolicy):
     def next(self, reply):
         if isinstance(reply, wire.Model):
             update, loss = self.trainer.step(reply.params)
-            return Upload(reply.version, update.values, update.indices, loss)
+            return Upload(reply.version, update.values, update.indices, loss, update.q8)
         return PULL
 
 

@@ -17,7 +17,8 @@ class Trainer:
     sequence of batches is a function of (seed, device) alone."""
 
     def __init__(self, model: str, x: np.ndarray, y: np.ndarray, batch_size: int,
-                 compressor: str, c: float, seed: int, device: int, torch_device: str = "cpu"):
+                 compressor: str, c: float, seed: int, device: int, torch_device: str = "cpu",
+                 compression: dict | None = None):
         if len(y) == 0:
             raise ValueError(f"device {device} has an empty shard; use fewer workers or more samples")
         self.dev = torch.device(torch_device)
@@ -28,10 +29,14 @@ class Trainer:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(y.astype(np.int64)).to(self.dev)
         self.b = batch_size
-        self.compressor = make_compressor(compressor, c, self.layers)
+        cp = compression or {}   # the scenario's compression section (error feedback, q8)
+        self.compressor = make_compressor(compressor, c, self.layers, cp.get("error_feedback", False),
+                                          cp.get("momentum", 0.0), cp.get("quantize", "none"),
+                                          np.random.default_rng([seed, device, 0x9A8]))
         self.rng = np.random.default_rng([seed, device, 0xBA7C])
         self._order = np.empty(0, dtype=np.int64)
         self._pos = 0
+        self.steps = 0      # SGD steps computed so far (a paced agent's compute budget counts them)
 
     def next_batch(self) -> np.ndarray:
         if self._pos + self.b > len(self._order):
@@ -49,6 +54,7 @@ class Trainer:
 
     def _backward(self) -> float:
         idx = torch.from_numpy(self.next_batch()).to(self.dev)
+        self.steps += 1
         for p in self.model.parameters():
             p.grad = None
         loss = F.cross_entropy(self.model(self.x[idx]), self.y[idx])

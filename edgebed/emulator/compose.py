@@ -249,9 +249,11 @@ class ComposeRuntime(Runtime):
         return list(self.handles.values())
 
     def drive(self, ps, seconds: float) -> None:
-        for d, st in ps.devices.items():        # said bye: the session is gone
+        with ps.lock:   # the serve thread adds devices meanwhile (hello burst): read a snapshot
+            gone = [d for d, st in ps.devices.items() if st.session not in ps.sessions]   # said bye
+        for d in gone:
             h = self.handles.get(d)
-            if h is not None and h.returncode is None and st.session not in ps.sessions:
+            if h is not None and h.returncode is None:
                 h.returncode = 0
         time.sleep(seconds)
 

@@ -21,6 +21,9 @@ from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, 
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
 from ..console import RunStatus, stop_fraction, warn
 from .runtimes import AgentSpec, get_runtime
+from .timing_setup import agent_timing, resolve_timing
+from .watchdog import CHECK_EVERY, FidelityWatchdog
+
 
 TICK = 0.25           # seconds between run-loop iterations
 FLUSH_EVERY = 2.0     # seconds between run-directory flushes
@@ -37,19 +40,24 @@ class Interrupted(BaseException):
     """SIGTERM. A BaseException so that library code catching Exception (py4j retries) can't swallow it."""
 
 
-def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict) -> dict:
+def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
+                   timing: Optional[dict] = None) -> dict:
     """What a device learns from the PS in Welcome (see device_agent/agent.py).
 
     ``app_link`` is the runtime's ``applied()``: link properties at level "app" are emulated by the
-    agent; where the runtime enforces slowdown with CPU quotas the agent must not sleep on top."""
+    agent; where the runtime enforces slowdown with CPU quotas the agent must not sleep on top (unless
+    it paces its compute: then the pacing budget is the slowdown). ``timing`` (pacing, waiting time;
+    absent when off) comes from ``Engine._agent_timing``."""
     klass = sc.class_of(device)
     speed_class = klass.model_dump(mode="json")
-    if app_link.get("cpu_quota"):
+    if app_link.get("cpu_quota") and not (timing or {}).get("pacing"):
         speed_class["slowdown"] = 1.0
-    return {
+    extra = {"timing": timing} if timing else {}
+    return {**extra,
         "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
         "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
         "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
+        "compression": sc.compression.model_dump(mode="json"),   # error feedback, q8, wire encodings
         "policy": RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         "speed_class": speed_class,
         "app_link": {d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
@@ -73,7 +81,7 @@ class Engine:
         runtime_cls = get_runtime(sc.runtime.name)
         path = self.resume or new_run_dir(self.out, sc.name)
         try:
-            runtime = runtime_cls(sc, path)
+            runtime = self._timed_runtime(runtime_cls, path)
             problems = runtime.check()
             from ..data import missing
             problems += missing(sc.dataset)
@@ -96,10 +104,21 @@ class Engine:
             "edgebed": __version__, "scenario": sc.name, "seed": sc.seed, "source": self.source,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runtime": sc.runtime.name,
             "applied": runtime.applied(), "host": host_facts(),
+            "timing": {k: v for k, v in self.timing.items() if k != "expected"},
             "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
         })
         write_json_atomic(path / "summary.json", {"status": "running", "engine": _me()})
         return path, runtime
+
+    def _timed_runtime(self, runtime_cls, path: Path):
+        """The runtime for this run on the scenario it executes (``emulator/timing_setup.py``); sets
+        ``self.timing`` (what the manifest records) and ``self.run_sc`` (the executed scenario)."""
+        runtime, self.timing = resolve_timing(self.sc, runtime_cls, path, self.source)
+        self.run_sc = runtime.scenario
+        return runtime
+
+    def _agent_timing(self, runtime):
+        return agent_timing(self.run_sc, self.timing, runtime)
 
     # -- the run loop --------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -121,7 +140,7 @@ class Engine:
                 signal.signal(signal.SIGTERM, old_term)
 
     def _run(self, path: Path, runtime) -> RunResult:
-        sc = self.sc
+        sc = self.run_sc   # dilated on real-time runtimes: limits and links in real seconds
         writer = RunWriter(path)
         assignment = class_assignment(sc)
         names = [c.name for c in sc.workers.classes]
@@ -141,18 +160,37 @@ class Engine:
             else:
                 h.freeze()
 
-        hooks = Hooks(record=writer.append, freeze=freeze, snapshot=evaluator.submit,
+        watchdog = None
+        if runtime.uses_sockets and self.timing["expected"] and not sc.failures.crash_probability:
+            watchdog = FidelityWatchdog(self.timing["expected"], {d: class_of(d) for d in range(sc.workers.n)},
+                                        sc.timing.tolerance, self.timing["dilation"])
+
+        def record(table: str, row: dict) -> None:
+            writer.append(table, row)
+            if watchdog is not None and table == "updates":
+                watchdog.observe(row)
+        timing_of = self._agent_timing(runtime)
+        hooks = Hooks(record=record, freeze=freeze, snapshot=evaluator.submit,
                       clock=getattr(runtime, "clock", None))
         ps = ParameterServer(PSConfig(
             n_devices=sc.workers.n, class_of=class_of,
-            welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied),
+            welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied,
+                                             timing_of(d) if timing_of else None),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
-            lost_after=sc.failures.lost_after / 2), theta, rule, hooks)   # /2: before the devices' reply timeout
+            lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
+            downlink=sc.compression.downlink()), theta, rule, hooks)
         server = curve = None
         status, reason, error = "incomplete", "", None
         evals: list[dict] = []
         ps.config.checkpoint_every = sc.checkpoint.every
+        k = self.timing["dilation"]
+        if k != 1.0 and runtime.uses_sockets:   # the tables' virtual_time is emulated time: wall / k
+
+            def dilated_clock() -> tuple[float, float]:
+                wall = time.monotonic() - ps.t0
+                return wall, wall / k
+            ps.hooks.clock = dilated_clock
         started_unix, bind, attempt = time.time(), runtime.ps_bind(), 0
         if self.resume:
             evals, started_unix, bind, attempt = self._restore(ps, path)
@@ -198,8 +236,13 @@ class Engine:
                 ps._event(-1, "warning", applied["warning"])
                 warn(applied["warning"])
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
-            t_running = last_flush = time.monotonic()
+            t_running = last_flush = last_watch = time.monotonic()
             while ps.stopped is None:
+                if watchdog is not None and time.monotonic() - last_watch >= CHECK_EVERY:
+                    last_watch = time.monotonic()
+                    for warning in watchdog.check():   # during the run, not only in the verdict
+                        ps._event(-1, "warning", warning)
+                        warn(warning)
                 runtime.drive(ps, TICK)
                 if server is not None and not server.alive:
                     raise RuntimeError(f"PS serve loop died: {server.error!r}")
@@ -253,7 +296,7 @@ class Engine:
                     and all(c != 0 for c in exit_codes.values()):
                 status, reason = "failed", _first_agent_error(path, exit_codes)
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
-            summary["fidelity"] = self._fidelity(path, runtime, class_of)
+            summary["fidelity"] = self._fidelity(path, runtime, class_of, watchdog)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
             write_json_atomic(path / "summary.json", summary)
             if old_term is not None:
@@ -339,14 +382,16 @@ class Engine:
                         "alive_at_end": ps.device_count() - len(frozen) - len(lost)},
         }
 
-    def _fidelity(self, path: Path, runtime, class_of) -> dict:
-        """summary.json's ``fidelity``: realized against configured (analysis/fidelity.py). A failure
-        here is recorded in the section, never at the cost of the summary."""
+    def _fidelity(self, path: Path, runtime, class_of, watchdog=None) -> dict:
+        """summary.json's ``fidelity``: realized against configured and expected (analysis/fidelity.py).
+        A failure here is recorded in the section, never at the cost of the summary."""
         from ..analysis.fidelity import run_fidelity
         try:
+            timing = {**self.timing, "watchdog_warnings": watchdog.warnings if watchdog else None}
             return run_fidelity(read_table(path, "updates"),
                                 [c.model_dump(mode="json") for c in self.sc.workers.classes],
-                                {d: class_of(d) for d in range(self.sc.workers.n)}, runtime.fidelity())
+                                {d: class_of(d) for d in range(self.sc.workers.n)}, runtime.fidelity(),
+                                timing=timing, events=read_table(path, "events"))
         except Exception as err:
             return {"error": f"{type(err).__name__}: {err}"}
 

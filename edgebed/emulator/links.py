@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
+from ..timing import tbf_burst  # one definition: the expected timing (edgebed/timing.py) models the burst
+
 LINK_PROPS = ("rate", "delay", "jitter", "loss")
 ROOT_HANDLE = 0x10000          # "1:" — root qdisc installed by edgebed
 NETEM_CHILD_HANDLE = 0x20000   # "2:" — tbf below netem when both are used
@@ -177,9 +179,6 @@ def tbf_limit(rate_bps: float, latency: float) -> int:
     return int(max(rate_bps / 8 * latency, LIMIT_MIN) + tbf_burst(rate_bps))
 
 
-def tbf_burst(rate_bps: float) -> int:
-    """Token-bucket depth in bytes: 10 ms worth of data, at least two full-size segments."""
-    return max(int(rate_bps / 8 * 0.010), 2 * 1514 + 200, 3200)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ import zmq
 from . import wire
 from .server import ParameterServer
 
-SEND_HWM = 16   # messages queued per peer: an agent has one request in flight; libzmq frees queue slots
-#                only in batches of half the limit, so a small limit must leave room
+SEND_HWM = 16   # messages queued per peer. An agent has one request in flight, but libzmq frees queue
+#               slots late and in batches (4 would drop a reply to a peer with 2 in flight): keep room.
 
 
 M_ARENA_MAX = -8   # glibc mallopt parameter

@@ -42,6 +42,7 @@ class PSConfig:
     max_abs_value: float = 1e6                # larger gradient entries are refused (Θ would overflow)
     checkpoint_every: int = 0                 # hand the PS to hooks.checkpoint at every k-th update (0: never)
     lost_after: float = 0.0                   # a round stops waiting for a device silent this long (s; 0: never)
+    downlink: Optional[object] = None         # compression.downlink.ModelDownlink: compressed pulls (None: f32)
 
 
 @dataclass
@@ -99,7 +100,7 @@ class ParameterServer:
         nbytes = wire.frames_nbytes(frames)
         self._peer = peer
         try:
-            msg = wire.decode(frames, self.config.max_message_bytes)
+            msg = wire.decode(frames, self.config.max_message_bytes, nbytes)
         except wire.WireError as err:
             self.meter.received("malformed", nbytes, None)
             return self._reject(err.code, str(err), None)
@@ -161,6 +162,8 @@ class ParameterServer:
                 return self._err("frozen", f"device {d} crashed (fail-stop); it may not rejoin")
             self.sessions.pop(old.session, None)
             self._held.pop(d, None)   # its old socket is gone
+        if self.config.downlink is not None:
+            self.config.downlink.forget(d)   # a new session starts from a full model
         session = secrets.token_hex(8)
         # Sequence numbers are per session: an agent that rejoins drops its push in flight, so nothing
         # is replayed across sessions, and no earlier session (another peer's) can block this one.
@@ -187,6 +190,8 @@ class ParameterServer:
     def _model_for(self, d: int) -> wire.Model:
         self.devices[d].pulled = self.version
         self.rule.on_pull(d, self.version)
+        if self.config.downlink is not None:
+            return self.config.downlink.model(d, self.version, self.theta)
         # A private copy: a zero-copy send of the live Θ could be torn by the next apply.
         return wire.Model(self.version, self.theta.copy())
 
@@ -276,13 +281,15 @@ class ParameterServer:
                 return f"{idx.size} indices for {v.size} values"
             if idx.dtype != np.uint32:   # int32 could be negative, floats are no indices
                 return f"indices must be uint32, got {idx.dtype}"
-            if idx.size and int(idx.max()) >= n:
-                return f"index {int(idx.max())} out of range (model has {n} parameters)"
-            if idx.size > 1 and not bool(np.all(idx[1:] > idx[:-1])):
+            if idx.size > 1 and not bool((idx[1:] > idx[:-1]).all()):
                 return "indices must be strictly increasing (sorted, no duplicates)"
-        if v.size and not bool(np.isfinite(v).all()):
-            return "values contain NaN or Inf"
-        if v.size and float(np.abs(v).max()) > self.config.max_abs_value:
+            if idx.size and int(idx[-1]) >= n:   # sorted: the last is the largest
+                return f"index {int(idx[-1])} out of range (model has {n} parameters)"
+        # Two passes without temporaries (min, max) instead of isfinite + abs + max: NaN fails every
+        # comparison, so one test catches NaN, ±Inf and too large; the slow path only words the error.
+        if v.size and not (-self.config.max_abs_value <= float(v.min()) and float(v.max()) <= self.config.max_abs_value):
+            if not bool(np.isfinite(v).all()):
+                return "values contain NaN or Inf"
             return f"values exceed ±{self.config.max_abs_value:g} (max_abs_value)"
         return None
 

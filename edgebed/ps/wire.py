@@ -1,4 +1,4 @@
-"""Wire format of the edgebed protocol (version 1): one header frame + raw array frames.
+"""Wire format of the edgebed protocol (versions 1 and 2): one header frame + raw array frames.
 
 Every message is a ZeroMQ multipart message::
 
@@ -24,6 +24,16 @@ answers a dynamic-averaging report whose round ends in a synchronisation (upload
 ``values`` of the same length). ``decode`` rejects anything malformed with ``WireError``; checks that
 need the model (index range, length of a dense push, NaN/Inf) are the PS handler's.
 
+Version 2 (compact encodings, opt-in per scenario: ``compression.encoding: compact``) changes only
+Push and Model: instead of their value/index frames they carry ONE frame ``payload`` (dtype ``|u1``)
+and the header gains ``enc`` describing how it is packed (varint/bitmap indices, f32/f16/bf16/q8
+values, optional zstd — ``ps/codec.py``). A v2 Model may be a delta: ``enc.b`` = the version of the
+model the device holds, ``indices`` the entries that changed; the device adds the values to its copy
+(``compression/downlink.py``). ``decode`` unpacks v2 into the same Push/Model fields as v1 (float32
+values, uint32 indices), so nothing behind it sees the encoding. Messages without a codec are still
+sent as version 1, byte for byte as before (the paper-reproduction studies' bytes stay comparable);
+both versions are decoded; any other version is refused with ``bad-version``.
+
 Edge validation (``check_frame_count``, ``check_scalar``, at the end of this module) runs inside
 ``decode``, before any array is touched: at most ``MAX_FRAMES`` frames, strings valid UTF-8 of bounded
 length, integers in 0..2**63-1, ``loss`` a finite float64 or NaN — so nothing a peer sends can make a
@@ -39,11 +49,17 @@ from typing import ClassVar, Optional, Sequence
 
 import numpy as np
 
+from . import codec as _codec
+from .codec import Codec
+
 MAGIC = b"EB"
-VERSION = 1
+VERSION = 2                 # the highest version this side speaks
+VERSIONS = (1, 2)           # versions decoded
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 ALLOWED_DTYPES = {"<f4": np.float32, "<f2": np.float16, "<u4": np.uint32, "<i4": np.int32}
+PAYLOAD_DTYPE = "|u1"       # v2's packed payload frame
+_DTYPES = {k: np.dtype(v).newbyteorder("<") for k, v in ALLOWED_DTYPES.items()}
 _PREFIX = struct.Struct("<2sBB")
 
 
@@ -59,10 +75,14 @@ class WireError(ValueError):
 class Message:
     TYPE: ClassVar[int] = 0
     ARRAYS: ClassVar[tuple[str, ...]] = ()  # names of the ndarray fields, in frame order
+    LOCAL: ClassVar[tuple[str, ...]] = ()   # fields never sent as JSON scalars (v2: packed or in enc)
+    PACKED: ClassVar[tuple[str, str]] = ()  # v2: (values field, indices field) packed into "payload"
+
+    KIND: ClassVar[str] = "message"   # the lower-case class name, set once per class below
 
     @property
     def kind(self) -> str:
-        return type(self).__name__.lower()
+        return self.KIND
 
 
 @dataclass
@@ -90,20 +110,33 @@ class Pull(Message):
 class Model(Message):
     TYPE: ClassVar[int] = 4
     ARRAYS: ClassVar[tuple[str, ...]] = ("params",)
+    LOCAL: ClassVar[tuple[str, ...]] = ("indices", "base", "codec")
+    PACKED: ClassVar[tuple[str, str]] = ("params", "indices")
     version: int
     params: np.ndarray
+    indices: Optional[np.ndarray] = None   # v2 delta: the entries of params that changed
+    base: Optional[int] = None             # v2 delta: version of the device's model it applies to
+    codec: Optional[Codec] = field(default=None, repr=False, compare=False)   # send as v2 with it
+
+    @property
+    def delta(self) -> bool:
+        return self.base is not None
 
 
 @dataclass
 class Push(Message):
     TYPE: ClassVar[int] = 5
     ARRAYS: ClassVar[tuple[str, ...]] = ("values", "indices")
+    LOCAL: ClassVar[tuple[str, ...]] = ("codec", "q8")
+    PACKED: ClassVar[tuple[str, str]] = ("values", "indices")
     session: str
     seq: int
     version: int
     values: np.ndarray
     indices: Optional[np.ndarray] = None  # None → dense
     loss: float = float("nan")  # training loss on the batch, for the record
+    codec: Optional[Codec] = field(default=None, repr=False, compare=False)   # send as v2 with it
+    q8: Optional[tuple] = field(default=None, repr=False, compare=False)      # (codes, scales, counts)
 
     @property
     def sparse(self) -> bool:
@@ -156,8 +189,34 @@ MESSAGE_TYPES: dict[int, type[Message]] = {
 _SCALAR_TYPES = {int: (int,), float: (int, float), str: (str,), bool: (bool,), dict: (dict,)}
 
 
+def _scalar_fields(cls: type[Message]) -> tuple:
+    """(name, type, accepted types, is int, required) of each JSON scalar field: computed once per class, so
+    decoding a message walks a tuple instead of ``dataclasses.fields`` (the PS decodes every push)."""
+    out = []
+    for f in fields(cls):
+        if f.name in cls.ARRAYS or f.name in cls.LOCAL:
+            continue
+        ftype = _field_type(f)
+        out.append((f.name, ftype, _SCALAR_TYPES[ftype] if ftype else None, ftype is int,
+                    f.default is MISSING and f.default_factory is MISSING))
+    return tuple(out)
+
+
+def _field_type(f) -> Optional[type]:
+    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+    return {"int": int, "float": float, "str": str, "bool": bool, "dict": dict}.get(t)
+
+
+_SCALARS = {cls: _scalar_fields(cls) for cls in MESSAGE_TYPES.values()}
+for _cls in MESSAGE_TYPES.values():
+    _cls.KIND = _cls.__name__.lower()
+
+
 def encode(msg: Message) -> list:
-    """Message → list of frames (bytes header, then the arrays themselves for zero-copy sending)."""
+    """Message → list of frames (bytes header, then the arrays themselves for zero-copy sending).
+    A Push or Model with a ``codec`` is sent as version 2 (one packed payload frame), else version 1."""
+    if msg.PACKED and getattr(msg, "codec", None) is not None:
+        return _encode_v2(msg)
     arrays, specs = [], []
     for name in msg.ARRAYS:
         arr = getattr(msg, name)
@@ -169,12 +228,26 @@ def encode(msg: Message) -> list:
             raise WireError("bad-dtype", f"{msg.kind}.{name}: dtype {dt} is not one of {sorted(ALLOWED_DTYPES)}")
         arrays.append(arr)
         specs.append([name, dt, list(arr.shape)])
-    scalars = {f.name: getattr(msg, f.name) for f in fields(msg) if f.name not in msg.ARRAYS}
+    return [_header(msg, 1, specs), *arrays]
+
+
+def _header(msg: Message, version: int, specs: list, **extra) -> bytes:
+    scalars = {name: getattr(msg, name) for name, *_ in _SCALARS[type(msg)]}
     if "loss" in scalars and scalars["loss"] != scalars["loss"]:
         scalars["loss"] = None  # JSON has no NaN
+    scalars.update(extra)
     scalars["arrays"] = specs
     body = json.dumps(scalars, separators=(",", ":")).encode()
-    return [_PREFIX.pack(MAGIC, VERSION, msg.TYPE) + body, *arrays]
+    return _PREFIX.pack(MAGIC, version, msg.TYPE) + body
+
+
+def _encode_v2(msg: Message) -> list:
+    vname, iname = msg.PACKED
+    enc, payload = _codec.encode_update(getattr(msg, vname), getattr(msg, iname), msg.codec,
+                                        getattr(msg, "q8", None))
+    if getattr(msg, "base", None) is not None:
+        enc["b"] = msg.base
+    return [_header(msg, 2, [["payload", PAYLOAD_DTYPE, [int(payload.size)]]], enc=enc), payload]
 
 
 def frames_nbytes(frames: Sequence) -> int:
@@ -182,12 +255,13 @@ def frames_nbytes(frames: Sequence) -> int:
     return sum(memoryview(f).nbytes if not isinstance(f, np.ndarray) else f.nbytes for f in frames)
 
 
-def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
-    """Frames → Message; raises WireError (code + human message) for anything malformed."""
+def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes: Optional[int] = None) -> Message:
+    """Frames → Message; raises WireError (code + human message) for anything malformed.
+    ``nbytes``: ``frames_nbytes(frames)`` if the caller has it already."""
     if not frames:
         raise WireError("empty", "no frames")
     check_frame_count(frames)
-    total = frames_nbytes(frames)
+    total = frames_nbytes(frames) if nbytes is None else nbytes
     if total > max_bytes:
         raise WireError("too-large", f"message of {total} bytes exceeds the limit of {max_bytes}")
     head = bytes(memoryview(frames[0]))
@@ -198,8 +272,9 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
     magic, version, mtype = _PREFIX.unpack_from(head)
     if magic != MAGIC:
         raise WireError("bad-magic", "not an edgebed message")
-    if version != VERSION:
-        raise WireError("bad-version", f"protocol version {version}, this PS speaks {VERSION}")
+    if version not in VERSIONS:
+        raise WireError("bad-version", f"protocol version {version}; this side speaks versions "
+                        f"{', '.join(map(str, VERSIONS))}: run the same edgebed version on both ends")
     cls = MESSAGE_TYPES.get(mtype)
     if cls is None:
         raise WireError("unknown-type", f"message type {mtype}")
@@ -210,23 +285,22 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
     if not isinstance(meta, dict):
         raise WireError("bad-header", "header JSON must be an object")
     specs = meta.pop("arrays", [])
-    arrays = _decode_arrays(cls, specs, frames[1:])
+    if version == 2 and cls.PACKED:
+        arrays = _decode_packed(cls, meta.pop("enc", None), specs, frames[1:], max_bytes)
+    else:
+        arrays = _decode_arrays(cls, specs, frames[1:])
     kwargs = {}
-    for f in fields(cls):
-        if f.name in cls.ARRAYS:
-            continue
-        if f.name not in meta:
-            if f.default is not MISSING or f.default_factory is not MISSING:
+    for name, ftype, accepted, is_int, required in _SCALARS[cls]:
+        if name not in meta:
+            if not required:
                 continue
-            raise WireError("missing-field", f"{cls.__name__.lower()} needs field {f.name!r}")
-        value = meta.pop(f.name)
-        if f.name == "loss" and value is None:
+            raise WireError("missing-field", f"{cls.__name__.lower()} needs field {name!r}")
+        value = meta.pop(name)
+        if name == "loss" and value is None:
             value = float("nan")
-        ftype = _field_type(f)
-        if ftype is not None and not (isinstance(value, _SCALAR_TYPES[ftype])
-                                      and not (ftype is int and isinstance(value, bool))):
-            raise WireError("bad-field", f"{cls.__name__.lower()}.{f.name} must be {ftype.__name__}")
-        kwargs[f.name] = check_scalar(cls, f.name, ftype, value)
+        if accepted is not None and not (isinstance(value, accepted) and not (is_int and isinstance(value, bool))):
+            raise WireError("bad-field", f"{cls.__name__.lower()}.{name} must be {accepted[-1].__name__}")
+        kwargs[name] = check_scalar(cls, name, ftype, value)
     if meta:
         raise WireError("bad-field", f"unknown fields {sorted(meta)} in {cls.__name__.lower()}")
     kwargs.update(arrays)
@@ -236,9 +310,25 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mess
         raise WireError("missing-field", str(err)) from None
 
 
-def _field_type(f) -> Optional[type]:
-    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-    return {"int": int, "float": float, "str": str, "bool": bool, "dict": dict}.get(t)
+def _decode_packed(cls: type[Message], enc, specs, frames, max_bytes: int) -> dict:
+    if (not isinstance(specs, list) or len(specs) != 1 or len(frames) != 1
+            or specs[0] != ["payload", PAYLOAD_DTYPE, [memoryview(frames[0]).nbytes]]):
+        raise WireError("bad-array", f"a v2 {cls.__name__.lower()} carries one payload frame "
+                        f"[\"payload\", \"{PAYLOAD_DTYPE}\", [bytes]], header says {specs!r}")
+    buf = frames[0]
+    payload = np.frombuffer(memoryview(buf) if not isinstance(buf, np.ndarray) else memoryview(buf.data),
+                            dtype=np.uint8)
+    try:
+        values, indices = _codec.decode_update(enc, payload, max_bytes)
+    except _codec.CodecError as err:
+        raise WireError("bad-encoding", f"{cls.__name__.lower()}: {err}") from None
+    vname, iname = cls.PACKED
+    out = {vname: values, iname: indices}
+    if isinstance(enc, dict) and "b" in enc:
+        if cls is not Model or not isinstance(enc["b"], int) or isinstance(enc["b"], bool) or indices is None:
+            raise WireError("bad-encoding", "enc.b (delta base) is for sparse model deltas only")
+        out["base"] = enc["b"]
+    return out
 
 
 def _decode_arrays(cls: type[Message], specs, frames) -> dict:
@@ -247,14 +337,14 @@ def _decode_arrays(cls: type[Message], specs, frames) -> dict:
                         f"arrays, message has {len(frames)}")
     out = {}
     for spec, frame in zip(specs, frames):
-        if (not isinstance(spec, list) or len(spec) != 3 or spec[0] not in cls.ARRAYS or spec[0] in out
-                or not isinstance(spec[2], list)
-                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in spec[2])):
+        # `type(x) is int` rules out bools (and int subclasses) in one test: this runs for every push
+        if (type(spec) is not list or len(spec) != 3 or spec[0] not in cls.ARRAYS or spec[0] in out
+                or type(spec[2]) is not list or not all(type(d) is int and d >= 0 for d in spec[2])):
             raise WireError("bad-array", f"bad array spec {spec!r} for {cls.__name__.lower()}")
         name, dt, shape = spec
-        if not isinstance(dt, str) or dt not in ALLOWED_DTYPES:
+        dtype = _DTYPES.get(dt) if type(dt) is str else None
+        if dtype is None:
             raise WireError("bad-dtype", f"{name}: dtype {dt!r} is not one of {sorted(ALLOWED_DTYPES)}")
-        dtype = np.dtype(ALLOWED_DTYPES[dt]).newbyteorder("<")
         buf = memoryview(frame) if not isinstance(frame, np.ndarray) else memoryview(frame.data)
         count = math.prod(shape)   # Python ints: np.prod would wrap around on huge dims
         if count * dtype.itemsize != buf.nbytes:

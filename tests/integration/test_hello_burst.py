@@ -25,7 +25,7 @@ def _burst(endpoint: str, devices: range, ready: threading.Barrier, errors: list
     try:
         ready.wait()
         todo = list(devices)
-        window = 4   # requests in flight per socket, well within the PS's per-peer send queue
+        window = 4   # requests in flight per socket (an agent has 1), within the PS's per-peer send queue
         for d in todo[:window]:           # pipelined (within the PS's per-peer send queue)
             sock.send_multipart(wire.encode(wire.Hello(d, "fast", 0)))
         for i in range(len(todo)):

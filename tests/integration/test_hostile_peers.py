@@ -193,16 +193,16 @@ def test_case6_empty_sparse_push_is_refused(live):
 
 
 def test_case2_hello_burst_while_the_engine_reads(live):
-    """300 hellos from 30 connections at once (valid and invalid devices) while the engine thread
+    """300 hellos from 150 connections at once (valid and invalid devices) while the engine thread
     iterates devices and traffic: the run survives (checked at the end) and every hello is answered."""
-    peers = [Peer(live.endpoint) for _ in range(30)]
+    peers = [Peer(live.endpoint) for _ in range(150)]
     try:
         for k, p in enumerate(peers):
-            for j in range(10):
+            for j in range(2):                         # 2 in flight per connection: never dropped
                 p.send(wire.Hello((k + j) % 5, "default", j))   # devices 3, 4 don't exist
         answered = 0
         for p in peers:
-            for _ in range(10):
+            for _ in range(2):
                 assert p.recv().kind in ("welcome", "error")
                 answered += 1
         assert answered == 300

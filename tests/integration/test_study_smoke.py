@@ -69,7 +69,19 @@ def test_heterogeneity_smoke_fast_class_has_the_largest_share(tmp_path):
     assert "Applied updates per speed class" in rep.html.read_text()
 
 
-@pytest.mark.parametrize("name", ["compression", "crashes", "heterogeneity"])
+def test_beyond_adacomp_smoke_new_compressors_need_less_ingress(tmp_path):
+    _, rep, t = run_and_report("beyond-adacomp-smoke", tmp_path)
+    per_update = t["ingress_mean"] / 300
+    # the same AdaComp pushes packed as varint + bf16 + zstd: under 40 % of v1's bytes
+    assert per_update["adacomp c=0.01 compact"] < 0.4 * per_update["adacomp c=0.01"]
+    # error feedback at c = 0.001 and q8 values: smaller again
+    assert per_update["ef per-layer c=0.001"] < 0.3 * per_update["adacomp c=0.01 compact"]
+    assert per_update["ef per-layer c=0.01 q8"] < per_update["adacomp c=0.01 compact"]
+    reached = t[t["reached_target"] > 0]
+    assert "asgd lr=0.1" in reached.index and "ef per-layer c=0.001" in reached.index
+
+
+@pytest.mark.parametrize("name", ["compression", "crashes", "heterogeneity", "beyond-adacomp"])
 def test_full_studies_are_valid(name):
     study = load_study(STUDIES / f"{name}.yaml")
     sc = study.scenario(study.cells[0], 1)

@@ -103,3 +103,70 @@ def test_run_fidelity_sections():
                         {"uplink_peak_bps": {0: np.float64(0.97e6)}, "host_cpu": {"busy_mean": 0.4}})
     assert full["uplink"][0]["peak_mbit_mean"] == pytest.approx(0.97)
     assert full["host_cpu"] == {"busy_mean": 0.4} and "veth" in full["uplink_measured_as"]
+
+
+def _paced_updates(rates: dict[str, tuple[list[int], float]], t_end=20.0):
+    """Each device pushes at a steady rate (updates/s) from t = 0.1 s; staleness 3 everywhere."""
+    rows = []
+    for klass, (devices, rate) in rates.items():
+        for d in devices:
+            n = int(rate * t_end)
+            for i in range(n):
+                rows.append({"device": d, "speed_class": klass, "wall_time": 0.1 + i / rate,
+                             "virtual_time": math.nan, "staleness": 3, "bytes_in": 100})
+    return pd.DataFrame(rows)
+
+
+EXPECTED = [
+    {"class": "fast", "devices": 2, "cycle_s": 0.1, "rate_per_device": 10.0, "share": 10 / 12,
+     "rate_ratio": 5.0, "staleness_mean": 3.0},
+    {"class": "slow", "devices": 2, "cycle_s": 0.5, "rate_per_device": 2.0, "share": 2 / 12,
+     "rate_ratio": 1.0, "staleness_mean": 3.0},
+]
+OF = {0: "fast", 1: "fast", 2: "slow", 3: "slow"}
+TWO = [{**CLASSES[0], "downlink": {}}, {"name": "slow", "slowdown": 5.0, "think_time": {"mean": 0.0},
+                                        "uplink": {"rate": None}, "downlink": {}}]
+
+
+def test_a_run_at_its_expected_rates_is_faithful():
+    ups = _paced_updates({"fast": ([0, 1], 10.0), "slow": ([2, 3], 2.0)})
+    fid = run_fidelity(ups, TWO, OF, timing={"expected": EXPECTED, "tolerance": 0.1, "dilation": 1.0,
+                                             "link_model": "app", "step_time_s": 0.01})
+    assert fid["verdict"]["faithful"], fid["verdict"]
+    fast = fid["expected"][0]
+    assert fast["rate_per_device"] == pytest.approx(10.0, rel=0.02) and fast["share"] == pytest.approx(0.833, abs=0.01)
+    assert fast["rate_ratio"] == pytest.approx(5.0, rel=0.05)   # the window ends at the run's last push
+
+
+def test_the_verdict_names_the_distorted_class_and_by_how_much():
+    ups = _paced_updates({"fast": ([0, 1], 6.0), "slow": ([2, 3], 2.0)})      # fast at 60 % of its rate
+    events = pd.DataFrame([{"device": 0, "event": "bye", "detail": 'stop pacing={"steps":120,"overruns":30,'
+                            '"overrun_s":0.3,"max_overrun_s":0.02,"lags":2,"lag_s":0.5,"budget_s":0.01}'},
+                           {"device": 2, "event": "bye", "detail": "stop"}])
+    fid = run_fidelity(ups, TWO, OF, timing={"expected": EXPECTED, "tolerance": 0.1, "dilation": 2.0},
+                       events=events)
+    v = fid["verdict"]
+    assert not v["faithful"]
+    d = {x["class"]: x for x in v["distorted"]}
+    assert d["fast"]["rate_per_device_off"] == pytest.approx(-0.4, abs=0.02)
+    # the slow class kept its rate; its share grew because the fast one lost updates
+    assert "rate_per_device_off" not in d["slow"] and d["slow"]["share_off"] == pytest.approx(0.5, abs=0.05)
+    assert v["suggested_dilation"] >= 2.0 / 0.6
+    assert "fast rate per device -40%" in v["summary"] and "25% of steps" in v["summary"]
+    assert fid["pacing"]["fast"]["overruns"] == 30 and "slow" not in fid["pacing"]
+    assert v["fell_behind"] == {"fast": {"lags": 2, "seconds": 0.5}}
+
+
+def test_no_updates_is_not_judged_faithful():
+    fid = run_fidelity(pd.DataFrame(columns=["device", "speed_class", "wall_time", "virtual_time", "staleness",
+                                             "bytes_in"]), TWO, OF, timing={"expected": EXPECTED})
+    assert fid["verdict"]["faithful"] is False and "not judged" in fid["verdict"]["summary"]
+
+
+def test_expected_frame_shows_realized_next_to_expected():
+    from edgebed.analysis.fidelity import expected_caption, expected_frame
+    ups = _paced_updates({"fast": ([0, 1], 10.0), "slow": ([2, 3], 2.0)})
+    fid = run_fidelity(ups, TWO, OF, timing={"expected": EXPECTED, "link_model": "app", "step_time_s": 0.01})
+    f = expected_frame(fid).set_index("class")
+    assert f.loc["fast", "share"] == pytest.approx(0.833, abs=0.01) and f.loc["fast", "expected_share"] == 0.8333
+    assert "app link semantics" in expected_caption(fid)

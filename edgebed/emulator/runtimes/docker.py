@@ -239,6 +239,8 @@ class DockerRuntime(Runtime):
     def cpus_of(self, class_name: str) -> float:
         if class_name in self.spec.cpus:
             return self.spec.cpus[class_name]
+        if self.scenario.timing.pacing:   # the paced agent enforces the slowdown: no class throttling
+            return self.spec.base_cpus
         klass = next(c for c in self.scenario.workers.classes if c.name == class_name)
         return self.spec.base_cpus / klass.slowdown
 

@@ -33,6 +33,7 @@ from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.device_agent.trainer",
            "edgebed.device_agent.link", "edgebed.device_agent.forked", "edgebed.emulator.nsjoin",
            "edgebed.data", "edgebed.models", "edgebed.scenario", "edgebed.cli",
+           "edgebed.device_agent.pacing", "edgebed.timing",
            "edgebed.procs", "edgebed.device_agent.cow"]   # last: freezes the GC so preloaded pages stay shared
 
 

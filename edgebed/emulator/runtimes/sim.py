@@ -15,7 +15,10 @@ Semantics a scenario should know about:
 - ``stop.target_accuracy`` is checked the moment Θ is evaluated (inline), not at the next engine tick.
 - ``runtime.sim.link_model``: ``network`` (default) — a message reaches the PS after its transfer time;
   ``app`` — it reaches the PS when sent and the sender waits the transfer time afterwards, which is what
-  the local runtime's application-level shaping does (use it to compare against ``local``).
+  the local runtime's application-level shaping does (use it to compare against ``local``);
+  ``kernel-rate`` — the docker runtime on a kernel without netem: the rate applies on the wire (TCP/IP
+  framing, the tbf bucket's burst, ``timing.kernel_rate_time``) while the agent sleeps delay and jitter
+  (use it to compare against ``docker``; ``runtime.sim.dilation`` matches a dilated docker run's burst).
 """
 from __future__ import annotations
 
@@ -29,15 +32,12 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...device_agent.agent import _think
 from ...ps import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
+from ...timing import DEFAULT_STEP_TIME, draw_delay, kernel_rate_time, wait_enabled
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 
-# Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
-# project's 2-core reference machine (see ../shared/MEASURED.md); override with runtime.sim.step_time.
-DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
 
 # Update rules whose devices compute one gradient per pulled Θ (the protocol the sim replays).
 GRADIENT_RULES = ("asgd", "comp-asgd", "adacomp")
@@ -46,18 +46,30 @@ GRADIENT_RULES = ("asgd", "comp-asgd", "adacomp")
 _ARRIVE, _REPLY, _PUSH_READY = 0, 1, 2
 
 
+def sim_step_time(scenario, spec: "SimSpec") -> float:
+    """Virtual seconds per step: runtime.sim.step_time, else timing.step_time (a duration; `calibrate`
+    means the engine's calibration, handed over as a number), else the reference machine's."""
+    if spec.step_time is not None:
+        return spec.step_time
+    if isinstance(scenario.timing.step_time, float):
+        return scenario.timing.step_time
+    return DEFAULT_STEP_TIME[scenario.model.name]
+
+
 class SimSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     step_time: Optional[Duration] = Field(None, description="virtual seconds per SGD step at slowdown 1")
     # Each step takes step_time × slowdown × U(1 − j, 1 + j): real step times vary, and without that
     # identical devices stay in lockstep forever (every round computed on one Θ), which no real run does.
     step_jitter: float = Field(0.1, ge=0, lt=1, description="relative spread of the compute time")
-    link_model: Literal["network", "app"] = "network"
+    link_model: Literal["network", "app", "kernel-rate"] = "network"
     # One at a time by default: on the reference CPU a vmap'd batch of 32 costs more per gradient than
     # separate calls (CNN 4.9–6.9 vs 1.9–3.2 ms, MLP 0.74–0.98 vs 0.42–0.65 ms, one thread;
     # benchmarks/bench_sim_paper.py times both).
     max_batch: int = Field(1, ge=1, description="gradients computed together with vmap (1: one at a time)")
     threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
+    dilation: float = Field(1.0, gt=0, description="link_model kernel-rate: the timing.dilation of the docker "
+                            "run to compare with (the kernel's bucket holds bytes, not time)")
 
 
 @dataclass
@@ -78,13 +90,16 @@ class _Device:
     down: object
     rng: np.random.Generator
     compute_rng: np.random.Generator
+    wait_rng: Optional[np.random.Generator] = None
     trainer: object = None
+    pulled: object = None           # compression.downlink.PulledModel: compressed pulls → full Θ
     session: str = ""
     seq: int = 0
     job: Optional[_Job] = None
     frozen: bool = False
     code: Optional[int] = None      # exit code once ended
     wait_after_send: float = 0.0    # link_model app: the sender's transfer time still to wait
+    app_until: float = 0.0          # link_model kernel-rate: the sender sleeps its link delays until then
 
 
 class SimHandle(AgentHandle):
@@ -137,12 +152,13 @@ class SimRuntime(Runtime):
         self.now = 0.0                     # virtual seconds
         self.t_wall = time.monotonic()
         self.ps = None
-        self.step_time = self.spec.step_time if self.spec.step_time is not None \
-            else DEFAULT_STEP_TIME[scenario.model.name]
+        self.step_time = sim_step_time(scenario, self.spec)
+        self.dilation = self.spec.dilation
         self.devices: dict[int, _Device] = {}
         self._heap: list = []
         self._seq = 0
         self._batched = None
+        self._codec = None
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
 
     def check(self) -> list[str]:
@@ -169,6 +185,7 @@ class SimRuntime(Runtime):
         torch.set_num_threads(self.spec.threads)
         from ...data import load_dataset, partition
         from ...device_agent.link import AppLink
+        from ...compression.downlink import PulledModel
         from ...device_agent.trainer import Trainer
         from ...ps.rules import RULES
         sc = self.scenario
@@ -176,6 +193,7 @@ class SimRuntime(Runtime):
         ds = load_dataset(sc.dataset, seed)
         shards = partition(ds.train_y, sc.workers.n, sc.dataset.partition, seed, sc.dataset.labels_per_worker)
         compressor = RULES[sc.algorithm.name].compressor
+        self._codec = sc.compression.push_codec()   # None: wire version 1
         classes = class_assignment(sc)
         handles = []
         for spec in specs:
@@ -187,7 +205,11 @@ class SimRuntime(Runtime):
                           AppLink.from_config(klass.downlink.model_dump(), seed=[seed, d, 2]),
                           np.random.default_rng([seed, d, 3]), np.random.default_rng([seed, d, 4]))
             dev.trainer = Trainer(sc.model.name, ds.train_x[shards[d]], ds.train_y[shards[d]],
-                                  sc.algorithm.batch_size, compressor, sc.algorithm.c, seed, d)
+                                  sc.algorithm.batch_size, compressor, sc.algorithm.c, seed, d,
+                                  compression=sc.compression.model_dump())
+            dev.pulled = PulledModel(keep=sc.compression.pull_delta)
+            if wait_enabled(sc.timing.wait.model_dump()):
+                dev.wait_rng = np.random.default_rng([seed, d, 5])
             self.devices[d] = dev
             handles.append(SimHandle(dev))
             self._send(dev, wire.Hello(d, spec.speed_class, 0))
@@ -234,8 +256,13 @@ class SimRuntime(Runtime):
     def _send(self, dev: _Device, msg: wire.Message) -> None:
         """The device sends ``msg`` over its uplink."""
         frames = wire.encode(msg)
-        up = dev.up.transfer_time(wire.frames_nbytes(frames))
-        if self.spec.link_model == "app":
+        nbytes = wire.frames_nbytes(frames)
+        up = dev.up.transfer_time(nbytes)
+        if self.spec.link_model == "kernel-rate":   # rate on the wire (tbf), delays slept by the agent
+            rate = dev.up.rate
+            dev.app_until = self.now + up - (nbytes * 8.0 / rate if rate else 0.0)
+            self._schedule(self.now + kernel_rate_time(nbytes, rate, self.dilation), _ARRIVE, dev.device, frames)
+        elif self.spec.link_model == "app":
             dev.wait_after_send = up
             self._schedule(self.now, _ARRIVE, dev.device, frames)
         else:
@@ -246,7 +273,14 @@ class SimRuntime(Runtime):
         reply = self.ps.process(dev.peer, frames)
         if reply is None:
             return
-        down = dev.down.transfer_time(wire.frames_nbytes(reply))
+        nbytes = wire.frames_nbytes(reply)
+        down = dev.down.transfer_time(nbytes)
+        if self.spec.link_model == "kernel-rate":   # handled once it arrived and the agent slept its delay
+            rate = dev.down.rate
+            arrives = self.now + kernel_rate_time(nbytes, rate, self.dilation)
+            self._schedule(max(arrives, dev.app_until) + down - (nbytes * 8.0 / rate if rate else 0.0),
+                           _REPLY, dev.device, reply)
+            return
         wait, dev.wait_after_send = dev.wait_after_send, 0.0
         self._schedule(self.now + wait + down, _REPLY, dev.device, reply)
 
@@ -256,11 +290,14 @@ class SimRuntime(Runtime):
             dev.session = msg.session
             self._send(dev, wire.Pull(dev.session))
         elif isinstance(msg, wire.Model):
+            msg = dev.pulled.receive(msg)
             dev.job = _Job(msg.version, msg.params)
             compute = self.step_time * dev.klass["slowdown"]
             if self.spec.step_jitter:
                 compute *= 1.0 + self.spec.step_jitter * (2.0 * dev.compute_rng.random() - 1.0)
-            busy = compute + _think(dev.klass["think_time"], dev.rng)
+            busy = compute + draw_delay(dev.klass["think_time"], dev.rng)
+            if dev.wait_rng is not None:   # timing.wait: the agent's draw, from the agent's stream
+                busy += draw_delay(self.scenario.timing.wait.model_dump(), dev.wait_rng)
             dev.job.ready = self._schedule(self.now + busy, _PUSH_READY, dev.device)
         elif isinstance(msg, wire.Ack):
             if msg.freeze:
@@ -279,7 +316,7 @@ class SimRuntime(Runtime):
             self._compute(dev)
         dev.job = None
         self._send(dev, wire.Push(dev.session, dev.seq, job.version, job.update.values,
-                                  job.update.indices, job.loss))
+                                  job.update.indices, job.loss, codec=self._codec, q8=job.update.q8))
         dev.seq += 1
 
     # -- compute -------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """ASGD: Θ ← Θ − (α/τ)·g with τ the global staleness of the update (α when τ = 0)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..aggregate import apply_dense, apply_sparse, staleness_lr
 from .base import Applied, UpdateRule
 
@@ -9,10 +11,14 @@ class ASGD(UpdateRule):
     name = "asgd"
     compressor = "dense"
 
+    _scratch = None   # |Θ| float32, so a dense apply allocates nothing
+
     def apply(self, device, staleness, values, indices):
         lr = float(staleness_lr(self.lr, staleness))
         if indices is None:
-            apply_dense(self.theta, values, lr)
+            if self._scratch is None:
+                self._scratch = np.empty_like(self.theta)
+            apply_dense(self.theta, values, lr, self._scratch)
         else:
             apply_sparse(self.theta, indices, values, lr)
         return Applied(staleness)

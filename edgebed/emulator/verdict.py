@@ -1,0 +1,123 @@
+"""Fidelity verdict: a run's realized class shares, rates and staleness against its expected timing.
+
+``timing.expected_timing`` says what the scenario implies; this module measures the run against it
+(per class, steady state), collects the paced devices' overruns from their Bye events, and writes the
+verdict ``summary.json["fidelity"]`` carries: faithful or not, which classes were distorted and by how
+much, and a dilation that would help. The engine's watchdog uses the same measure during the run.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from ..device_agent.pacing import parse_bye
+from ..timing import distortion, steady_rates
+
+
+def emulated_times(updates: pd.DataFrame) -> pd.Series:
+    """Each update's time in emulated seconds: virtual time where the runtime has it, else wall time."""
+    v = updates["virtual_time"]
+    return updates["wall_time"] if v.isna().any() or not np.isfinite(v).all() else v
+
+
+def pacing_stats(events: Optional[pd.DataFrame], class_of_device: dict[int, str]) -> dict:
+    """Per class, the paced devices' compute overruns and schedule lags from their Bye events."""
+    out: dict = {}
+    if events is None or events.empty:
+        return out
+    for _, e in events[events["event"] == "bye"].iterrows():
+        st = parse_bye(str(e["detail"]))
+        k = class_of_device.get(int(e["device"]))
+        if st is None or k is None:
+            continue
+        agg = out.setdefault(k, {"devices": 0, "steps": 0, "overruns": 0, "overrun_s": 0.0,
+                                 "max_overrun_s": 0.0, "lags": 0, "lag_s": 0.0, "budget_s": st["budget_s"]})
+        agg["devices"] += 1
+        for key in ("steps", "overruns", "overrun_s", "lags", "lag_s"):
+            agg[key] += st[key]
+        agg["max_overrun_s"] = max(agg["max_overrun_s"], st["max_overrun_s"])
+    for agg in out.values():
+        agg["overrun_share"] = round(agg["overruns"] / agg["steps"], 4) if agg["steps"] else 0.0
+        agg["overrun_s"], agg["lag_s"] = round(agg["overrun_s"], 4), round(agg["lag_s"], 4)
+    return out
+
+
+def expected_vs_realized(updates: pd.DataFrame, expected: list[dict], class_of_device: dict[int, str],
+                         tolerance: float) -> list[dict]:
+    """Per class: expected and realized update share, rate per device (steady state: from the moment
+    the class's last device first pushed), rate ratio against the slowest class and staleness, each
+    realized value with its relative error; ``distorted`` lists the measures off by more than the
+    tolerance plus two standard errors of the class's update count."""
+    t = emulated_times(updates) if not updates.empty else pd.Series(dtype=float)
+    times = {int(d): sorted(g.tolist()) for d, g in t.groupby(updates["device"])} if not updates.empty else {}
+    rates = steady_rates(times, class_of_device)
+    total = len(updates)
+    slow_exp = min(r["rate_per_device"] for r in expected)
+    realized_rates = [rates[r["class"]]["rate_per_device"] for r in expected if r["class"] in rates]
+    slow_real = min(realized_rates) if realized_rates else None
+    rows = []
+    for e in expected:
+        k = e["class"]
+        mine = updates[updates["speed_class"] == k] if total else updates
+        n = len(mine)
+        row = {"class": k, "devices": e["devices"], "expected_cycle_s": e["cycle_s"],
+               "expected_share": round(e["share"], 4), "share": round(n / total, 4) if total else None,
+               "expected_rate_per_device": round(e["rate_per_device"], 4), "rate_per_device": None,
+               "expected_rate_ratio": round(e["rate_per_device"] / slow_exp, 4), "rate_ratio": None,
+               "expected_staleness_mean": round(e["staleness_mean"], 3),
+               "staleness_mean": round(float(mine["staleness"].mean()), 3) if n else None,
+               "staleness_p50": float(mine["staleness"].median()) if n else None, "distorted": {}}
+        r = rates.get(k)
+        if r is not None:
+            row["rate_per_device"] = round(r["rate_per_device"], 4)
+            row["rate_ratio"] = round(r["rate_per_device"] / slow_real, 4)
+            off = distortion(e["rate_per_device"], r, tolerance)
+            if off is not None:
+                row["distorted"]["rate_per_device"] = round(off, 4)
+        if n and e["share"] > 0:
+            off = n / total / e["share"] - 1.0
+            if abs(off) > tolerance + 2.0 / math.sqrt(n):
+                row["distorted"]["share"] = round(off, 4)
+        rows.append(row)
+    return rows
+
+
+def verdict(rows: list[dict], pacing: dict, tolerance: float, dilation: float) -> dict:
+    """Faithful or not, which classes were distorted and by how much, and a dilation that would help."""
+    distorted = [{"class": r["class"], **{f"{m}_off": v for m, v in r["distorted"].items()}}
+                 for r in rows if r["distorted"]]
+    lagging = {k: p for k, p in pacing.items() if p["lags"]}
+    slow = [r["rate_per_device"] / r["expected_rate_per_device"] for r in rows
+            if r["rate_per_device"] and r["distorted"].get("rate_per_device", 0) < 0]
+    judged = [r for r in rows if r["rate_per_device"] is not None]
+    out = {"faithful": bool(judged) and not distorted, "tolerance": tolerance, "distorted": distorted,
+           "dilation": dilation}
+    if slow:
+        # enough to restore the slowest class's rate, and to fit the steps of classes that overran most
+        # of their budgets (budget + mean excess = the real step) with room to spare
+        need = [dilation * 1.2 / min(slow)]
+        need += [dilation * 1.5 * (p["budget_s"] + p["overrun_s"] / p["overruns"]) / p["budget_s"]
+                 for p in pacing.values() if p["overruns"] and p["overrun_share"] > 0.5 and p["budget_s"] > 0]
+        out["suggested_dilation"] = math.ceil(10 * max(need)) / 10
+    if lagging:
+        out["fell_behind"] = {k: {"lags": p["lags"], "seconds": p["lag_s"]} for k, p in lagging.items()}
+    overran = {k: p for k, p in pacing.items() if p["overruns"]}
+    if overran:
+        out["overran"] = {k: {"share_of_steps": p["overrun_share"], "mean_excess_s":
+                              round(p["overrun_s"] / p["overruns"], 6), "max_excess_s": p["max_overrun_s"]}
+                          for k, p in overran.items()}
+    parts = [f"{d['class']} " + ", ".join(f"{m.removesuffix('_off').replace('_', ' ')} {v:+.0%}"
+                                          for m, v in d.items() if m != "class") for d in distorted]
+    out["summary"] = ("not judged: no class had a steady-state update rate" if not judged else
+                      "faithful: every class within its expected rate and share"
+                      if not distorted else "distorted: " + "; ".join(parts)
+                      + (f" (try timing.dilation: {out['suggested_dilation']:g})" if slow else ""))
+    notes = [f"{k}: compute overran its {p['budget_s'] * 1e3:.3g} ms budget in {p['overrun_share']:.0%} of "
+             f"steps (mean +{p['overrun_s'] / p['overruns'] * 1e3:.3g} ms)" for k, p in overran.items()]
+    notes += [f"{k}: fell behind its schedule {p['lags']} times ({p['lag_s']:.3g} s of real time lost, all devices)" for k, p in lagging.items()]
+    if notes:
+        out["summary"] += "; " + "; ".join(notes)
+    return out
