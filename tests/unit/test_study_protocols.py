@@ -182,4 +182,5 @@ def test_every_shipped_study_loads_and_every_smoke_variant_has_its_full_study(pa
     if path.stem.endswith("-smoke"):
         assert path.with_name(path.name.replace("-smoke", "")).is_file()
     else:
-        assert path.with_name(f"{path.stem}-smoke.yaml").is_file(), "every study has a -smoke variant"
+        full = path.stem.removesuffix("-reduced")       # a reduced-scale variant shares the full one's smoke
+        assert path.with_name(f"{full}-smoke.yaml").is_file(), "every study has a -smoke variant"
