@@ -198,9 +198,10 @@ def cmd_study_run(args) -> int:
     of = f" (of {len(study.cells)})" if len(study.selected) < len(study.cells) else ""
     log.info(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.spec.seed_list)} "
              f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/")
+    results = Path(args.results) if args.results else None
     progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
     try:
-        status = run_study(study, args.out, progress=progress, jobs=args.jobs)
+        status = run_study(study, args.out, progress=progress, jobs=args.jobs, results=results)
     finally:
         progress.close()
     if args.json:
@@ -212,9 +213,51 @@ def cmd_study_run(args) -> int:
     return 0 if status["failed"] + status["incomplete"] == 0 else 1
 
 
+def cmd_study_tune(args) -> int:
+    from .study.runner import load_study, run_study
+    from .emulator.tuning import choose, complete_runs, score_table, tuning_study, write_tuning
+    study = load_study(args.study, tuple(args.set or ()))
+    if args.cells:
+        study = study.select(tuple(args.cells))
+    ts = tuning_study(study)
+    results = Path(args.results) if args.results else None
+    if not args.select_only:
+        from .console import RunProgress
+        log.info(f"edgebed: tuning {study.spec.name} — {len(ts.selected)} cell × α points × "
+                 f"{len(ts.spec.seed_list)} seeds; writing to {Path(args.out) / ts.spec.name}/")
+        progress = RunProgress(sys.stderr, quiet=args.quiet)
+        try:
+            run_study(ts, args.out, progress=progress, jobs=args.jobs, results=results)
+        finally:
+            progress.close()
+    table = score_table(study, complete_runs(study, Path(args.out), results))
+    chosen, missing = choose(study, table)
+    csv, tuned = write_tuning(study, table, chosen, missing)
+    for label, lr in chosen.items():
+        _out(f"  {label}: α = {lr:g}")
+    if missing:
+        _out(f"  not complete yet (rerun the same command to resume): {', '.join(missing)}")
+    log.info(f"written:\n  {csv}\n  {tuned}")
+    return 0 if not missing else 1
+
+
+def cmd_study_import(args) -> int:
+    from .study.runner import load_study
+    from .emulator.study_results import import_runs
+    study = load_study(args.study, tuple(args.set or ()))
+    into = Path(args.into) if args.into else Path("benchmarks/results/studies") / study.spec.name
+    status = import_runs(study, Path(args.source), into, lambda line, final: log.info(line))
+    _out(f"{status['imported']} runs compacted into {into}; {status['complete']} of {status['total']} "
+         f"cell × seed runs there are complete")
+    for s in status["not_taken"]:
+        _out(f"  not taken (not complete, or made from another scenario): {s}")
+    return 0
+
+
 def cmd_study_report(args) -> int:
     from .study.report import write_study_report
-    res = write_study_report(Path(args.study_dir), Path(args.out) if args.out else None, args.target)
+    res = write_study_report([Path(d) for d in args.study_dir], Path(args.out) if args.out else None,
+                             args.target)
     if args.json:
         _out(json.dumps({"files": [str(p) for p in res.files]}, indent=2))
         return 0
@@ -239,9 +282,29 @@ def _study_parser(sub) -> None:
     r.add_argument("--jobs", type=int, default=1, metavar="J",
                    help="run J cells at once, each in its own process (default 1); give each fewer "
                         "torch threads, e.g. --set runtime.sim.threads=1")
+    r.add_argument("--results", metavar="DIR", help="committed results directory, e.g. "
+                   "benchmarks/results/studies/<name>: skip the runs compacted there, compact each new one")
     r.set_defaults(func=cmd_study_run)
+    r = verbs.add_parser("tune", help="run the study's tuning grid (resumes) and choose α per cell")
+    r.add_argument("study", help="study YAML file with a `tuning:` section")
+    r.add_argument("--out", default="studies-out", help="parent of the tuning study directory")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="as for study run")
+    r.add_argument("--cells", action="append", metavar="GLOB", help="tune only these cells")
+    r.add_argument("--jobs", type=int, default=1, metavar="J", help="runs at once (default 1)")
+    r.add_argument("--results", metavar="DIR", help="committed results directory of the tuning "
+                   "runs, e.g. benchmarks/results/studies/<name>-tuning")
+    r.add_argument("--select-only", action="store_true",
+                   help="run nothing: score the runs there are and write the table and choice")
+    r.set_defaults(func=cmd_study_tune)
+    r = verbs.add_parser("import", help="compact a study directory's complete runs into a results directory")
+    r.add_argument("study", help="the study YAML file the runs were made from")
+    r.add_argument("source", help="the study directory (<out>/<study name>/)")
+    r.add_argument("--into", help="results directory (default benchmarks/results/studies/<name>)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
+    r.set_defaults(func=cmd_study_import)
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")
-    r.add_argument("study_dir", help="the study directory (<out>/<study name>/)")
+    r.add_argument("study_dir", nargs="+", help="the study directory (<out>/<study name>/) or a "
+                   "committed results directory; several: side by side (e.g. two protocols)")
     r.add_argument("--out", help="output directory (default <study dir>/report)")
     r.add_argument("--target", type=float, metavar="ACC",
                    help="target test accuracy as a fraction, instead of the study's (e.g. 0.94)")

@@ -38,6 +38,10 @@ class DatasetSpec(_Strict):
     # When the source has no separate test split (bundled), this fraction is held out for testing.
     test_fraction: Fraction = 0.2
     train_samples: Optional[int] = Field(None, gt=0, description="use only the first N training samples")
+    # Tuning: the last N samples of the training split are held out and evaluated *instead of* the
+    # test set (which is then never read), so α is chosen without looking at the test set.
+    validation_samples: Optional[int] = Field(None, gt=0, description="hold out the last N training "
+                                              "samples and evaluate on them instead of the test set")
     partition: Literal["iid", "by-label"] = "iid"
     labels_per_worker: int = Field(2, ge=1, le=10, description="for partition: by-label")
 

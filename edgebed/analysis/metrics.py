@@ -40,6 +40,39 @@ def _by_update(evals: pd.DataFrame) -> pd.DataFrame:
     return evals.sort_values("update", kind="stable")
 
 
+def moving_average(evals: pd.DataFrame, window: int) -> pd.DataFrame:
+    """The evals in update order with ``smoothed``: the mean accuracy of each evaluation and the
+    ``window − 1`` before it (trailing, so it uses no later evaluation; NaN for the first
+    ``window − 1``). ``window = 1`` is the raw curve."""
+    ev = _by_update(evals).reset_index(drop=True)
+    ev["smoothed"] = ev["accuracy"].rolling(window, min_periods=window).mean()
+    return ev
+
+
+def smoothed_to_target(evals: pd.DataFrame, target: float, window: int) -> Optional[TargetHit]:
+    """First evaluation at which the moving average (``moving_average``) is ≥ ``target``: the paper's
+    accuracy-to-target on a smoothed curve. Its update and ingress are those of that evaluation."""
+    ev = moving_average(evals, window)
+    hit = ev[ev["smoothed"] >= target]
+    if hit.empty:
+        return None
+    row = hit.iloc[0]
+    return TargetHit(int(row["update"]), int(row["ingress_bytes"]), float(row["wall_time"]))
+
+
+def smoothed_best(evals: pd.DataFrame, window: int) -> float:
+    """The paper's "final" accuracy of a run: the maximum of the moving average; NaN when there
+    are fewer than ``window`` evaluations."""
+    s = moving_average(evals, window)["smoothed"].dropna()
+    return float(s.max()) if not s.empty else math.nan
+
+
+def smoothed_final(evals: pd.DataFrame, window: int) -> float:
+    """The moving average at the last evaluation (mean of the last ``window``); NaN if too few."""
+    s = moving_average(evals, window)["smoothed"]
+    return float(s.iloc[-1]) if len(s) and not math.isnan(s.iloc[-1]) else math.nan
+
+
 def final_accuracy(evals: pd.DataFrame) -> float:
     """Accuracy at the last evaluation (highest update); NaN with no evals."""
     if evals.empty:

@@ -156,12 +156,25 @@ def load_dataset(spec, seed: int = 0) -> Dataset:
     else:
         cache = Path(spec.path or Path.home() / ".cache" / "edgebed" / "mnist")
         ds = load_dir(download_mnist(cache))
+    v = getattr(spec, "validation_samples", None)
+    if v is not None:
+        ds = validation_split(ds, v)
     if spec.train_samples is not None:
         if spec.train_samples > len(ds.train_y):
             raise DatasetError(f"dataset.train_samples={spec.train_samples} but the training split has "
                                f"only {len(ds.train_y)} samples")
         ds = Dataset(ds.train_x[: spec.train_samples], ds.train_y[: spec.train_samples], ds.test_x, ds.test_y)
     return ds
+
+
+def validation_split(ds: Dataset, n: int) -> Dataset:
+    """The last ``n`` training samples become the evaluation set (the test set is dropped), the rest
+    stay for training: tuning then never sees the test set."""
+    if not 0 < n < len(ds.train_y):
+        raise DatasetError(f"dataset.validation_samples={n} must be between 1 and the training split's "
+                           f"{len(ds.train_y) - 1} (it has {len(ds.train_y)} samples)")
+    cut = len(ds.train_y) - n
+    return Dataset(ds.train_x[:cut], ds.train_y[:cut], ds.train_x[cut:], ds.train_y[cut:])
 
 
 def partition(labels: np.ndarray, n: int, scheme: str, seed: int, labels_per_worker: int = 2) -> list[np.ndarray]:

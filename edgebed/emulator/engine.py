@@ -62,7 +62,9 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
         extra["compression"] = compression
     return {**extra,
         "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
-        "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
+        # Unset newer keys stay out: the Welcome's bytes cross the emulated link (golden sim tables).
+        "dataset": sc.dataset.model_dump(mode="json", exclude={"validation_samples"}
+                                         if sc.dataset.validation_samples is None else None), "model": sc.model.name,
         "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
         "policy": RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         "speed_class": speed_class,

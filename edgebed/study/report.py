@@ -16,9 +16,10 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from ..analysis import plots, tables
+from ..analysis import plots, tables, targets as tg
+from ..analysis.compact import load_any
 from ..analysis.metrics import class_shares, ingress_ratio, summarize
-from ..analysis.runs import ReportError, Run, check_target, load_run
+from ..analysis.runs import ReportError, Run, check_target
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def _load(study_dir: Path) -> tuple[dict, dict[str, list[tuple[int, Run]]], dict
             notes.append(f"{e['label']} · seed {e['seed']}: {e['status']}"
                          + (f" — {e['error']}" if e.get("error") else "") + "; left out of the table")
             continue
-        runs[e["cell"]].append((e["seed"], load_run(study_dir / e["run"], f"{e['cell']}/seed-{e['seed']}")))
+        runs[e["cell"]].append((e["seed"], load_any(study_dir / e["run"], f"{e['cell']}/seed-{e['seed']}")))
     return status, runs, labels, notes
 
 
@@ -74,7 +75,8 @@ def _pm(mean: float, lo: float, hi: float, fmt) -> str:
 
 
 def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], target: float,
-               baseline_of: dict[str, Optional[str]], reference_of: Optional[dict[str, dict]] = None
+               baseline_of: dict[str, Optional[str]], reference_of: Optional[dict[str, dict]] = None,
+               targets: tuple[float, ...] = (), window: int = 1
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(display table, numbers per cell, numbers per run). ``baseline_of`` maps cell id → baseline id;
     ``reference_of`` cell id → published numbers (``final_accuracy``, ``ingress_ratio``), shown as
@@ -91,19 +93,24 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
                             "updates": s.updates, "ingress_bytes": s.ingress_bytes,
                             "updates_to_target": s.updates_to_target, "ingress_to_target": s.ingress_to_target,
                             "crashed": dev.get("crashed"), "alive_at_end": dev.get("alive_at_end"),
-                            "wall_time_s": r.summary.get("wall_time_s")})
+                            "wall_time_s": r.summary.get("wall_time_s"),
+                            **tg.run_record(r, sorted(set(targets) | {target}), window)})
     runs_df = pd.DataFrame(per_run)
     cells = []
     for cid in runs:
         rows = [p for p in per_run if p["cell"] == cid]
         col = lambda k: [p[k] for p in rows]  # noqa: E731
         best, final = _stats(col("best_accuracy")), _stats(col("final_accuracy"))
+        sbest = _stats(col("smoothed_best"))
         upd, ing = _stats(col("updates_to_target")), _stats(col("ingress_to_target"))
         crashed = _stats(col("crashed"))
         cells.append({"cell": cid, "label": labels[cid], "seeds": len(rows),
                       "algorithm": rows[0]["algorithm"] if rows else "", "n": rows[0]["n"] if rows else 0,
                       "best_acc_mean": best[0], "best_acc_min": best[1], "best_acc_max": best[2],
                       "final_acc_mean": final[0], "final_acc_min": final[1], "final_acc_max": final[2],
+                      "smoothed_best_mean": sbest[0], "smoothed_best_min": sbest[1],
+                      "smoothed_best_max": sbest[2],
+                      "tau_mean": _stats(col("tau_mean"))[0], "sigma_mean": _stats(col("sigma_mean"))[0],
                       "reached_target": upd[3],
                       "updates_to_target_mean": upd[0], "updates_to_target_min": upd[1],
                       "updates_to_target_max": upd[2],
@@ -126,7 +133,7 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
             for key in ("final_accuracy", "ingress_ratio"):
                 num[f"reference_{key}"] = [reference_of.get(c["cell"], {}).get(key) for c in cells]
     show_crash = any(not math.isnan(c["crashed_mean"]) and c["crashed_max"] > 0 for c in cells)
-    t = f"{100 * target:g} %"
+    t = f"{100 * target:g} %" + (" (raw curve)" if window > 1 else "")
     rows = []
     for c, ratio in zip(cells, ratios):
         seeds = c["seeds"]
@@ -135,6 +142,9 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
         row = {"cell": c["label"], "seeds": str(seeds),
                "best acc (%)": _pm(c["best_acc_mean"], c["best_acc_min"], c["best_acc_max"], tables.pct),
                "final acc (%)": _pm(c["final_acc_mean"], c["final_acc_min"], c["final_acc_max"], tables.pct),
+               **({f"best of {window}-eval moving avg (%)": _pm(
+                   c["smoothed_best_mean"], c["smoothed_best_min"], c["smoothed_best_max"], tables.pct)}
+                  if window > 1 else {}),
                f"updates to {t}": (missed if c["reached_target"] == 0 else _pm(
                    c["updates_to_target_mean"], c["updates_to_target_min"], c["updates_to_target_max"],
                    lambda v: f"{v:,.0f}") + reached),
@@ -158,7 +168,8 @@ def _classes(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str]) -> 
     frames = []
     for cid, seeded in runs.items():
         for seed, r in seeded:
-            s = class_shares(r.updates)
+            comp = r.summary.get("compact")
+            s = pd.DataFrame(comp["classes"]) if comp is not None and r.updates.empty else class_shares(r.updates)
             if len(s) > 1:
                 frames.append(s.assign(cell=labels[cid], seed=seed))
     if not frames:
@@ -198,26 +209,56 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def write_study_report(study_dir: str | Path, out: Optional[Path] = None,
+def _combine(dirs: list[Path]) -> tuple[dict, dict, dict, list[str], dict, dict]:
+    """Several study (or results) directories as one: with more than one, cell ids are prefixed by
+    the directory's position and labels by its protocol (or study name), so two protocols of the
+    same cells sit side by side. Returns (first status, runs, labels, notes, baseline_of, reference_of)."""
+    runs, labels, notes, baseline_of, reference_of = {}, {}, [], {}, {}
+    first = None
+    for i, d in enumerate(dirs):
+        status, r, lab, nt = _load(d)
+        first = first or status
+        many = len(dirs) > 1
+        pre = f"{i}:" if many else ""
+        tag = f"{status.get('protocol') or status.get('study', d.name)}: " if many else ""
+        for cid, seeded in r.items():
+            runs[pre + cid] = seeded
+            labels[pre + cid] = tag + lab[cid]
+        notes += [tag + n for n in nt]
+        for e in status.get("cells", []):
+            baseline_of[pre + e["cell"]] = pre + e["baseline"] if e.get("baseline") else None
+            reference_of[pre + e["cell"]] = e.get("reference")
+    return first, runs, labels, notes, baseline_of, reference_of
+
+
+def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
                        target: Optional[float] = None) -> StudyReport:
-    """Aggregate a study directory into ``out`` (default ``<study dir>/report``). ``target`` (a test
+    """Aggregate a study directory — or a committed results directory, or several of either side by
+    side (e.g. two protocols) — into ``out`` (default ``<first dir>/report``). ``target`` (a test
     accuracy fraction) replaces the study's own for the 'to target' columns and the ingress ratio."""
-    study_dir = Path(study_dir)
+    dirs = [Path(d) for d in (study_dir if isinstance(study_dir, (list, tuple)) else [study_dir])]
     if target is not None:
         check_target(target)
-    status, runs, labels, notes = _load(study_dir)
+    status, runs, labels, notes, baseline_of, reference_of = _combine(dirs)
     target = float(target or status.get("target") or 0.97)
-    baseline_of = {e["cell"]: e.get("baseline") for e in status.get("cells", [])}
-    out_dir = Path(out) if out is not None else study_dir / "report"
+    targets = tuple(sorted(set(status.get("targets") or []) | {target}))
+    window = int(status.get("smoothing") or 1)
+    out_dir = Path(out) if out is not None else dirs[0] / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    reference_of = {e["cell"]: e.get("reference") for e in status.get("cells", [])}
-    display, numbers, per_run = cell_table(runs, labels, target, baseline_of, reference_of)
+    display, numbers, per_run = cell_table(runs, labels, target, baseline_of, reference_of, targets, window)
     table_md = tables.to_markdown(display)
     table_csv = tables.write_csv(numbers, out_dir / "table.csv")
     runs_csv = tables.write_csv(per_run, out_dir / "runs.csv")
     classes = _classes(runs, labels)
     classes_csv = tables.write_csv(classes, out_dir / "classes.csv") if not classes.empty else None
+    target_sections = []
+    for t in targets:
+        tt = tg.target_table(per_run, t, baseline_of) if not per_run.empty else pd.DataFrame()
+        if not tt.empty:
+            tables.write_csv(tt, out_dir / f"targets-{t * 100:g}.csv")
+            target_sections.append((f"To {100 * t:g} % (moving average over {window} evaluations)",
+                                    tg.display(tt)))
 
     groups = {labels[cid]: [r.evals for _, r in seeded] for cid, seeded in runs.items() if seeded}
     pngs = {}
@@ -229,23 +270,35 @@ def write_study_report(study_dir: str | Path, out: Optional[Path] = None,
         if p:
             pngs[kind] = p
 
-    name = status.get("study", study_dir.name)
+    statuses = [json.loads((d / "status.json").read_text()) for d in dirs]
+    name = " vs ".join(dict.fromkeys(st.get("study", d.name) for st, d in zip(statuses, dirs)))
     done = sum(len(v) for v in runs.values())
-    intro = [f"{done} of {status.get('total', '?')} runs (cell × seed) complete. Target accuracy "
+    total = sum(int(st.get("total") or 0) for st in statuses) if len(dirs) > 1 else status.get("total", "?")
+    intro = [f"{done} of {total} runs (cell × seed) complete. Target accuracy "
              f"{100 * target:g} %. Cells show the mean over seeds and [min–max]; 'to target' numbers "
              "average the seeds that reached it."]
+    if status.get("protocol") and len(dirs) == 1:
+        intro.append(f"Protocol: {status['protocol']}.")
+    if window > 1:
+        intro.append(f"Per-target tables read the moving average of test accuracy over {window} "
+                     "evaluations (trailing): the first evaluation where it reaches the target; the "
+                     "'best' column is its maximum, the paper's 'final accuracy'. Bytes: our wire "
+                     "bytes (all PS ingress) and the paper's encoding (pushes pickled as Python lists, "
+                     "edgebed/analysis/paper_bytes.py).")
     if status.get("baseline"):
         intro.append(f"Ingress ratio = baseline cell's mean ingress to target / the cell's "
                      f"(baseline: {status['baseline']}).")
     if any(reference_of.values()):
         intro.append("Reference columns: published numbers, not ours"
                      + (f" — {status['reference_source']}." if status.get("reference_source") else "."))
-    if status.get("description"):
+    if status.get("description") and len(dirs) == 1:
         intro.append(status["description"].strip())
-    sections = [("Cells", display)]
+    sections = [("Cells", display), *target_sections]
     if not classes.empty:
         sections.append(("Applied updates per speed class", _class_display(classes)))
     md = [f"# Study {name}", "", *intro, "", table_md]
+    for heading, frame in target_sections:
+        md += [f"## {heading}", "", tables.to_markdown(frame)]
     if not classes.empty:
         md += ["## Applied updates per speed class", "", tables.to_markdown(_class_display(classes))]
     if notes:

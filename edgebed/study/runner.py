@@ -25,68 +25,14 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from ..rundir import is_run_dir, read_json, write_json_atomic
 from ..scenario import Scenario, ScenarioError, parse_scenario, read_yaml
-
-
-class StudyError(ScenarioError):
-    """A study that can't be used: says which file, which key and what to do."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Reference(_Strict):
-    """Published numbers for a cell (e.g. the paper's), printed next to ours by ``study report``."""
-    final_accuracy: Optional[float] = Field(None, gt=0, le=1, description="a fraction")
-    ingress_ratio: Optional[float] = Field(None, gt=0, description="baseline's ingress to target / the cell's")
-
-
-class CellSpec(_Strict):
-    label: Optional[str] = None
-    set: dict[str, Any] = Field(default_factory=dict, description="dotted scenario key → value")
-    reference: Optional[Reference] = None
-
-
-class StudySpec(_Strict):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = ""
-    base: str = Field(..., description="base scenario file, relative to the study file")
-    set: dict[str, Any] = Field(default_factory=dict)
-    sweep: dict[str, list[Any]] = Field(default_factory=dict)
-    cells: list[CellSpec] = Field(default_factory=list)
-    seeds: Union[int, list[int]] = 3
-    target: float = Field(0.97, gt=0, le=1, description="target test accuracy, a fraction")
-    baseline: Optional[str] = None
-    reference_source: str = Field("", description="where the cells' reference numbers come from")
-
-    @field_validator("sweep")
-    @classmethod
-    def _values(cls, v):
-        for key, values in v.items():
-            if not values:
-                raise ValueError(f"sweep {key!r} has no values; give a list with at least one")
-        return v
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, v):
-        if isinstance(v, int) and v < 1:
-            raise ValueError("seeds must be ≥ 1 (a count) or a non-empty list of seeds")
-        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
-            raise ValueError("seeds must be a non-empty list of distinct integers")
-        return v
-
-    @property
-    def seed_list(self) -> list[int]:
-        """A count N means seeds 1..N."""
-        return list(range(1, self.seeds + 1)) if isinstance(self.seeds, int) else list(self.seeds)
+from ..emulator.study_spec import CellSpec, Reference, StudyError, StudySpec, TuningSpec, _format  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -98,6 +44,7 @@ class Cell:
     group: str                      # label of the ``cells:`` entry ('' without cells); baseline matching
     sweep: str                      # label of the sweep point ('' without sweep)
     reference: Optional[Reference] = None   # published numbers for the cell, if the study gives them
+    baseline: Optional[str] = None          # the cell's own baseline (label or group), if it names one
 
 
 @dataclass(frozen=True)
@@ -109,11 +56,15 @@ class Study:
     cells: list[Cell]
     cli_set: tuple[str, ...] = ()
     only: Optional[frozenset] = None   # ids of the cells to run (``select``); None: all of them
+    tuned: Optional[dict] = None       # cell label → α chosen by ``study tune`` (studies with tuning:)
 
     def scenario(self, cell: Cell, seed: int) -> Scenario:
-        """The resolved scenario of one cell × seed: base → study set → cell → sweep → seed → --set."""
+        """The resolved scenario of one cell × seed: base → study set → cell → sweep → tuned α →
+        seed → --set."""
         name = f"{self.spec.name}-{cell.id}-s{seed}"[:120]
-        overrides = (*cell.overrides, f"seed={seed}", f"name={name}", *self.cli_set)
+        lr = (self.tuned or {}).get(cell.label)
+        tuned = (f"algorithm.lr={lr!r}",) if lr is not None else ()
+        overrides = (*cell.overrides, *tuned, f"seed={seed}", f"name={name}", *self.cli_set)
         try:
             return parse_scenario(self.base, str(self.base_path), overrides)
         except ScenarioError as err:
@@ -137,13 +88,19 @@ class Study:
             raise StudyError(f"{self.path}: --cells {' '.join(patterns)} matches no cell; the cells are:\n{listed}")
         return dataclasses.replace(self, only=chosen)
 
+    def untuned(self) -> list[str]:
+        """Labels of the selected cells that need a tuned α and have none."""
+        if self.spec.tuning is None:
+            return []
+        return [c.label for c in self.selected if c.label not in (self.tuned or {})]
+
     @property
     def selected(self) -> list[Cell]:
         return [c for c in self.cells if self.only is None or c.id in self.only]
 
     def baseline_for(self, cell: Cell) -> Optional[Cell]:
         """The cell ``cell`` is compared with: the baseline cell at the same sweep point."""
-        b = self.spec.baseline
+        b = cell.baseline or self.spec.baseline
         if b is None:
             return None
         for c in self.cells:
@@ -193,29 +150,12 @@ def expand(spec: StudySpec) -> list[Cell]:
             ids.add(cid)
             overrides = (*fixed, *(_override(k, v) for k, v in entry.set.items()),
                          *(_override(k, v) for k, v in point.items()))
-            cells.append(Cell(cid, label, overrides, group, sweep, entry.reference))
+            cells.append(Cell(cid, label, overrides, group, sweep, entry.reference, entry.baseline))
     labels = [c.label for c in cells]
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:
         raise ValueError(f"cells have the same label {dup}; give each `cells:` entry its own `label:`")
     return cells
-
-
-def _format(err: ValidationError, source: str) -> str:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = ("unknown key; study keys are name, description, base, set, sweep, cells, seeds, "
-                   "target, baseline, reference_source; a cell has label, set, reference "
-                   "(see scenarios/studies/README.md)")
-        elif e["type"] == "missing":
-            msg = "required key is missing"
-        elif e["loc"][-1] in ("final_accuracy", "target"):
-            msg += "; give accuracy as a fraction (97.85 % → 0.9785)"
-        lines.append(f"{source}: {loc}: {msg}")
-    return "\n".join(lines)
 
 
 def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
@@ -243,13 +183,37 @@ def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
         cells = expand(spec)
     except ValueError as err:
         raise StudyError(f"{path}: {err}") from None
-    study = Study(spec, path, base, base_path, cells, tuple(cli_set))
-    if spec.baseline is not None and study.baseline_for(cells[0]) is None:
-        known = sorted({c.label for c in cells} | {c.group for c in cells if c.group})
-        raise StudyError(f"{path}: baseline: {spec.baseline!r} names no cell; use one of {known}")
+    study = Study(spec, path, base, base_path, cells, tuple(cli_set), tuned=read_tuned(path, spec, cells))
+    for cell in cells:
+        b = cell.baseline or spec.baseline
+        if b is not None and study.baseline_for(cell) is None:
+            known = sorted({c.label for c in cells} | {c.group for c in cells if c.group})
+            whose = f" (cell {cell.label!r})" if cell.baseline else ""
+            raise StudyError(f"{path}: baseline: {b!r} names no cell{whose}; use one of {known}")
     for cell in cells:
         study.scenario(cell, spec.seed_list[0])
     return study
+
+
+def tuned_path(study_path: Path) -> Path:
+    """Where ``study tune`` writes the chosen α of a study: next to the study file."""
+    return study_path.with_name(f"{study_path.stem}.tuned.yaml")
+
+
+def read_tuned(path: Path, spec: StudySpec, cells: list[Cell]) -> Optional[dict]:
+    """The chosen α per cell label from ``<study>.tuned.yaml`` (None: not tuned yet)."""
+    tp = tuned_path(path)
+    if spec.tuning is None or not tp.is_file():
+        return None
+    try:
+        chosen = (yaml.safe_load(tp.read_text()) or {}).get("chosen") or {}
+    except yaml.YAMLError as err:
+        raise StudyError(f"{tp}: not valid YAML ({err}); delete it and run `edgebed study tune {path}`") from None
+    unknown = sorted(set(chosen) - {c.label for c in cells})
+    if unknown:
+        raise StudyError(f"{tp}: chosen α for cells {unknown} that {path} does not have; rerun "
+                         f"`edgebed study tune {path}`")
+    return {k: float(v) for k, v in chosen.items()}
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -281,24 +245,60 @@ def latest_run(parent: Path) -> Optional[Path]:
     return runs[-1] if runs else None
 
 
+def same_scenario(recorded: dict, scenario: Scenario) -> bool:
+    """Whether a run's recorded (resolved) scenario is ``scenario``. The recorded one is resolved
+    again through today's schema first, so a key added since, at its default, does not count as a
+    change (old runs stay valid); a key the schema no longer knows does."""
+    if recorded == scenario.to_dict():
+        return True
+    try:
+        return Scenario.model_validate(recorded).to_dict() == scenario.to_dict()
+    except ValidationError:
+        return False
+
+
 def _done(parent: Path, scenario: Scenario) -> Optional[Path]:
     run = latest_run(parent)
     if run is None or read_json(run, "summary.json").get("status") != "complete":
         return None
-    same = yaml.safe_load((run / "scenario.yaml").read_text()) == scenario.to_dict()
+    same = same_scenario(yaml.safe_load((run / "scenario.yaml").read_text()) or {}, scenario)
     return run if same else None
 
 
+def results_dir(results: Path, cell: Cell, seed: int) -> Path:
+    """A cell × seed's compact result under a results directory (see ``analysis/compact.py``)."""
+    return Path(results) / "runs" / cell.id / f"seed-{seed}"
+
+
+def compact_done(results: Optional[Path], cell: Cell, seed: int, scenario: Scenario) -> Optional[Path]:
+    """The committed compact result of this cell × seed, if it is complete and of ``scenario``."""
+    if results is None:
+        return None
+    d = results_dir(results, cell, seed)
+    if not (d / "scenario.yaml").is_file() or read_json(d, "summary.json").get("status") != "complete":
+        return None
+    return d if same_scenario(yaml.safe_load((d / "scenario.yaml").read_text()) or {}, scenario) else None
+
+
+def _where(run: Path, sdir: Path) -> str:
+    """A run's path as status.json records it: relative to the study dir when inside it."""
+    try:
+        return str(run.relative_to(sdir))
+    except ValueError:
+        return str(run.resolve())
+
+
 def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
-             show: Callable[[str, bool], None], head: str) -> tuple[dict, bool]:
-    """Run (or skip, if already complete) one cell × seed; returns its status entry and whether
-    the user interrupted it."""
+             show: Callable[[str, bool], None], head: str,
+             results: Optional[Path] = None) -> tuple[dict, bool]:
+    """Run (or skip, if already complete here or in ``results``) one cell × seed; returns its
+    status entry and whether the user interrupted it."""
     sc = study.scenario(cell, seed)
     parent = cell_dir(sdir, cell, seed)
     entry = _entry(study, cell, seed)
-    done = _done(parent, sc)
+    done = _done(parent, sc) or compact_done(results, cell, seed, sc)
     if done is not None:
-        entry.update(status="skipped", run=str(done.relative_to(sdir)))
+        entry.update(status="skipped", run=_where(done, sdir))
         show(f"{head}: already complete ({done.name}), skipped", True)
         return entry, False
     parent.mkdir(parents=True, exist_ok=True)
@@ -327,11 +327,12 @@ def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
     return entry, interrupted
 
 
-def _recorded(study: Study, sdir: Path, cell: Cell, seed: int) -> dict:
+def _recorded(study: Study, sdir: Path, cell: Cell, seed: int, results: Optional[Path] = None) -> dict:
     """The status entry of a cell × seed this invocation does not run: its complete run, if any."""
-    done = _done(cell_dir(sdir, cell, seed), study.scenario(cell, seed))
+    sc = study.scenario(cell, seed)
+    done = _done(cell_dir(sdir, cell, seed), sc) or compact_done(results, cell, seed, sc)
     return _entry(study, cell, seed, status="skipped" if done else "not run",
-                  run=str(done.relative_to(sdir)) if done else None)
+                  run=_where(done, sdir) if done else None)
 
 
 def _entry(study: Study, cell: Cell, seed: int, **fields) -> dict:
@@ -358,12 +359,13 @@ class _EveryMinute:
 
 
 def _pool_job(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
-              head: str) -> tuple[dict, bool]:
-    return _run_one(study, sdir, cell, seed, run_cell, _EveryMinute(), head)
+              head: str, results: Optional[Path] = None) -> tuple[dict, bool]:
+    return _run_one(study, sdir, cell, seed, run_cell, _EveryMinute(), head, results)
 
 
 def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[RunCell] = None,
-              progress: Optional[Callable[[str, bool], None]] = None, jobs: int = 1) -> dict:
+              progress: Optional[Callable[[str, bool], None]] = None, jobs: int = 1,
+              results: Optional[Path] = None) -> dict:
     """Run every cell × seed not already complete; returns (and writes) the status of the whole study.
 
     ``run_cell(scenario, out_dir, progress)`` runs one scenario (default: the Engine). An exception
@@ -371,9 +373,15 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     on; a user interrupt (Ctrl-C) stops the study after recording it and raises KeyboardInterrupt.
     ``jobs > 1`` runs that many cells at once, each in its own (spawned) process; ``run_cell`` must
     then be picklable (a module-level function or :class:`EngineRunner`).
+    ``results`` (e.g. ``benchmarks/results/studies/<name>``): a cell × seed with a complete compact
+    result there of the same scenario is skipped, and each run completed now is compacted into it.
     """
     if jobs < 1:
         raise StudyError(f"jobs = {jobs}: give at least 1 (cells run at once)")
+    missing = study.untuned()
+    if missing:
+        raise StudyError(f"{study.path}: no tuned α yet for {missing}; run `edgebed study tune "
+                         f"{study.path}` first (it writes {tuned_path(study.path).name})")
     run_cell = run_cell or engine_runner(str(study.path))
     show = progress or (lambda line, final: None)
     sdir = Path(out) / study.spec.name
@@ -387,37 +395,44 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     entries: list[dict] = []
     status = {"study": study.spec.name, "file": str(study.path), "base": str(study.base_path),
               "description": study.spec.description, "target": study.spec.target,
+              "targets": study.spec.targets, "smoothing": study.spec.smoothing,
+              "protocol": study.spec.protocol, "tuned": study.tuned,
               "baseline": study.spec.baseline, "reference_source": study.spec.reference_source,
               "total": len(study.cells) * len(study.spec.seed_list), "selected": len(todo), "jobs": jobs,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": []}
 
     # cells left out by --cells stay in status.json as they are on disk, so the report keeps them
     selected = {c.id for c in study.selected}
-    others = [_recorded(study, sdir, c, s) for c in study.cells if c.id not in selected
+    others = [_recorded(study, sdir, c, s, results) for c in study.cells if c.id not in selected
               for s in study.spec.seed_list]
     order = {(c.id, s): i for i, (c, s) in enumerate((c, s) for c in study.cells for s in study.spec.seed_list)}
+
+    exported: set = set()
 
     def save() -> None:
         status["cells"] = sorted(entries + others, key=lambda e: order[(e["cell"], e["seed"])])
         for k in ("complete", "skipped", "failed", "incomplete", "not run"):
             status[k] = sum(e["status"] == k for e in status["cells"])
         write_json_atomic(sdir / "status.json", status)
+        if results is not None:
+            from ..emulator.study_results import export_new
+            export_new(study, sdir, results, status["cells"], exported, show)
 
     if jobs == 1:
         for (cell, seed), head in zip(todo, heads):
-            entry, interrupted = _run_one(study, sdir, cell, seed, run_cell, show, head)
+            entry, interrupted = _run_one(study, sdir, cell, seed, run_cell, show, head, results)
             entries.append(entry)
             save()
             if interrupted:
                 raise KeyboardInterrupt
     else:
-        _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show)
+        _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show, results)
     status["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     save()
     return status
 
 
-def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show) -> None:
+def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show, results=None) -> None:
     """``jobs`` cells at a time in spawned processes; entries are kept in study order."""
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -431,7 +446,7 @@ def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show)
     show(f"running {len(todo)} cell × seed runs, {jobs} at a time", True)
     interrupted = False
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        pending = {pool.submit(_pool_job, study, sdir, cell, seed, run_cell, head): i
+        pending = {pool.submit(_pool_job, study, sdir, cell, seed, run_cell, head, results): i
                    for i, ((cell, seed), head) in enumerate(zip(todo, heads))}
         try:
             while pending:

@@ -1,14 +1,17 @@
 """The three shipped smoke studies, run for real (sim runtime) and reported: files, cells and the numbers a user reads."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from edgebed.study.report import write_study_report
 from edgebed.cli import main
 from edgebed.study.runner import load_study, run_study
+from edgebed.emulator.tuning import tuning_study
 
 STUDIES = Path(__file__).resolve().parents[2] / "scenarios" / "studies"
 
@@ -83,3 +86,57 @@ def test_full_studies_are_valid(name):
     study = load_study(STUDIES / f"{name}.yaml")
     sc = study.scenario(study.cells[0], 1)
     assert sc.runtime.name == "sim" and sc.stop.updates == 250_000 and sc.model.name == "cnn"
+
+
+def test_tuned_smoke_tunes_on_validation_then_runs_at_the_chosen_alpha(tmp_path):
+    # a copy beside a copy of the base scenario: `study tune` writes next to the study file
+    (tmp_path / "studies").mkdir()
+    shutil.copy(STUDIES.parent / "paper-fig3-adacomp.yaml", tmp_path)
+    path = tmp_path / "studies" / "compression-tuned-smoke.yaml"
+    shutil.copy(STUDIES / path.name, path)
+    assert main(["study", "tune", str(path), "--out", str(tmp_path / "out"),
+                 "--results", str(tmp_path / "res-tuning")]) == 0
+    chosen = yaml.safe_load(path.with_name("compression-tuned-smoke.tuned.yaml").read_text())["chosen"]
+    assert set(chosen) == {"asgd", "adacomp c=0.01"} and set(chosen.values()) <= {0.01, 0.1}
+    table = pd.read_csv(path.with_name("compression-tuned-smoke.tuning.csv"))
+    assert len(table) == 4 and table["score"].between(0.05, 1).all()
+    assert main(["study", "run", str(path), "--out", str(tmp_path / "out"), "--results", str(tmp_path / "res")]) == 0
+    rep = write_study_report(tmp_path / "res")                 # from the compact results alone
+    runs = pd.read_csv(rep.runs_csv).set_index("label")
+    for label, lr in chosen.items():
+        assert yaml.safe_load((tmp_path / "res" / "runs" / runs.loc[label, "cell"] / "seed-1" /
+                               "scenario.yaml").read_text())["algorithm"]["lr"] == lr
+    assert (rep.out_dir / "targets-30.csv").is_file() and "## To 30 %" in rep.markdown.read_text()
+
+
+def test_crashes_paper_smoke_is_the_mlp_on_a_reduced_set_with_crash_times(tmp_path):
+    study, rep, t = run_and_report("crashes-paper-smoke", tmp_path)
+    assert study.scenario(study.cells[2], 1).dataset.train_samples == 160
+    runs = pd.read_csv(rep.runs_csv).set_index("label")
+    crashed = runs.loc["n=8 crash p=0.01"]
+    assert 0 < crashed["crashed"] < 8 and len(str(crashed["crash_updates"]).split()) == crashed["crashed"]
+    assert runs["tau_mean"].notna().all() and runs["paper_bytes_per_update"].gt(0).all()
+
+
+@pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").exists(),
+                    reason="Fashion-MNIST is not installed (make provision installs dataset-fashion-mnist)")
+def test_fashion_smoke_runs_on_fashion_mnist(tmp_path):
+    study, rep, t = run_and_report("compression-fashion-smoke", tmp_path)
+    assert study.scenario(study.cells[0], 1).dataset.name == "fashion-mnist"
+    assert t.loc["adacomp c=0.01", "ingress_mean"] < t.loc["asgd", "ingress_mean"] / 20
+
+
+@pytest.mark.parametrize("name,model,n_per_device", [("crashes-paper", "mlp", 8), ("compression-fashion", "cnn", 300)])
+def test_paper_protocol_studies_are_valid(name, model, n_per_device):
+    study = load_study(STUDIES / f"{name}.yaml")
+    sc = study.scenario(study.cells[0], 1)
+    assert sc.model.name == model and sc.stop.updates == 250_000
+    train = sc.dataset.train_samples or 60_000
+    assert train // sc.workers.n == n_per_device
+
+
+def test_compression_tuned_declares_its_tuning():
+    study = load_study(STUDIES / "compression-tuned.yaml")
+    t = study.spec.tuning
+    assert t.lr[0] == 0.003 and t.lr[-1] == 1.0 and t.validation_samples > 0
+    assert len(tuning_study(study).cells) == len(study.cells) * len(t.lr)

@@ -1,0 +1,129 @@
+"""Targets measured like the paper: per run, accuracy-to-target on the smoothed curve at several
+targets; per cell, min/mean/max over seeds and the ingress ratio split into its two factors.
+
+A run's record (``run_record``) holds, for each target t, the first update at which the moving
+average of test accuracy (``metrics.moving_average``) reached t, our PS ingress there (wire bytes:
+float32 values + uint32 indices, every message type) and the paper-equivalent push bytes there
+(``paper_bytes``: pickle protocol 2 of Python lists). The ratio against the baseline cell is
+
+    ingress ratio = (baseline bytes per update / cell bytes per update) × (baseline updates / cell updates)
+
+where bytes per update = ingress to target / updates to target; both factors are reported, in our
+wire bytes and in the paper's encoding.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from . import tables
+from .metrics import smoothed_best, smoothed_final, smoothed_to_target
+from .runs import Run
+
+
+def _key(t: float) -> str:
+    return f"{100 * t:g}"
+
+
+def run_record(run: Run, targets: list[float], window: int) -> dict:
+    """Smoothed best/final accuracy, staleness, crashes, bytes per update and, per target, the hit."""
+    comp = run.summary.get("compact")
+    if comp is None:
+        from .compact import compact_of
+        comp = compact_of(run)[0]["compact"]
+    tau, sigma = comp.get("staleness_tau") or {}, comp.get("adacomp_sigma_mean") or {}
+    crashes = comp.get("crashes") or {}
+    rec = {"smoothed_best": smoothed_best(run.evals, window),
+           "smoothed_final": smoothed_final(run.evals, window),
+           "tau_mean": tau.get("mean"), "tau_p50": tau.get("p50"), "tau_p90": tau.get("p90"),
+           "sigma_mean": sigma.get("mean"), "sigma_p50": sigma.get("p50"), "sigma_p90": sigma.get("p90"),
+           "crash_median_update": crashes.get("median_update"),
+           "crash_updates": " ".join(str(u) for u in crashes.get("updates") or []),
+           "push_bytes_per_update": comp.get("push_bytes_per_update"),
+           "paper_bytes_per_update": comp.get("paper_bytes_per_update")}
+    per = comp.get("paper_bytes_per_update") or math.nan
+    for t in targets:
+        hit = smoothed_to_target(run.evals, t, window)
+        k = _key(t)
+        rec[f"updates_to_{k}"] = hit.update if hit else None
+        rec[f"ingress_to_{k}"] = hit.ingress_bytes if hit else None
+        rec[f"paper_bytes_to_{k}"] = hit.update * per if hit else None
+    return rec
+
+
+def _stats(v: list) -> tuple[float, float, float, int]:
+    x = [float(a) for a in v if a is not None and not (isinstance(a, float) and math.isnan(a))]
+    if not x:
+        return math.nan, math.nan, math.nan, 0
+    return float(np.mean(x)), min(x), max(x), len(x)
+
+
+def target_table(per_run: pd.DataFrame, target: float, baseline_of: dict[str, Optional[str]]) -> pd.DataFrame:
+    """One row per cell at ``target``: seeds that reached it, updates / ingress / paper bytes to it
+    (mean, min, max over those seeds), bytes per update, and the ratio vs the baseline cell with its
+    two factors; ``ratio_min``/``ratio_max`` pair the seeds (seed s of the cell vs seed s of the
+    baseline) where both reached the target."""
+    k = _key(target)
+    rows = []
+    cells = list(dict.fromkeys(per_run["cell"])) if not per_run.empty else []
+    by_cell = {c: per_run[per_run["cell"] == c] for c in cells}
+    for c in cells:
+        d = by_cell[c]
+        upd, ing, pap = (_stats(list(d[f"{x}_to_{k}"])) for x in ("updates", "ingress", "paper_bytes"))
+        row = {"cell": c, "label": d["label"].iloc[0], "target": target, "seeds": len(d), "reached": upd[3],
+               "updates_mean": upd[0], "updates_min": upd[1], "updates_max": upd[2],
+               "ingress_mean": ing[0], "ingress_min": ing[1], "ingress_max": ing[2],
+               "paper_bytes_mean": pap[0],
+               "bytes_per_update": ing[0] / upd[0] if upd[3] else math.nan,
+               "paper_bytes_per_update": pap[0] / upd[0] if upd[3] else math.nan}
+        b = baseline_of.get(c)
+        bd = by_cell.get(b) if b else None
+        if bd is not None and upd[3]:
+            bu, bi, bp = (_stats(list(bd[f"{x}_to_{k}"])) for x in ("updates", "ingress", "paper_bytes"))
+            row["baseline"] = bd["label"].iloc[0]
+            row["updates_factor"] = bu[0] / upd[0] if bu[3] else math.nan
+            row["bytes_per_update_factor"] = (bi[0] / bu[0]) / row["bytes_per_update"] if bu[3] else math.nan
+            row["ingress_ratio"] = bi[0] / ing[0] if bu[3] else math.nan
+            row["paper_ratio"] = bp[0] / pap[0] if bu[3] else math.nan
+            pairs = d.merge(bd, on="seed", suffixes=("", "_b"))
+            paired = [r[f"ingress_to_{k}_b"] / r[f"ingress_to_{k}"] for _, r in pairs.iterrows()
+                      if pd.notna(r[f"ingress_to_{k}"]) and pd.notna(r[f"ingress_to_{k}_b"])]
+            row["ratio_min"] = min(paired) if paired else math.nan
+            row["ratio_max"] = max(paired) if paired else math.nan
+            row["ratio_pairs"] = len(paired)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def display(tt: pd.DataFrame) -> pd.DataFrame:
+    """The markdown/HTML view of a ``target_table``."""
+    out = []
+    for r in tt.to_dict("records"):
+        reached = f"{r['reached']}/{r['seeds']}"
+        rng = lambda lo, hi, f: "" if lo == hi else f" [{f(lo)}–{f(hi)}]"  # noqa: E731
+        row = {"cell": r["label"], "reached": reached,
+               "updates to target": tables.DASH if not r["reached"] else
+               f"{r['updates_mean']:,.0f}" + rng(r["updates_min"], r["updates_max"], lambda v: f"{v:,.0f}"),
+               "ingress (MB)": tables.DASH if not r["reached"] else
+               tables.mb(r["ingress_mean"]) + rng(r["ingress_min"], r["ingress_max"], tables.mb),
+               "kB / update (wire · paper)": tables.DASH if not r["reached"] else
+               f"{r['bytes_per_update'] / 1e3:,.1f} · {r['paper_bytes_per_update'] / 1e3:,.1f}"}
+        ratio = r.get("ingress_ratio", math.nan)
+        if r.get("baseline") == r["label"]:
+            row["ratio vs baseline"] = "baseline"
+        elif isinstance(ratio, float) and not math.isnan(ratio):
+            pair = (f" [{r['ratio_min']:.1f}–{r['ratio_max']:.1f}×, {r['ratio_pairs']} seed pairs]"
+                    if r.get("ratio_pairs", 0) > 1 else "")
+            row["ratio vs baseline"] = (f"{ratio:.1f}× = {r['bytes_per_update_factor']:.1f}× per update "
+                                        f"× {r['updates_factor']:.2f} updates{pair}")
+            row["paper-encoding ratio"] = f"{r['paper_ratio']:.1f}×"
+        else:
+            row["ratio vs baseline"] = tables.DASH
+        out.append(row)
+    df = pd.DataFrame(out)
+    if "paper-encoding ratio" in df:
+        df["paper-encoding ratio"] = df["paper-encoding ratio"].fillna(tables.DASH)
+    return df

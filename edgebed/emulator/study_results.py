@@ -1,0 +1,83 @@
+"""Committed study results: compact each finished run into a results directory, import old runs.
+
+A results directory (``benchmarks/results/studies/<study>/``) has a study directory's layout with
+compact results (``analysis/compact.py``) instead of run dirs, plus its own ``status.json``, so
+``edgebed study report`` and the resume check work from it after the run dirs are gone.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..rundir import write_json_atomic
+from ..study.runner import Study, _done, _entry, cell_dir, compact_done, results_dir
+
+
+def _compact(run: Path, dest: Path) -> None:
+    from ..analysis.compact import write_compact
+    write_compact(run, dest)
+
+
+def write_results_status(study: Study, results: Path) -> dict:
+    """``<results>/status.json``: every cell × seed of the study, complete where a compact result of
+    the same resolved scenario is there (so ``study report <results>`` reports exactly those)."""
+    results.mkdir(parents=True, exist_ok=True)
+    cells = []
+    for cell in study.cells:
+        for seed in study.spec.seed_list:
+            done = compact_done(results, cell, seed, study.scenario(cell, seed))
+            cells.append(_entry(study, cell, seed, status="complete" if done else "not run",
+                                run=str(done.relative_to(results)) if done else None))
+    status = {"study": study.spec.name, "file": str(study.path), "description": study.spec.description,
+              "target": study.spec.target, "targets": study.spec.targets,
+              "smoothing": study.spec.smoothing, "protocol": study.spec.protocol,
+              "baseline": study.spec.baseline, "reference_source": study.spec.reference_source,
+              "tuned": study.tuned, "total": len(cells),
+              "complete": sum(e["status"] == "complete" for e in cells),
+              "not run": sum(e["status"] == "not run" for e in cells),
+              "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": cells}
+    write_json_atomic(results / "status.json", status)
+    (results / "study.yaml").write_text(study.path.read_text())
+    return status
+
+
+def export_new(study: Study, sdir: Path, results: Path, entries: list[dict], exported: set,
+               show: Callable[[str, bool], None]) -> None:
+    """Compact the complete runs among ``entries`` (status.json entries) not yet exported."""
+    by_id = {c.id: c for c in study.cells}
+    changed = False
+    for e in entries:
+        key = (e["cell"], e["seed"])
+        if key in exported or e["status"] not in ("complete", "skipped") or not e.get("run"):
+            continue
+        run = Path(e["run"]) if Path(e["run"]).is_absolute() else sdir / e["run"]
+        dest = results_dir(results, by_id[e["cell"]], e["seed"])
+        if run.resolve() != dest.resolve():
+            _compact(run, dest)
+            show(f"{e['label']} · seed {e['seed']}: compact result in {dest}", True)
+            changed = True
+        exported.add(key)
+    if changed or not (results / "status.json").is_file():
+        write_results_status(study, results)
+
+
+def import_runs(study: Study, source: Path, results: Path,
+                show: Callable[[str, bool], None] = lambda line, final: None) -> dict:
+    """Compact every cell × seed of ``study`` whose latest run under ``source`` (a study directory)
+    is complete and of the same resolved scenario; runs of another scenario are named, not taken."""
+    taken, stale = 0, []
+    for cell in study.selected:
+        for seed in study.spec.seed_list:
+            sc = study.scenario(cell, seed)
+            run = _done(cell_dir(source, cell, seed), sc)
+            if run is None:
+                if any(cell_dir(source, cell, seed).glob("*/summary.json")):
+                    stale.append(f"{cell.label} · seed {seed}")
+                continue
+            _compact(run, results_dir(results, cell, seed))
+            show(f"{cell.label} · seed {seed}: {run.name} → {results_dir(results, cell, seed)}", True)
+            taken += 1
+    status = write_results_status(study, results)
+    status["imported"], status["not_taken"] = taken, stale
+    return status
