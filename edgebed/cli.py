@@ -215,7 +215,7 @@ def cmd_study_run(args) -> int:
 
 def cmd_study_tune(args) -> int:
     from .study.runner import load_study, run_study
-    from .emulator.tuning import choose, complete_runs, score_table, tuning_study, write_tuning
+    from .study.tuning import choose, complete_runs, score_table, tuning_study, write_tuning
     study = load_study(args.study, tuple(args.set or ()))
     if args.cells:
         study = study.select(tuple(args.cells))
@@ -243,7 +243,7 @@ def cmd_study_tune(args) -> int:
 
 def cmd_study_import(args) -> int:
     from .study.runner import load_study
-    from .emulator.study_results import import_runs
+    from .study.results import import_runs
     study = load_study(args.study, tuple(args.set or ()))
     into = Path(args.into) if args.into else Path("benchmarks/results/studies") / study.spec.name
     status = import_runs(study, Path(args.source), into, lambda line, final: log.info(line))

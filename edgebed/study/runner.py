@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from ..rundir import is_run_dir, read_json, write_json_atomic
 from ..scenario import Scenario, ScenarioError, parse_scenario, read_yaml
-from ..emulator.study_spec import CellSpec, Reference, StudyError, StudySpec, TuningSpec, _format  # noqa: F401 (re-exported)
+from .spec import CellSpec, Reference, StudyError, StudySpec, TuningSpec, _format  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -415,7 +415,7 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
             status[k] = sum(e["status"] == k for e in status["cells"])
         write_json_atomic(sdir / "status.json", status)
         if results is not None:
-            from ..emulator.study_results import export_new
+            from .results import export_new
             export_new(study, sdir, results, status["cells"], exported, show)
 
     if jobs == 1:

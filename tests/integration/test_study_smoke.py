@@ -11,7 +11,7 @@ import yaml
 from edgebed.study.report import write_study_report
 from edgebed.cli import main
 from edgebed.study.runner import load_study, run_study
-from edgebed.emulator.tuning import tuning_study
+from edgebed.study.tuning import tuning_study
 
 STUDIES = Path(__file__).resolve().parents[2] / "scenarios" / "studies"
 

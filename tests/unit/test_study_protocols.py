@@ -18,8 +18,8 @@ from edgebed.cli import main
 from edgebed.data import Dataset, DatasetError, validation_split
 from edgebed.study import runner as study_mod
 from edgebed.study.runner import StudyError, load_study, run_study, tuned_path
-from edgebed.emulator.study_results import import_runs
-from edgebed.emulator.tuning import tuning_study
+from edgebed.study.results import import_runs
+from edgebed.study.tuning import tuning_study
 from tests.unit.test_study import COMPRESSION, CURVES, FakeRunner, write_study
 
 TUNING = {"lr": [0.01, 0.1, 1.0], "updates": 400, "eval_every": 100, "validation_samples": 50,

@@ -22,7 +22,7 @@ from typing import Optional
 import pandas as pd
 import yaml
 
-from ..study.runner import Cell, Study, StudyError, tuned_path
+from .runner import Cell, Study, StudyError, tuned_path
 
 
 def tuning_study(study: Study) -> Study:
@@ -111,7 +111,7 @@ def write_tuning(study: Study, table: pd.DataFrame, chosen: dict, missing: list[
 
 def complete_runs(study: Study, out: Path, results: Optional[Path]) -> dict[tuple[str, int], Path]:
     """Complete tuning runs of the same resolved scenario, in the study dir or the results dir."""
-    from ..study.runner import _done, cell_dir, compact_done
+    from .runner import _done, cell_dir, compact_done
     ts = tuning_study(study)
     found = {}
     for cell in ts.cells:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..rundir import write_json_atomic
-from ..study.runner import Study, _done, _entry, cell_dir, compact_done, results_dir
+from .runner import Study, _done, _entry, cell_dir, compact_done, results_dir
 
 
 def _compact(run: Path, dest: Path) -> None:
