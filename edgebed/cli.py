@@ -163,10 +163,15 @@ def cmd_report(args) -> int:
     from .analysis.report import write_report
     res = write_report([Path(r) for r in args.runs], Path(args.out) if args.out else None,
                        target=args.target, baseline=args.baseline, formats=tuple(args.format or ()))
+    return _show_report(args, res, {"out_dir": str(res.out_dir), "files": [str(p) for p in res.files],
+                                    "baseline": res.baseline, "notes": res.notes,
+                                    "runs": [s.__dict__ for s in res.summaries]})
+
+
+def _show_report(args, res, as_json: dict) -> int:
+    """A written report: ``as_json`` with --json, else its table (unless -q) and the files written."""
     if args.json:
-        _out(json.dumps({"out_dir": str(res.out_dir), "files": [str(p) for p in res.files],
-                         "baseline": res.baseline, "notes": res.notes,
-                         "runs": [s.__dict__ for s in res.summaries]}, indent=2, default=str))
+        _out(json.dumps(as_json, indent=2, default=str))
         return 0
     if not args.quiet:
         _out(res.table_markdown)
@@ -258,13 +263,7 @@ def cmd_study_report(args) -> int:
     from .study.report import write_study_report
     res = write_study_report([Path(d) for d in args.study_dir], Path(args.out) if args.out else None,
                              args.target)
-    if args.json:
-        _out(json.dumps({"files": [str(p) for p in res.files]}, indent=2))
-        return 0
-    if not args.quiet:
-        _out(res.table_markdown)
-    log.info("written:\n  " + "\n  ".join(str(p) for p in res.files))
-    return 0
+    return _show_report(args, res, {"files": [str(p) for p in res.files]})
 
 
 def _study_parser(sub) -> None:

@@ -97,6 +97,17 @@ def zoom(values: list, target: Optional[float] = None, keep: float = 0.75) -> Op
     return lo - pad, hi + pad
 
 
+def _nonempty(frames: dict) -> dict:
+    """The labelled frames that have rows."""
+    return {label: f for label, f in frames.items() if not f.empty}
+
+
+def _start(x: str, y: str, title: Optional[str]):
+    """New axes, and the factors that put ``x`` and ``y`` in their display units."""
+    fig, ax = _new_axes(x, y, title)
+    return fig, ax, _axis(x).scale, _axis(y).scale
+
+
 def _save(fig: Figure, ax, path: Path, target: Optional[float], y: str, ys: Optional[list] = None,
           formats: tuple = ()) -> Path:
     """Target line, zoom, legend; write ``path`` (format from its suffix) and ``path`` in ``formats``."""
@@ -135,12 +146,10 @@ def plot_curves(curves: dict[str, pd.DataFrame], x: str, y: str, path: str | Pat
     those beside ``path``. Frames without a finite point are left out; returns None (and writes
     nothing) when no frame has one, else ``path``.
     """
-    points = {label: _xy(f, x, y) for label, f in curves.items()}
-    points = {label: p for label, p in points.items() if not p.empty}
+    points = _nonempty({label: _xy(f, x, y) for label, f in curves.items()})
     if not points:
         return None
-    fig, ax = _new_axes(x, y, title)
-    sx, sy = _axis(x).scale, _axis(y).scale
+    fig, ax, sx, sy = _start(x, y, title)
     for label, p in points.items():
         ax.plot(p[x] * sx, p[y] * sy, label=label, marker="o", markersize=7 if len(p) == 1 else 3,
                 linewidth=1.5)
@@ -184,12 +193,10 @@ def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str |
     reach (see ``metrics.band``). The legend says how many runs each line averages. Returns None
     when no group has data.
     """
-    bands = {label: band(frames, x, y, points, log=_axis(x).log) for label, frames in groups.items()}
-    bands = {label: b for label, b in bands.items() if not b.empty}
+    bands = _nonempty({label: band(frames, x, y, points, log=_axis(x).log) for label, frames in groups.items()})
     if not bands:
         return None
-    fig, ax = _new_axes(x, y, title)
-    sx, sy = _axis(x).scale, _axis(y).scale
+    fig, ax, sx, sy = _start(x, y, title)
     for label, b in bands.items():
         (line,) = ax.plot(b["x"] * sx, b["mean"] * sy, label=f"{label} ({_runs(int(b['runs'].iloc[0]))})",
                           linewidth=1.5)
