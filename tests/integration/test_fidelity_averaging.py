@@ -44,7 +44,10 @@ def test_model_averaging_on_sim_matches_local(tmp_path):
     for c in ("fast", "slow"):
         assert local["class_share"][c] == pytest.approx(0.5, abs=0.1)
         assert sim["class_share"][c] == pytest.approx(0.5, abs=0.1)
-    assert local["push_bytes_per_update"] == sim["push_bytes_per_update"]
+    # Same payload on both; only the header's integers (the pulled version, seq) are variable-length,
+    # and which version a push carries depends on arrival order: equal within a few header bytes
+    # (CI saw 796,957.7 vs 796,957.6).
+    assert local["push_bytes_per_update"] == pytest.approx(sim["push_bytes_per_update"], abs=4)
     # Which rounds closed before every device had joined differs (local start-up is real and slower on a
     # loaded host), so the curves agree only roughly this early; at 800 updates they are equal
     # (benchmarks/results/fidelity_local_vs_sim_averaging.md).
