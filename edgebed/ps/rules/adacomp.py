@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..aggregate import apply_sparse, as_index, per_param_staleness, staleness_lr
+from ..aggregate import apply_sparse, as_index, count_updates, per_param_staleness, staleness_lr
 from .base import Applied, UpdateRule
 
 
@@ -30,11 +30,11 @@ class AdaComp(UpdateRule):
         snap = self.snapshots.get(device)
         if snap is None:   # no pull on record (e.g. after a restart): the global τ for every entry
             apply_sparse(self.theta, ix, values, staleness_lr(self.lr, staleness))
-            self.counts[ix] += np.uint32(1)
+            count_updates(self.counts, ix)
             return Applied(staleness, float(staleness) if ix.size else 0.0, float(staleness) if ix.size else 0.0)
         sigma = per_param_staleness(self.counts, snap, ix)
         apply_sparse(self.theta, ix, values, staleness_lr(self.lr, sigma))
-        self.counts[ix] += np.uint32(1)
+        count_updates(self.counts, ix)
         # sum/size, not mean(): np.mean's overhead is larger than the sum over 2,122 entries
         return Applied(staleness, float(sigma.sum()) / sigma.size if sigma.size else 0.0,
                        float(sigma.max()) if sigma.size else 0.0)
