@@ -260,7 +260,11 @@ def _encode_v2(msg: Message) -> list:
 
 def frames_nbytes(frames: Sequence) -> int:
     """Bytes of a frame list as it crosses the socket (payload only, no ZMTP/TCP framing)."""
-    return sum(memoryview(f).nbytes if not isinstance(f, np.ndarray) else f.nbytes for f in frames)
+    n = 0
+    for f in frames:   # a loop, not sum(genexpr): this runs twice per push
+        t = type(f)
+        n += len(f) if t is bytes else f.nbytes if t is memoryview or t is np.ndarray else memoryview(f).nbytes
+    return n
 
 
 def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes: Optional[int] = None) -> Message:

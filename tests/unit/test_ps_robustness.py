@@ -62,6 +62,27 @@ def test_bad_payload_is_refused_counted_and_harmless(bad, why):
     assert call(ps, sparse_push(s, 0)).applied
 
 
+@pytest.mark.parametrize("values, ok", [
+    ([0.9e6] * N, True),                      # Σv² far over (max/2)²: the exact test accepts
+    ([1e6] * N, True),                        # exactly at the limit
+    ([0.1] * (N - 1) + [1.0000001e6], False),  # one value just over it
+    ([-1.0000001e6] + [0.0] * (N - 1), False),
+    ([3e38] * N, False),                      # Σv² overflows float32: refused, no warning
+    ([1e-30] * N, True),                      # Σv² underflows to 0
+])
+def test_value_range_check_is_exact_at_the_limit(values, ok):
+    """The range check's one-pass Σv² shortcut never changes the answer of the exact min/max test."""
+    ps = make_ps("asgd", max_abs_value=1e6)
+    s = join(ps)
+    theta = ps.theta.copy()
+    reply = call(ps, wire.Push(s, 0, 0, np.array(values, dtype=np.float32)))
+    if ok:
+        assert isinstance(reply, wire.Ack) and reply.applied and ps.version == 1
+    else:
+        assert isinstance(reply, wire.Error) and "max_abs_value" in reply.message and ps.version == 0
+        np.testing.assert_array_equal(ps.theta, theta)
+
+
 def test_dense_push_of_wrong_length_and_oversized_message_are_refused():
     ps = make_ps("asgd", max_message_bytes=4096)
     s = join(ps)
