@@ -8,8 +8,11 @@ bookkeeping + record hook), with n devices each holding an outstanding pull, in 
 pull/push pattern so AdaComp keeps n snapshots; also its CPU time (thread_time), which a busy host
 does not inflate. Ingest = pushes/s through the real ZmqServer with clients in another process;
 baseline = the same frames through a bare ROUTER that answers a 1-frame ack; both also as CPU µs per
-message of the serving process (getrusage: serve + ZeroMQ I/O threads). Goals (issue 15): AdaComp
+message of the serving process (getrusage: serve + ZeroMQ I/O threads). PS and raw runs alternate for
+``--rounds`` rounds and the medians are compared, so a change in the host's load during the run hits
+both sides (single runs here varied 2× from one minute to the next). Goals (issue 15): AdaComp
 ≥ 10,000 pushes/s and ≥ 80 % of raw pyzmq, dense ≥ 90 %; the load average is recorded with the run.
+Also: how long one message of a million empty frames (a hostile peer) occupies the serve loop.
 """
 from __future__ import annotations
 
@@ -165,22 +168,54 @@ def _raw_router(endpoint_q, stop) -> None:
     ctx.term()
 
 
-def ingest(rule: str, seconds: float, sockets: int = 8) -> dict:
-    """Pushes/s through the real PS (serve thread in this process) vs a bare ROUTER (other process),
-    clients in a separate process in both cases."""
+def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3) -> dict:
+    """PS and raw runs alternating ``rounds`` times; medians of rates and CPU per message."""
+    runs = [_ingest_once(rule, seconds, sockets) for _ in range(rounds)]
+    keys = ("ps_pushes_per_s", "raw_zmq_msgs_per_s", "ps_cpu_us_per_push", "raw_cpu_us_per_msg",
+            "stub_pushes_per_s", "stub_cpu_us_per_push")
+    med = {k: statistics.median(r[k] for r in runs) for k in keys}
+    return {**runs[0], **med, "applied": sum(r["applied"] for r in runs), "seconds_each": seconds,
+            "ps_over_raw": med["ps_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
+            "stub_over_raw": med["stub_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
+            "rounds": [{k: r[k] for k in (*keys, "ps_over_raw", "stub_over_raw")} for r in runs]}
+
+
+def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False) -> tuple[float, float, int]:
+    """(pushes/s, CPU µs per push of this process, pushes applied) through the real ZmqServer. ``stub``:
+    ``process`` answers every push with a canned Ack without decoding it — the serve loop and ZeroMQ
+    alone, the ceiling of any ``process``."""
     from edgebed.ps.serve import ZmqServer
     ctx = mp.get_context("spawn")
     ps, layers, size = make_ps(rule, sockets)
+    if stub:
+        real, ack = ps.process, wire.encode(wire.Ack(1))
+
+        def canned(peer, frames):
+            if len(frames) == 1:   # hello
+                return real(peer, frames)
+            ps.version += 1
+            return ack
+        ps.process = canned
     server = ZmqServer(ps, "tcp://127.0.0.1:0").start()
     q = ctx.Queue()
     cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, True))
     cpu0 = _cpu_s()
     cl.start()
-    ps_rate = q.get()
+    rate = q.get()
     cl.join()
-    ps_cpu = (_cpu_s() - cpu0) / max(ps.version, 1)   # this process: serve + ZeroMQ threads, main idle
-    applied = ps.version
+    cpu = (_cpu_s() - cpu0) / max(ps.version, 1)   # this process: serve + ZeroMQ threads, main idle
     server.stop()
+    return rate, cpu, ps.version
+
+
+def _ingest_once(rule: str, seconds: float, sockets: int) -> dict:
+    """Pushes/s through the real PS (serve thread in this process), through the same serve loop with a
+    stub ``process``, then through a bare ROUTER (other process); clients in a separate process."""
+    ctx = mp.get_context("spawn")
+    layers, size = initial_theta("cnn", 0)[1], 211_690
+    ps_rate, ps_cpu, applied = _serve_ps(rule, seconds, sockets)
+    stub_rate, stub_cpu, _ = _serve_ps(rule, seconds, sockets, stub=True)
+    q = ctx.Queue()
     stop, eq = ctx.Event(), ctx.Queue()
     router = ctx.Process(target=_raw_router, args=(eq, stop))
     router.start()
@@ -197,7 +232,42 @@ def ingest(rule: str, seconds: float, sockets: int = 8) -> dict:
     return {"rule": rule, "message_bytes": nbytes, "client_sockets": sockets, "applied": applied,
             "ps_pushes_per_s": ps_rate, "raw_zmq_msgs_per_s": raw_rate, "ps_over_raw": ps_rate / raw_rate,
             "ps_cpu_us_per_push": ps_cpu * 1e6, "raw_cpu_us_per_msg": raw_cpu * 1e6,
+            "stub_pushes_per_s": stub_rate, "stub_over_raw": stub_rate / raw_rate, "stub_cpu_us_per_push": stub_cpu * 1e6,
             "goal_ratio": 0.9 if rule == "asgd" else 0.8}
+
+
+def million_frames(frames: int = 1_000_000) -> dict:
+    """One message of ``frames`` empty frames (a pull header first) to the real serve loop: seconds until
+    its ``frame-count`` error arrives, and how much of that the serve loop spent receiving it."""
+    from edgebed.ps.serve import ZmqServer
+    ps, _, _ = make_ps("adacomp", 3)
+    server = ZmqServer(ps, "tcp://127.0.0.1:0")
+    recv, spent = server._recv, []
+
+    def timed_recv():
+        t0 = time.perf_counter()
+        try:
+            return recv()
+        finally:
+            spent.append(time.perf_counter() - t0)
+    server._recv = timed_recv
+    server.start()
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.connect(server.endpoint)
+    msg = [wire._PREFIX.pack(wire.MAGIC, 1, wire.Pull.TYPE) + b'{"session":"x","arrays":[]}'] + [b""] * frames
+    t0 = time.perf_counter()
+    sock.send_multipart(msg)
+    sent = time.perf_counter() - t0
+    reply = wire.decode(sock.recv_multipart()) if sock.poll(120_000) else None
+    answered = time.perf_counter() - t0
+    sock.close(0)
+    server.stop()
+    return {"frames": frames, "reply": getattr(reply, "code", None), "client_send_s": sent,
+            "answered_after_s": answered, "serve_loop_receive_s": max(spent)}
+
+
+def _ratios(r: dict, key: str = "ps_over_raw") -> str:
+    return ", ".join(f"{x[key]:.2f}" for x in r["rounds"])
 
 
 def main(argv=None) -> int:
@@ -205,6 +275,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer pushes and seconds (smoke)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--process-only", metavar="FILE", help="only process() CPU per push, to FILE (json)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating PS / raw ingest runs per rule")
     args = ap.parse_args(argv)
     if args.process_only:
         rows = [process_cpu(rule) for rule in ("asgd", "comp-asgd", "adacomp")]
@@ -213,7 +284,7 @@ def main(argv=None) -> int:
         print(json.dumps(rows))
         return 0
     pushes = 400 if args.quick else 3000
-    seconds = 1.0 if args.quick else 5.0
+    seconds = 1.0 if args.quick else 3.0
     res = {"machine": {"cores": os.cpu_count()}, "date": time.strftime("%Y-%m-%d %H:%M"),
            "load_average_start": os.getloadavg(), "apply": [], "ingest": []}
     for rule in ("asgd", "comp-asgd", "adacomp"):
@@ -223,10 +294,12 @@ def main(argv=None) -> int:
             print(f"apply {rule:9s} n={n:3d}: mean {r['mean_us']:7.1f} µs  median {r['median_us']:7.1f} µs", flush=True)
     res["process"] = [process_cpu(rule) for rule in ("asgd", "comp-asgd", "adacomp")]
     for rule in ("asgd", "adacomp"):
-        r = ingest(rule, seconds)
+        r = ingest(rule, seconds, rounds=args.rounds)
         res["ingest"].append(r)
         print(f"ingest {rule}: PS {r['ps_pushes_per_s']:.0f}/s vs raw pyzmq {r['raw_zmq_msgs_per_s']:.0f}/s "
-              f"({r['message_bytes']} B messages)", flush=True)
+              f"({r['message_bytes']} B messages; medians of {args.rounds} rounds)", flush=True)
+    res["million_frames"] = million_frames(100_000 if args.quick else 1_000_000)
+    print(f"million frames: {res['million_frames']}", flush=True)
     res["load_average_end"] = os.getloadavg()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -236,11 +309,22 @@ def main(argv=None) -> int:
              "| rule | n outstanding | mean µs | median µs | p90 µs | CPU µs |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['rule']} | {r['n']} | {r['mean_us']:.1f} | {r['median_us']:.1f} | {r['p90_us']:.1f} "
               f"| {r['cpu_mean_us']:.1f} |" for r in res["apply"]]
-    lines += ["", "| rule | message B | PS pushes/s | raw pyzmq msgs/s | PS/raw (goal) | PS CPU µs/push | raw CPU µs/msg |",
+    lines += ["", "`process()` alone, CPU µs per push (best of 3 × 3,000): " + ", ".join(
+        f"{r['rule']} {r['cpu_us_per_push']:.1f}" for r in res["process"])]
+    lines += ["", f"Ingest, medians of {args.rounds} alternating PS / raw rounds of {seconds:g} s "
+              "(per-round ratios in brackets):", "",
+              "| rule | message B | PS pushes/s | raw pyzmq msgs/s | PS/raw (goal) | PS CPU µs/push | raw CPU µs/msg |",
               "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['rule']} | {r['message_bytes']} | {r['ps_pushes_per_s']:.0f} | {r['raw_zmq_msgs_per_s']:.0f} "
-              f"| {r['ps_over_raw']:.2f} (≥ {r['goal_ratio']:.1f}) | {r['ps_cpu_us_per_push']:.1f} "
-              f"| {r['raw_cpu_us_per_msg']:.1f} |" for r in res["ingest"]]
+              f"| {r['ps_over_raw']:.2f} (≥ {r['goal_ratio']:.1f}) [{_ratios(r)}] "
+              f"| {r['ps_cpu_us_per_push']:.1f} | {r['raw_cpu_us_per_msg']:.1f} |" for r in res["ingest"]]
+    lines += ["", "The same serve loop with `process` replaced by a canned Ack (ceiling of any `process`): " + "; ".join(
+        f"{r['rule']} {r['stub_pushes_per_s']:.0f}/s = {r['stub_over_raw']:.2f} of raw "
+        f"[{_ratios(r, 'stub_over_raw')}], {r['stub_cpu_us_per_push']:.1f} CPU µs per push" for r in res["ingest"])]
+    m = res["million_frames"]
+    lines += ["", f"One message of {m['frames']:,} empty frames: answered `{m['reply']}` after "
+              f"{m['answered_after_s']:.2f} s (the client's send took {m['client_send_s']:.2f} s; "
+              f"the serve loop spent {m['serve_loop_receive_s']:.2f} s receiving it)."]
     (out / "ps.md").write_text("\n".join(lines) + "\n")
     print(f"written {out / 'ps.json'}")
     return 0

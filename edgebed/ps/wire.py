@@ -224,6 +224,11 @@ def encode(msg: Message) -> list:
     A Push or Model with a ``codec`` is sent as version 2 (one packed payload frame), else version 1."""
     if msg.PACKED and getattr(msg, "codec", None) is not None:
         return _encode_v2(msg)
+    fast = _FLAT.get(type(msg))
+    if fast is not None:
+        head = fast(msg)
+        if head is not None:
+            return [head]
     arrays, specs = [], []
     for name in msg.ARRAYS:
         arr = getattr(msg, name)
@@ -247,6 +252,30 @@ def _header(msg: Message, version: int, specs: list, **extra) -> bytes:
     scalars["arrays"] = specs
     body = _JSON_ENCODE(scalars).encode()
     return _PREFIX.pack(MAGIC, version, msg.TYPE) + body
+
+
+def _flat_header(cls: type[Message]):
+    """For a message of int and bool fields only (Ack, Sync: one per push): its header by string
+    formatting, byte for byte what ``_header`` writes, in a third of the time; None (→ ``_header``) when
+    a field holds anything but a plain int / bool."""
+    names = _NAMES[cls]
+    kinds = tuple(f[1] for f in _SCALARS[cls])
+    prefix = _PREFIX.pack(MAGIC, 1, cls.TYPE)
+    fmt = "{" + "".join(f'"{n}":%s,' for n in names) + '"arrays":[]}'
+
+    def header(msg: Message) -> Optional[bytes]:
+        values = []
+        for name, kind in zip(names, kinds):
+            v = getattr(msg, name)
+            if type(v) is not kind:
+                return None
+            values.append(("true" if v else "false") if kind is bool else int.__repr__(v))
+        return prefix + (fmt % tuple(values)).encode()
+    return header
+
+
+_FLAT = {cls: _flat_header(cls) for cls in MESSAGE_TYPES.values()
+         if not cls.ARRAYS and _SCALARS[cls] and all(f[1] in (int, bool) for f in _SCALARS[cls])}
 
 
 def _encode_v2(msg: Message) -> list:

@@ -77,3 +77,17 @@ def test_oversized_message_rejected():
     with pytest.raises(wire.WireError) as e:
         wire.decode(frames, max_bytes=1000)
     assert e.value.code == "too-large"
+
+
+@pytest.mark.parametrize("msg", [wire.Ack(0), wire.Ack(7, applied=False), wire.Ack(2**63 - 1, True, True),
+                                 wire.Sync(0), wire.Sync(123456789)])
+def test_flat_headers_are_byte_for_byte_the_json_header(msg):
+    """Ack and Sync (one per push) are encoded by string formatting: the same bytes as the JSON path."""
+    assert wire.encode(msg) == [wire._header(msg, 1, [])]
+    assert wire.decode(wire.encode(msg)) == msg
+
+
+def test_flat_header_falls_back_for_non_plain_values():
+    """A numpy integer is no plain int: the JSON path decides (and refuses it, as before)."""
+    with pytest.raises(TypeError):
+        wire.encode(wire.Ack(np.int64(3)))
