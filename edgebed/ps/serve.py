@@ -33,6 +33,7 @@ SEND_HWM = 16   # messages queued per peer. An agent has one request in flight, 
 #               slots late and in batches (4 would drop a reply to a peer with 2 in flight): keep room.
 
 
+_MORE = zmq.NOBLOCK | zmq.SNDMORE
 M_ARENA_MAX = -8   # glibc mallopt parameter
 
 
@@ -149,8 +150,13 @@ class ZmqServer:
 
     def _send(self, peer: bytes, frames: list) -> None:
         """Send without blocking; a full queue (peer not reading) or a vanished peer drops the reply."""
+        send, last = self.sock.send, len(frames) - 1
         try:
-            self.sock.send_multipart([peer, *frames], flags=zmq.NOBLOCK, copy=False)
+            # Frame by frame, not send_multipart (its checks cost 1.6 µs a reply): headers copied,
+            # arrays zero-copy. ROUTER refuses a message at its first frame (identity), or never.
+            send(peer, _MORE)
+            for i, frame in enumerate(frames):
+                send(frame, zmq.NOBLOCK if i == last else _MORE, copy=type(frame) is bytes)
         except zmq.Again:
             self.ps.busy_peers.add(peer)
             self.ps.errors["unread-reply"] = self.ps.errors.get("unread-reply", 0) + 1
