@@ -223,9 +223,27 @@ class StopSpec(_Strict):
         return self
 
 
+class DenseEval(_Strict):
+    """Evaluate more often near target accuracies, where a to-target count is read: every
+    ``every`` updates while the last evaluated accuracy is within ``within`` of one of ``near``."""
+    near: list[Fraction] = Field(..., min_length=1, description="target accuracies (0–1 or %), e.g. [0.96, 0.97]")
+    within: Fraction = Field(0.01, gt=0, description="how close to a target (accuracy points, 0–1) turns dense on")
+    every: int = Field(..., ge=1, description="evaluate at every k-th update while dense; must divide eval.every")
+
+
 class EvalSpec(_Strict):
     every: int = Field(250, ge=1, description="evaluate Θ at every k-th update")
     test_samples: Optional[int] = Field(None, ge=1, description="use the first N test samples")
+    dense: Optional[DenseEval] = Field(None, description="evaluate every dense.every updates near the "
+                                       "dense.near accuracies (off by default)")
+
+    @model_validator(mode="after")
+    def _dense_divides(self):
+        if self.dense is not None and self.every % self.dense.every:
+            raise ValueError(f"eval.dense.every ({self.dense.every}) must divide eval.every ({self.every}), "
+                             "so the coarse evaluations stay on their grid; e.g. "
+                             f"eval.dense.every: {max(1, self.every // 4)}")
+        return self
 
 
 class CheckpointSpec(_Strict):

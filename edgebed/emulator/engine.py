@@ -173,6 +173,7 @@ class Engine:
             for row in evaluator.results():
                 evals.append(row)
                 writer.append("evals", row)
+                ps.note_accuracy(row["accuracy"])
                 if sc.stop.target_accuracy is not None and row["accuracy"] >= sc.stop.target_accuracy:
                     ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
                                     f"at update {row['update']}")
@@ -204,6 +205,7 @@ class Engine:
             welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied,
                                              timing_of(d) if timing_of else None),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
+            eval_dense=(tuple(d.near), d.within, d.every) if (d := sc.eval.dense) else None,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
             downlink=sc.compression.downlink()), theta, rule, hooks)
@@ -366,6 +368,7 @@ class Engine:
             for row in evaluator.close(wait=wait_eval):
                 evals.append(row)
                 writer.append("evals", row)
+                ps.note_accuracy(row["accuracy"])
             writer.flush()
             writer.export_csv()
             runtime.cleanup()
