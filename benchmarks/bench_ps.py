@@ -41,7 +41,7 @@ def frames_bytes(msg) -> list[bytes]:
 
 def make_ps(rule: str, n: int, c: float = 0.01):
     theta, layers = initial_theta("cnn", 0)
-    r = RULES[rule](theta, layers, 0.01, c)
+    r = RULES[rule](theta, 0.01)
     ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {}, class_of=lambda d: "x"), theta, r, Hooks())
     return ps, layers, theta.size
 

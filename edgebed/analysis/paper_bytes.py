@@ -85,13 +85,15 @@ def _layers(model: str) -> tuple[tuple[int, int], ...]:
 def per_update(model: str, algorithm: str, c: float) -> float:
     """Expected paper-encoding bytes of one push of ``algorithm`` at ratio ``c`` on ``model``.
 
-    ``asgd`` (and every dense sender) → the dense list; ``adacomp`` → top-c of each tensor;
-    ``comp-asgd`` → top-c over the whole model."""
+    By the rule's compressor: dense (asgd, every averaging rule) → the dense list; top-c of each
+    tensor (adacomp); top-c over the whole model (comp-asgd)."""
     from ..compression import keep_count
+    from ..ps.rules import RULES
     layers = _layers(model)
     total = sum(size for _, size in layers)
-    if algorithm == "adacomp":
+    kind = RULES[algorithm].compressor if algorithm in RULES else "dense"
+    if kind == "top-c-per-layer":
         return expected_sparse(layers, [keep_count(size, c) for _, size in layers])
-    if algorithm == "comp-asgd":
+    if kind == "top-c":
         return expected_sparse(((0, total),), [keep_count(total, c)])
     return float(dense_bytes(total))

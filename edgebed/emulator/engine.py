@@ -16,7 +16,7 @@ from typing import Callable, Optional
 import pandas as pd
 from .. import __version__
 from ..models import initial_theta
-from ..ps.rules import RULES
+from ..ps.rules import RULES, flat
 from ..ps.server import Hooks, ParameterServer, PSConfig
 from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
@@ -65,7 +65,7 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
         # Unset newer keys stay out: the Welcome's bytes cross the emulated link (golden sim tables).
         "dataset": sc.dataset.model_dump(mode="json", exclude={"validation_samples"}
                                          if sc.dataset.validation_samples is None else None), "model": sc.model.name,
-        "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
+        "algorithm": flat(sc.algorithm), "compressor": compressor,   # the flat form: bytes as before
         "policy": RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         "speed_class": speed_class,
         "app_link": {d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
@@ -155,9 +155,8 @@ class Engine:
         assignment = class_assignment(sc)
         names = [c.name for c in sc.workers.classes]
         class_of = lambda d: names[assignment[d]]  # noqa: E731
-        theta, layers = initial_theta(sc.model.name, sc.seed)
-        rule_cls = RULES[sc.algorithm.name]
-        rule = rule_cls(theta, layers, sc.algorithm.lr, sc.algorithm.c)
+        theta, _ = initial_theta(sc.model.name, sc.seed)
+        rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         applied = runtime.applied()
         clock = runtime.clock
         evaluator = runtime.make_evaluator(sc.to_dict())

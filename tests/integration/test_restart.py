@@ -148,7 +148,7 @@ def test_agent_rejoins_a_restarted_ps_with_attempt_plus_one(tmp_path):
                              "algorithm": {"name": "asgd"}, "stop": {"updates": 10**6}})
         theta = np.zeros(theta_size, dtype=np.float32)
         return ParameterServer(PSConfig(n_devices=1, welcome=lambda d: welcome_config(sc, d, "dense", {}),
-                                        class_of=lambda d: "default"), theta, RULES["asgd"](theta, [], 0.01))
+                                        class_of=lambda d: "default"), theta, RULES["asgd"](theta, 0.01))
 
     ctx = zmq.Context()
     ps1 = make_ps()
