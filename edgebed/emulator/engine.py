@@ -16,6 +16,7 @@ from typing import Callable, Optional
 import pandas as pd
 from .. import __version__
 from ..models import initial_theta
+from ..ps.evaluator import Collector
 from ..ps.rules import RULES, flat
 from ..ps.server import Hooks, ParameterServer, PSConfig
 from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
@@ -162,20 +163,18 @@ class Engine:
         evaluator = runtime.make_evaluator(sc.to_dict())
         handles: dict[int, object] = {}
         pending_freeze: set[int] = set()
-        evals: list[dict] = []
         ps = None
 
-        def collect() -> None:
-            """Record finished evaluations; the one place the target accuracy stops a run. Called after
-            every snapshot (an inline evaluator's row is ready at once, so its stop falls on that very
-            update) and every tick."""
-            for row in evaluator.results():
-                evals.append(row)
-                writer.append("evals", row)
-                ps.note_accuracy(row["accuracy"])
-                if sc.stop.target_accuracy is not None and row["accuracy"] >= sc.stop.target_accuracy:
-                    ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
-                                    f"at update {row['update']}")
+        def on_eval(row: dict) -> None:
+            """The one place the target accuracy stops a run (an inline evaluator's row is ready
+            right after its snapshot, so its stop falls on that very update)."""
+            ps.note_accuracy(row["accuracy"])
+            if sc.stop.target_accuracy is not None and row["accuracy"] >= sc.stop.target_accuracy:
+                ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
+                                f"at update {row['update']}")
+
+        collector = Collector(evaluator, lambda row: writer.append("evals", row), on_eval)
+        evals, collect = collector.rows, collector.collect
 
         def snapshot(version, theta, info) -> None:
             evaluator.submit(version, theta, info)
@@ -301,7 +300,7 @@ class Engine:
             ps.request_stop(reason)
         finally:
             elapsed = time.monotonic() - t_start
-            self._teardown(runtime, handles, transport, ps, evaluator, writer, evals,
+            self._teardown(runtime, handles, transport, ps, evaluator, collector, writer,
                            wait_eval=(status == "complete"))
             if status == "complete" and ps.version == 0 and handles and len(exit_codes) == len(handles) \
                     and all(c != 0 for c in exit_codes.values()):
@@ -345,7 +344,7 @@ class Engine:
         evals = [e for e in read_table(path, "evals").to_dict("records") if e["update"] <= ckpt.version]
         return evals, started, ep.get("bind", "tcp://127.0.0.1:0"), attempt
 
-    def _teardown(self, runtime, handles, transport, ps, evaluator, writer, evals, wait_eval: bool) -> None:
+    def _teardown(self, runtime, handles, transport, ps, evaluator, collector, writer, wait_eval: bool) -> None:
         try:
             # Agents that got Stop end on their own (the runtime keeps driving them); frozen ones never will.
             deadline = time.monotonic() + DRAIN_GRACE
@@ -364,10 +363,7 @@ class Engine:
                 transport.stop()
             if wait_eval and ps.version > 0 and ps.last_snapshot != ps.version:
                 ps.snapshot()   # the final Θ is always evaluated
-            for row in evaluator.close(wait=wait_eval):
-                evals.append(row)
-                writer.append("evals", row)
-                ps.note_accuracy(row["accuracy"])
+            collector.collect(evaluator.close(wait=wait_eval), notify=False)   # the run has ended
             writer.flush()
             writer.export_csv()
             runtime.cleanup()

@@ -138,6 +138,9 @@ def expand(spec: StudySpec) -> list[Cell]:
     keys = list(spec.sweep)
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(spec.sweep[k] for k in keys))]
     fixed = tuple(_override(k, v) for k, v in spec.set.items())
+    if spec.dense_eval:
+        near = sorted({spec.target, *spec.targets})
+        fixed += (_override("eval.dense", {"near": near, **spec.dense_eval.model_dump()}),)
     cells, ids = [], set()
     for entry in entries:
         group = entry.label or _label(entry.set) if spec.cells else ""
