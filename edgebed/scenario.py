@@ -59,7 +59,7 @@ class ModelSpec(_Strict):
 DEFAULT_ALGORITHM = "adacomp"
 
 
-def algorithm_section(value: Any) -> Any:
+def _algorithm_section(value: Any) -> Any:
     """The ``algorithm`` section as the union reads it: ``name`` defaults to adacomp, and a section in
     the flat form older runs recorded (every key of every algorithm, ``FLAT_KEYS``) keeps only its own
     algorithm's keys, so their scenario.yaml still loads and compares equal to today's."""
@@ -260,7 +260,7 @@ class Scenario(_Strict):
     seed: int = 0
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
-    algorithm: Annotated[Algorithm, BeforeValidator(algorithm_section)] = Field(
+    algorithm: Annotated[Algorithm, BeforeValidator(_algorithm_section)] = Field(
         default_factory=lambda: RULES[DEFAULT_ALGORITHM].Params())
     compression: CompressionSpec = CompressionSpec()
     workers: WorkersSpec

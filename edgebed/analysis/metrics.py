@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..emulator.fidelity import class_shares  # noqa: F401  (re-exported: part of the metrics API)
-from ..scenario import algorithm_section
+from ..ps.rules import own_keys
 from ..target import TargetHit, to_target  # noqa: F401  (re-exported: part of the metrics API)
 
 
@@ -112,7 +112,7 @@ def total_ingress(updates: pd.DataFrame, evals: pd.DataFrame, summary: dict) -> 
 def summarize(run: str, scenario: dict, summary: dict, updates: pd.DataFrame,
               evals: pd.DataFrame, target: float) -> RunSummary:
     """The report row of one run from its resolved scenario, summary.json and tables."""
-    algo = algorithm_section(scenario.get("algorithm") or {})   # c only where the rule compresses
+    algo = own_keys(scenario.get("algorithm") or {})   # c only where the rule compresses
     workers = scenario.get("workers") or {}
     hit = to_target(evals, target)
     return RunSummary(

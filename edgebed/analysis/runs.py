@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from .. import rundir
-from ..scenario import algorithm_section
+from ..ps.rules import own_keys
 
 
 class ReportError(ValueError):
@@ -38,8 +38,8 @@ class Run:
     @property
     def algorithm_params(self) -> dict:
         """The scenario's ``algorithm`` section with only its algorithm's own keys (c only where the
-        rule compresses), whichever form the run recorded."""
-        return algorithm_section(self.scenario.get("algorithm") or {})
+        rule compresses), whichever form the run recorded (older runs: every algorithm's keys)."""
+        return own_keys(self.scenario.get("algorithm") or {})
 
     @property
     def algorithm(self) -> str:

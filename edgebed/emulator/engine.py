@@ -200,7 +200,7 @@ class Engine:
         hooks = Hooks(record=record, freeze=freeze, snapshot=snapshot, clock=clock.now)
         ps = ParameterServer(PSConfig(
             n_devices=sc.workers.n, class_of=class_of,
-            welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied,
+            welcome=lambda d: welcome_config(sc, d, rule.compressor, applied,
                                              timing_of(d) if timing_of else None),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             eval_dense=(tuple(d.near), d.within, d.every) if (d := sc.eval.dense) else None,
