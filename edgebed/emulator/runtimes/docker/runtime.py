@@ -43,8 +43,13 @@ LABEL = images.LABEL
 RUN_LABEL = f"{LABEL}.run"
 GATE_DIR = "/edgebed-gate"
 # The container's first process waits for its gate file, written once its links are shaped, then
-# execs the agent: no byte leaves a device before its qdiscs are in place.
-GATE = ("import os, sys, time\n"
+# execs the agent: no byte leaves a device before its qdiscs are in place. It is PID 1, and the
+# kernel drops a signal PID 1 has no handler for: SIGTERM stays blocked until the agent's handler is
+# up (the mask survives exec; device_agent/__main__.py unblocks it), so a terminate() during the wait
+# or the agent's start-up ends it instead of being lost. (docker's --init would do it too, but needs
+# /sbin/docker-init, which the offline image's read-only /usr mount can't take.)
+GATE = ("import os, signal, sys, time\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
         "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
         "os.execvp(sys.argv[2], sys.argv[2:])\n")
 HOLDER = "/usr/bin/sleep"   # ``agents: forked``: the container's only process (coreutils, in every image)
