@@ -20,7 +20,6 @@ class AdaCompParams(CompressingParams):
 
 
 class AdaComp(UpdateRule):
-    name = "adacomp"
     Params = AdaCompParams
     compressor = "top-c-per-layer"
 

@@ -14,7 +14,6 @@ class ASGDParams(AlgorithmParams):
 
 
 class ASGD(UpdateRule):
-    name = "asgd"
     Params = ASGDParams
     compressor = "dense"
 

@@ -74,10 +74,15 @@ class UpdateRule(ABC):
     reply then. ``waiting_for`` names the devices a round still waits for, so the PS can close it
     without one that went silent."""
 
-    name: ClassVar[str]
     Params: ClassVar[type[AlgorithmParams]]   # the scenario's algorithm section for this rule
+    name: ClassVar[str]                       # the registry key: its Params' name (set below)
     compressor: ClassVar[str] = "dense"   # what devices send: dense | top-c | top-c-per-layer
     empty_push_is_report: ClassVar[bool] = False   # True: a 0-entry push means something (PS applies it)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "Params" in vars(cls):
+            cls.name = cls.Params.model_fields["name"].default
 
     @classmethod
     def uses_c(cls) -> bool:

@@ -12,6 +12,5 @@ class CompASGDParams(CompressingParams):
 
 
 class CompASGD(ASGD):
-    name = "comp-asgd"
     Params = CompASGDParams
     compressor = "top-c"

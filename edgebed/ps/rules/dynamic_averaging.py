@@ -28,7 +28,6 @@ class DynamicAveragingParams(ModelAveragingParams):   # τ local steps a round, 
 
 
 class DynamicAveraging(UpdateRule):
-    name = "dynamic-averaging"
     Params = DynamicAveragingParams
     empty_push_is_report = True   # a quiet-round report: "my model is still inside the safe zone"
     policy = "dynamic"

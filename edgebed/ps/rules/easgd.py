@@ -25,7 +25,6 @@ class EASGDParams(AlgorithmParams):
 
 
 class EASGD(UpdateRule):
-    name = "easgd"
     Params = EASGDParams
     policy = "elastic"
 

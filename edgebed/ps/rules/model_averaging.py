@@ -23,7 +23,6 @@ class ModelAveragingParams(AlgorithmParams):
 
 
 class ModelAveraging(UpdateRule):
-    name = "model-averaging"
     Params = ModelAveragingParams
     policy = "local-steps"
 
