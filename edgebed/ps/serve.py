@@ -50,7 +50,8 @@ class ZmqServer:
     """Binds a ROUTER socket and serves ``ps`` until ``stop()``; ``endpoint`` is the bound address."""
 
     def __init__(self, ps: ParameterServer, bind: str = "tcp://127.0.0.1:0",
-                 context: Optional[zmq.Context] = None, configure_socket=None):
+                 context: Optional[zmq.Context] = None, configure_socket=None,
+                 device_of: Optional[dict] = None):
         limit_malloc_arenas()
         self.ps = ps
         self.ctx = context or zmq.Context.instance()
@@ -63,6 +64,7 @@ class ZmqServer:
         self.sock.setsockopt(zmq.MAXMSGSIZE, ps.config.max_message_bytes)
         if configure_socket:
             configure_socket(self.sock)   # e.g. CURVE server keys
+        self.device_of = device_of        # CURVE: client key (Z85) → the device it belongs to
         if bind.endswith(":0"):
             port = self.sock.bind_to_random_port(bind[: bind.rindex(":")])
             self.endpoint = f"{bind[: bind.rindex(':')]}:{port}"
@@ -83,11 +85,11 @@ class ZmqServer:
                 if poller.poll(100):
                     while True:
                         try:
-                            peer, body = self._recv()
+                            peer, body, principal = self._recv()
                         except zmq.Again:
                             break
                         with self.ps.lock:
-                            reply = self.ps.process(peer, body)
+                            reply = self.ps.process(peer, body, principal)
                             if reply is not None:
                                 self._send(peer, reply)
                 with self.ps.lock:
@@ -98,10 +100,13 @@ class ZmqServer:
         finally:
             self.sock.close(0)
 
-    def _recv(self) -> tuple[bytes, list]:
-        """One message: (peer, frames). At most MAX_FRAMES + 1 frames are kept (enough for decode to
-        refuse the message); the rest are received and freed one by one."""
+    def _recv(self) -> tuple[bytes, list, Optional[int]]:
+        """One message: (peer, frames, device of its CURVE key or None). At most MAX_FRAMES + 1 frames
+        are kept (enough for decode to refuse the message); the rest are received and freed one by one."""
         first = self.sock.recv(zmq.NOBLOCK, copy=False)
+        principal = None
+        if self.device_of is not None:   # an unknown key never gets here: ZAP refused its handshake
+            principal = self.device_of.get(first.get("User-Id"))
         body, more, dropped = [], first.more, 0
         while more:
             frame = self.sock.recv(copy=False)
@@ -112,7 +117,7 @@ class ZmqServer:
                 dropped += 1
         if dropped > 10_000:   # libzmq queued them all (~64 B each); give that memory back to the OS
             _malloc_trim()
-        return first.bytes, body
+        return first.bytes, body, principal
 
     def _send(self, peer: bytes, frames: list) -> None:
         """Send without blocking; a full queue (peer not reading) or a vanished peer drops the reply."""

@@ -95,12 +95,14 @@ class ParameterServer:
         self.lock = threading.RLock()     # held by the transport around process/tick; see module docstring
         self.busy_peers: set[bytes] = set()   # peers whose send queue is full (set by the transport)
         self._peer = b""                  # peer of the message being processed
+        self._principal: Optional[int] = None   # its CURVE-authenticated device (None: plaintext)
 
     # -- entry point -------------------------------------------------------------------------
-    def process(self, peer: bytes, frames) -> Optional[list]:
-        """Handle one received message; returns the reply frames (None: no reply)."""
+    def process(self, peer: bytes, frames, principal: Optional[int] = None) -> Optional[list]:
+        """Handle one received message; returns the reply frames (None: no reply). ``principal``: the
+        device whose CURVE key the connection authenticated with (None: plaintext)."""
         nbytes = wire.frames_nbytes(frames)
-        self._peer = peer
+        self._peer, self._principal = peer, principal
         try:
             msg = wire.decode(frames, self.config.max_message_bytes, nbytes)
         except wire.WireError as err:
@@ -156,6 +158,9 @@ class ParameterServer:
         d = msg.device
         if not (isinstance(d, int) and 0 <= d < self.config.n_devices):
             return self._err("bad-device", f"device {d} is not in 0..{self.config.n_devices - 1}")
+        if self._principal is not None and d != self._principal:
+            return self._err("wrong-key", f"this connection's CURVE key is device {self._principal}'s; "
+                             f"it can't say hello as device {d}")
         if self.stopped:
             return wire.Stop(self.stopped)
         old = self.devices.get(d)
