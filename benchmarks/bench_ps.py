@@ -44,7 +44,7 @@ def frames_bytes(msg) -> list[bytes]:
 
 def make_ps(rule: str, n: int, c: float = 0.01):
     theta, layers = initial_theta("cnn", 0)
-    r = RULES[rule](theta, layers, 0.01, c)
+    r = RULES[rule](theta, 0.01)
     ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {}, class_of=lambda d: "x"), theta, r, Hooks())
     return ps, layers, theta.size
 
@@ -190,9 +190,9 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False) -> tu
     if stub:
         real, ack = ps.process, wire.encode(wire.Ack(1))
 
-        def canned(peer, frames):
+        def canned(peer, frames, principal=None):
             if len(frames) == 1:   # hello
-                return real(peer, frames)
+                return real(peer, frames, principal)
             ps.version += 1
             return ack
         ps.process = canned

@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     floor = updates * step
     rec = {
         "scenario": sc.name, "updates": updates, "n": sc.workers.n, "algorithm": sc.algorithm.name,
-        "c": sc.algorithm.c, "batch_size": sc.algorithm.batch_size, "model": sc.model.name,
+        "c": getattr(sc.algorithm, "c", None), "batch_size": sc.algorithm.batch_size, "model": sc.model.name,
         "sim": {"threads": threads, "max_batch": max_batch, **simstats},
         "wall_time_s": round(wall, 1), "engine_wall_time_s": s["wall_time_s"],
         "updates_per_s": round(updates / wall, 1),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from benchmarks.usl import amdahl, fit, speedups, usl
+from edgebed.ps.rules import RULES
 
 OUT = Path(__file__).parent / "results"
 
@@ -32,7 +33,8 @@ def scenario_for(n: int, args) -> dict:
         "name": f"spark-scaling-{n}", "seed": args.seed,
         "dataset": {"partition": "iid", **({"train_samples": args.train_samples} if args.train_samples else {})},
         "model": {"name": args.model},
-        "algorithm": {"name": args.algorithm, "lr": args.lr, "batch_size": 10, "c": 0.01},
+        "algorithm": {"name": args.algorithm, "lr": args.lr, "batch_size": 10,
+                      **({"c": 0.01} if RULES[args.algorithm].uses_c() else {})},
         "workers": {"n": n},
         "stop": {"target_accuracy": args.target, "wall_time": f"{args.wall_time}s"},
         "eval": {"every": args.eval_every, "test_samples": args.test_samples},
@@ -129,7 +131,7 @@ def main(argv=None) -> None:
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--target", type=float, default=0.9)
     p.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
-    p.add_argument("--algorithm", default="asgd", choices=["asgd", "comp-asgd", "adacomp"])
+    p.add_argument("--algorithm", default="asgd", choices=list(RULES))
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--train-samples", type=int, default=None)
     p.add_argument("--eval-every", type=int, default=50)

@@ -9,42 +9,29 @@ wire format's push size (header + float32 values + uint32 indices) for the same 
 from __future__ import annotations
 
 import json
-import pickle
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from edgebed.analysis import paper_bytes as pb
 from edgebed.compression import make_compressor
-from edgebed.data import load_bundled, normalize
-from edgebed.models import build_model, grad_flat, initial_theta
 from edgebed.ps import wire
 
 OUT = Path(__file__).parent / "results" / "paper_bytes.json"
 
 
 def main(batches: int = 20) -> dict:
-    ds = load_bundled(0.2)
     rows = []
     for model in ("cnn", "mlp"):
-        m, layers = build_model(model, 1), initial_theta(model, 1)[1]
-        grads = []
-        for b in range(batches):
-            m.zero_grad()
-            x = torch.from_numpy(normalize(ds.train_x[10 * b:10 * b + 10]))
-            F.cross_entropy(m(x), torch.from_numpy(ds.train_y[10 * b:10 * b + 10].astype(np.int64))).backward()
-            grads.append(grad_flat(m))
+        grads, layers = pb.sample_gradients(model, batches)
         for comp, algo, cs in (("dense", "asgd", [1.0]), ("top-c-per-layer", "adacomp", [0.1, 0.01, 0.001]),
                                ("top-c", "comp-asgd", [0.1, 0.01, 0.001])):
             for c in cs:
                 real, ours = [], []
                 for g in grads:
                     sp = make_compressor(comp, c, layers).compress(g)
-                    obj = sp.values.tolist() if sp.indices is None else (sp.indices.tolist(), sp.values.tolist())
-                    real.append(len(pickle.dumps(obj, protocol=2)))
+                    real.append(pb.real_pickle_size(sp.indices, sp.values))
                     push = wire.Push("s" * 8, 1, 1, sp.values, sp.indices, 1.0)
                     ours.append(wire.frames_nbytes(wire.encode(push)))
                 model_b = pb.per_update(model, algo, c)

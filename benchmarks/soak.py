@@ -44,7 +44,7 @@ def serve_ps(conn, n_devices: int, checkpoint_every: int) -> None:
     from edgebed.rundir import RunWriter
 
     theta, layers = initial_theta("cnn", 0)
-    rule = RULES["adacomp"](theta, layers, 0.05, 0.01)
+    rule = RULES["adacomp"](theta, 0.05)
     run_dir = Path(tempfile.mkdtemp(prefix="edgebed-soak-"))
     writer = RunWriter(run_dir)
     ps = ParameterServer(PSConfig(n_devices=n_devices, welcome=lambda d: {"device": d},

@@ -13,6 +13,7 @@ import ctypes
 import os
 import signal
 import threading
+import time
 from typing import Optional
 
 PR_SET_PDEATHSIG = 1
@@ -29,6 +30,23 @@ def start_time(pid: int) -> Optional[int]:
     if fields[0] in (b"Z", b"X"):
         return None
     return int(fields[19])
+
+
+def wait_blocked(pid: int, sig: int, timeout: float = 10.0) -> bool:
+    """Wait until ``pid`` blocks ``sig`` (its ``SigBlk`` mask): True once it does; False if it is gone
+    or ``timeout`` s passed first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
+        except (OSError, StopIteration):
+            return False
+        if mask & (1 << (sig - 1)):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def identity(pid: int) -> dict:

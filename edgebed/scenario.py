@@ -14,11 +14,8 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from . import units
-
-Rate = Annotated[float, BeforeValidator(units.parse_rate)]
-Duration = Annotated[float, BeforeValidator(units.parse_duration)]
-Fraction = Annotated[float, BeforeValidator(units.parse_fraction)]
+from .ps.rules import FLAT_KEYS, RULES, Algorithm, AlgorithmParams, own_keys, takers
+from .units import Duration, Fraction, Rate
 
 
 class ScenarioError(ValueError):
@@ -59,50 +56,18 @@ class ModelSpec(_Strict):
     name: Literal["cnn", "mlp"] = "cnn"
 
 
-def _users(param: str) -> list[str]:
-    """The algorithms whose update rule uses ``param`` (``UpdateRule.params``; c: the compressing ones)."""
-    from .ps.rules import RULES
-    return [name for name, rule in RULES.items()
-            if (rule.uses_c() if param == "c" else param in rule.params)]
+DEFAULT_ALGORITHM = "adacomp"
 
 
-class AlgorithmSpec(_Strict):
-    name: Literal["asgd", "comp-asgd", "adacomp", "model-averaging", "dynamic-averaging", "easgd"] = "adacomp"
-    lr: float = Field(0.1, gt=0, description="α, the base learning rate (of the local SGD steps for "
-                      "model-averaging, dynamic-averaging, easgd)")
-    batch_size: int = Field(10, ge=1, description="b, samples per gradient")
-    c: Fraction = Field(0.01, description="compression ratio: fraction of entries sent (comp-asgd, adacomp)")
-    local_steps: int = Field(10, ge=1, description="τ, local SGD steps per round (model-averaging, "
-                             "dynamic-averaging)")
-    delta: float = Field(1.0, ge=0, description="δ, divergence threshold ‖local − reference‖² that "
-                         "triggers a synchronisation (dynamic-averaging)")
-    moving_rate: float = Field(0.1, gt=0, lt=1, description="EASGD moving rate α of the elastic "
-                               "exchange, in (0, 1) (easgd)")
-    loss_threshold: float = Field(5.0, gt=0, description="training loss a device accumulates "
-                                  "before it exchanges with the center: DeepSpark's adaptive period (easgd)")
-
-    @model_validator(mode="after")
-    def _c_positive(self):
-        if self.name in _users("c") and self.c <= 0:
-            raise ValueError(f"{self.name} needs c > 0 (the fraction of gradient entries sent)")
-        return self
-
-    def describe(self) -> str:
-        """The parameters this algorithm uses, e.g. ``α=0.05, b=10, c=0.01`` or ``α=0.05, b=10, τ=10``."""
-        symbols = {"c": "c", "local_steps": "τ", "delta": "δ", "moving_rate": "moving rate",
-                   "loss_threshold": "loss threshold"}
-        own = {sym: getattr(self, k) for k, sym in symbols.items() if self.name in _users(k)}
-        return ", ".join([f"α={self.lr}", f"b={self.batch_size}"] + [f"{k}={v}" for k, v in own.items()])
-
-    @model_validator(mode="after")
-    def _params_apply(self):
-        for key in ("local_steps", "delta", "moving_rate", "loss_threshold"):
-            users = _users(key)
-            # Compared with the default, not model_fields_set: a dumped (resolved) scenario holds every key.
-            if getattr(self, key) != type(self).model_fields[key].default and self.name not in users:
-                raise ValueError(f"{key} is a parameter of {' and '.join(users)}, not of {self.name}; "
-                                 f"remove it or set algorithm.name to {users[0]}")
-        return self
+def _algorithm_section(value: Any) -> Any:
+    """The ``algorithm`` section as the union reads it: ``name`` defaults to adacomp, and a section in
+    the flat form older runs recorded (every key of every algorithm, ``FLAT_KEYS``) keeps only its own
+    algorithm's keys, so their scenario.yaml still loads and compares equal to today's."""
+    if isinstance(value, dict):
+        value = {"name": DEFAULT_ALGORITHM, **value}
+        if set(FLAT_KEYS) <= value.keys():
+            value = own_keys(value)
+    return value
 
 
 class CompressionSpec(_Strict):
@@ -223,9 +188,27 @@ class StopSpec(_Strict):
         return self
 
 
+class DenseEval(_Strict):
+    """Evaluate more often near target accuracies, where a to-target count is read: every
+    ``every`` updates while the last evaluated accuracy is within ``within`` of one of ``near``."""
+    near: list[Fraction] = Field(..., min_length=1, description="target accuracies (0–1 or %), e.g. [0.96, 0.97]")
+    within: Fraction = Field(0.01, gt=0, description="how close to a target (accuracy points, 0–1) turns dense on")
+    every: int = Field(..., ge=1, description="evaluate at every k-th update while dense; must divide eval.every")
+
+
 class EvalSpec(_Strict):
     every: int = Field(250, ge=1, description="evaluate Θ at every k-th update")
     test_samples: Optional[int] = Field(None, ge=1, description="use the first N test samples")
+    dense: Optional[DenseEval] = Field(None, description="evaluate every dense.every updates near the "
+                                       "dense.near accuracies (off by default)")
+
+    @model_validator(mode="after")
+    def _dense_divides(self):
+        if self.dense is not None and self.every % self.dense.every:
+            raise ValueError(f"eval.dense.every ({self.dense.every}) must divide eval.every ({self.every}), "
+                             "so the coarse evaluations stay on their grid; e.g. "
+                             f"eval.dense.every: {max(1, self.every // 4)}")
+        return self
 
 
 class CheckpointSpec(_Strict):
@@ -242,7 +225,7 @@ class TimingSpec(_Strict):
     pacing: bool = Field(False, description="paced compute on local/docker/spark: a device's compute phase "
                          "lasts step_time × slowdown, never less (real compute runs inside it, the device "
                          "waits out the rest); overruns are counted and the run gets a fidelity verdict")
-    step_time: Optional[Annotated[float, BeforeValidator(units.parse_duration)] | Literal["calibrate"]] = Field(
+    step_time: Optional[Duration | Literal["calibrate"]] = Field(
         None, description="seconds per SGD step at slowdown 1 for pacing and the expected timing: a duration, "
         "or `calibrate` (timed on this host before the agents start); default: the sim's reference value")
     dilation: float | Literal["auto"] = Field(1.0, description="scale every configured time (compute, think, "
@@ -277,7 +260,8 @@ class Scenario(_Strict):
     seed: int = 0
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
-    algorithm: AlgorithmSpec = AlgorithmSpec()
+    algorithm: Annotated[Algorithm, BeforeValidator(_algorithm_section)] = Field(
+        default_factory=lambda: RULES[DEFAULT_ALGORITHM].Params())
     compression: CompressionSpec = CompressionSpec()
     workers: WorkersSpec
     failures: FailureSpec = FailureSpec()
@@ -291,9 +275,10 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _compression_applies(self):
         cp = self.compression
-        if (cp.error_feedback or cp.quantize != "none") and self.algorithm.name not in ("asgd", "comp-asgd", "adacomp"):
-            raise ValueError(f"compression.error_feedback / quantize apply to gradient pushes (asgd, comp-asgd, "
-                             f"adacomp), not to {self.algorithm.name}; remove them or change algorithm.name")
+        gradient = [name for name, rule in RULES.items() if rule.policy == "gradient"]
+        if (cp.error_feedback or cp.quantize != "none") and self.algorithm.name not in gradient:
+            raise ValueError(f"compression.error_feedback / quantize apply to gradient pushes ({', '.join(gradient)}), "
+                             f"not to {self.algorithm.name}; remove them or change algorithm.name")
         return self
 
     def class_of(self, device: int) -> SpeedClass:
@@ -372,23 +357,40 @@ def apply_override(data: dict, assignment: str) -> None:
                                 f"set {where}=... instead")
 
 
-def _fields_at(loc: tuple) -> list[str]:
-    """The keys the schema accepts at ``loc`` (a pydantic error location), for "did you mean"."""
+def _walk(loc: tuple) -> tuple[list, Any]:
+    """(the key path of a pydantic error location without the union tags pydantic puts in it —
+    ``algorithm.asgd.delta`` → ``algorithm.delta`` —, the model at the end of it or None)."""
     model: Any = Scenario
+    path: list = []
+    members: dict = {}   # tag → model, right after a union field
     for part in loc:
-        if isinstance(part, int):
+        if part in members:
+            model, members = members[part], {}
+            continue
+        path.append(part)
+        if isinstance(part, int) or model is None:
             continue
         field = getattr(model, "model_fields", {}).get(part)
-        if field is None:
-            return list(getattr(model, "model_fields", {}))
-        ann = field.annotation
-        for inner in (*getattr(ann, "__args__", ()), ann):
-            if isinstance(inner, type) and issubclass(inner, BaseModel):
-                model = inner
-                break
-        else:
-            return []
-    return list(getattr(model, "model_fields", {}))
+        ann = field.annotation if field is not None else None
+        models = [t for t in (*getattr(ann, "__args__", ()), ann) if isinstance(t, type) and issubclass(t, BaseModel)]
+        if len(models) > 1 and all("name" in m.model_fields for m in models):
+            members = {m.model_fields["name"].default: m for m in models}
+        model = models[0] if models else None
+    return path, model
+
+
+def _extra_key(loc: tuple) -> str:
+    """What to say of a key the schema does not take at ``loc``."""
+    path, model = _walk(loc[:-1])
+    key = loc[-1]
+    if isinstance(model, type) and issubclass(model, AlgorithmParams) and takers(key):
+        users = takers(key)
+        return (f"a parameter of {' and '.join(users)}, not of {model.model_fields['name'].default}; "
+                f"remove it or set algorithm.name to {users[0]}")
+    known = list(getattr(model, "model_fields", {}))
+    return (f"unknown key{did_you_mean(key, known)}"
+            + ("" if did_you_mean(key, known) else f"; the keys here are {', '.join(known)}" if known else "; remove it")
+            + " (scenarios/README.md lists every key)")
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -402,19 +404,22 @@ def format_errors(err: ValidationError, source: str, prefix: str = "") -> str:
     """One line per problem: ``source: key.path: what is wrong and what to do``."""
     lines = []
     for e in err.errors():
-        loc = ".".join([prefix] * bool(prefix) + [str(x) for x in e["loc"]]) or "(top level)"
+        path = _walk(tuple(e["loc"]))[0] if not prefix else list(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            known = _fields_at(tuple(e["loc"][:-1]))
-            msg = (f"unknown key{did_you_mean(e['loc'][-1], known)}"
-                   + ("" if did_you_mean(e["loc"][-1], known) else
-                      f"; the keys here are {', '.join(known)}" if known else "; remove it")
-                   + " (scenarios/README.md lists every key)")
+            msg = _extra_key(tuple(e["loc"]))
+        elif e["type"] == "union_tag_invalid":   # an unknown algorithm.name
+            ctx = e.get("ctx", {})
+            path.append(str(ctx.get("discriminator", "name")).strip("'"))
+            names = [x.strip().strip("'") for x in str(ctx.get("expected_tags", "")).split(",")]
+            msg = (f"{ctx.get('tag')!r} is not one of {', '.join(names)}{did_you_mean(ctx.get('tag'), names)}"
+                   if names else msg)
         elif e["type"] == "missing":
             msg = "required key is missing"
         elif e["type"] == "literal_error":
             expected = [x.strip().strip("'") for x in str(e.get("ctx", {}).get("expected", "")).replace(" or ", ", ").split(",")]
             msg += did_you_mean(e.get("input"), expected)
+        loc = ".".join([prefix] * bool(prefix) + [str(x) for x in path]) or "(top level)"
         lines.append(f"{source}: {loc}: {msg}")
     return "\n".join(lines)
 
@@ -446,15 +451,25 @@ def read_yaml(path: str | Path, what: str = "scenario") -> Any:
         raise ScenarioError(f"{path}: not valid YAML: {where}{problem}") from None
 
 
+def _algorithm_name(data: dict) -> Any:
+    section = data.get("algorithm")
+    return section.get("name", DEFAULT_ALGORITHM) if isinstance(section, dict) else None
+
+
 def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str, ...] = ()) -> Scenario:
     data = copy.deepcopy(data) if data is not None else {}
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of keys (name:, workers:, ...)")
     for ov in overrides:
+        before = _algorithm_name(data)
         try:
             apply_override(data, ov)
         except ScenarioError as err:
             raise ScenarioError(f"{source}: {err}") from None
+        if ov.split("=", 1)[0].strip() == "algorithm.name" and _algorithm_name(data) != before:
+            # A switch of algorithm (a study cell, --set): the parameters set before it that the new
+            # one does not take were the previous algorithm's, and go; those set after it must apply.
+            data["algorithm"] = own_keys(data["algorithm"])
     try:
         return Scenario.model_validate(data)
     except ValidationError as err:

@@ -24,7 +24,6 @@ import numpy as np
 # Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
 # project's 2-core reference machine (/work/shared/MEASURED.md); the virtual clock's default.
 DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
-GRADIENT_RULES = ("asgd", "comp-asgd", "adacomp")   # one gradient per pull: the cycle modelled here
 RTO = 0.2   # s, the application link's retransmission timeout per lost message (device_agent/link.py)
 
 # Where each link property takes effect: "app" — the message reaches the PS when sent and the sender
@@ -202,7 +201,7 @@ def scenario_expected(sc, step_time: float, link_model: str, sizes: Optional[Mes
     from .scenario import class_assignment
     assign = class_assignment(sc)
     counts = [assign.count(i) for i in range(len(sc.workers.classes))]
-    sizes = sizes or message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.c, sc.seed)
+    sizes = sizes or message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
     return expected_timing([c.model_dump(mode="json") for c in sc.workers.classes], counts, sizes,
                            step_time, link_model, sc.timing.wait.model_dump(mode="json"), dilation)
 

@@ -6,6 +6,9 @@ Every parser raises ``ValueError`` with a message that says what a valid value l
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
@@ -74,6 +77,12 @@ def parse_fraction(value: object) -> float:
     if not 0.0 <= frac <= 1.0:
         raise ValueError(f"{value!r} is outside [0, 1] (0%..100%)")
     return frac
+
+
+# Field types of the scenario's models: a human string in, the SI number out.
+Rate = Annotated[float, BeforeValidator(parse_rate)]
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Fraction = Annotated[float, BeforeValidator(parse_fraction)]
 
 
 def parse_size(value: object) -> int:

@@ -46,13 +46,13 @@ def _quantiles(s: pd.Series) -> Optional[dict]:
 
 def compact_of(run: Run) -> tuple[dict, pd.DataFrame]:
     """(summary.json with its ``compact`` section, evals with ``paper_bytes``) of a full run."""
-    algo = run.scenario.get("algorithm") or {}
+    algo = run.algorithm_params
     model = (run.scenario.get("model") or {}).get("name", "cnn")
-    per = paper_bytes.per_update(model, str(algo.get("name")), float(algo.get("c") or 0))
+    per = paper_bytes.per_update(model, str(algo.get("name")), float(algo.get("c", 1.0)))
     up = run.updates
     events = rundir.read_table(run.path, "events") if (run.path / "events").is_dir() else pd.DataFrame()
     crashes = events[events["event"] == "crash"] if not events.empty else events
-    sigma = up["sigma_mean"] if algo.get("name") == "adacomp" and not up.empty else pd.Series(dtype=float)
+    sigma = up["sigma_mean"] if not up.empty else pd.Series(dtype=float)   # NaN but for AdaComp
     compact = {
         "source": run.path.name,
         "staleness_tau": _quantiles(up["staleness"].astype(float)) if not up.empty else None,

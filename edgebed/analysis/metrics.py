@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..emulator.fidelity import class_shares  # noqa: F401  (re-exported: part of the metrics API)
-from ..ps.rules import uses_c
+from ..ps.rules import own_keys
 from ..target import TargetHit, to_target  # noqa: F401  (re-exported: part of the metrics API)
 
 
@@ -112,14 +112,13 @@ def total_ingress(updates: pd.DataFrame, evals: pd.DataFrame, summary: dict) -> 
 def summarize(run: str, scenario: dict, summary: dict, updates: pd.DataFrame,
               evals: pd.DataFrame, target: float) -> RunSummary:
     """The report row of one run from its resolved scenario, summary.json and tables."""
-    algo = scenario.get("algorithm") or {}
+    algo = own_keys(scenario.get("algorithm") or {})   # c only where the rule compresses
     workers = scenario.get("workers") or {}
     hit = to_target(evals, target)
     return RunSummary(
         run=run,
         algorithm=str(algo.get("name", "unknown")),
-        c=float(algo["c"]) if isinstance(algo.get("c"), (int, float)) and uses_c(str(algo.get("name")))
-        else math.nan,
+        c=float(algo["c"]) if isinstance(algo.get("c"), (int, float)) else math.nan,
         n=int(workers.get("n") or 0),
         status=str(summary.get("status", "unknown")),
         evals=len(evals),

@@ -85,13 +85,42 @@ def _layers(model: str) -> tuple[tuple[int, int], ...]:
 def per_update(model: str, algorithm: str, c: float) -> float:
     """Expected paper-encoding bytes of one push of ``algorithm`` at ratio ``c`` on ``model``.
 
-    ``asgd`` (and every dense sender) → the dense list; ``adacomp`` → top-c of each tensor;
-    ``comp-asgd`` → top-c over the whole model."""
+    By the rule's compressor: dense (asgd, every averaging rule) → the dense list; top-c of each
+    tensor (adacomp); top-c over the whole model (comp-asgd)."""
     from ..compression import keep_count
+    from ..ps.rules import RULES
     layers = _layers(model)
     total = sum(size for _, size in layers)
-    if algorithm == "adacomp":
+    kind = RULES[algorithm].compressor if algorithm in RULES else "dense"
+    if kind == "top-c-per-layer":
         return expected_sparse(layers, [keep_count(size, c) for _, size in layers])
-    if algorithm == "comp-asgd":
+    if kind == "top-c":
         return expected_sparse(((0, total),), [keep_count(total, c)])
     return float(dense_bytes(total))
+
+
+def real_pickle_size(indices, values) -> int:
+    """The bytes the original implementation sent for this update: a real pickle (protocol 2) of
+    its Python lists — what ``pickle_size`` models, for checking it."""
+    import pickle
+    obj = values.tolist() if indices is None else (indices.tolist(), values.tolist())
+    return len(pickle.dumps(obj, protocol=2))
+
+
+def sample_gradients(model: str, k: int) -> tuple[list, tuple]:
+    """(k real gradients of the untrained ``model`` (seed 1) on consecutive batches of 10 bundled
+    digits, its layers): the sample the byte model is checked against."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from ..data import load_bundled, normalize
+    from ..models import build_model, grad_flat, initial_theta
+    ds, m = load_bundled(0.2), build_model(model, 1)
+    out = []
+    for b in range(k):
+        m.zero_grad()
+        x = torch.from_numpy(normalize(ds.train_x[10 * b:10 * b + 10]))
+        F.cross_entropy(m(x), torch.from_numpy(ds.train_y[10 * b:10 * b + 10].astype(np.int64))).backward()
+        out.append(grad_flat(m))
+    return out, initial_theta(model, 1)[1]

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from .. import rundir
-from ..ps.rules import uses_c
+from ..ps.rules import own_keys
 
 
 class ReportError(ValueError):
@@ -36,15 +36,21 @@ class Run:
     evals: pd.DataFrame
 
     @property
+    def algorithm_params(self) -> dict:
+        """The scenario's ``algorithm`` section with only its algorithm's own keys (c only where the
+        rule compresses), whichever form the run recorded (older runs: every algorithm's keys)."""
+        return own_keys(self.scenario.get("algorithm") or {})
+
+    @property
     def algorithm(self) -> str:
-        return str((self.scenario.get("algorithm") or {}).get("name", "unknown"))
+        return str(self.algorithm_params.get("name", "unknown"))
 
     @property
     def label(self) -> str:
         """Legend label: scenario name and algorithm (with c for the compressing ones)."""
-        algo = self.scenario.get("algorithm") or {}
+        algo = self.algorithm_params
         text = f"{self.scenario.get('name', self.name)} · {self.algorithm}"
-        if uses_c(self.algorithm) and isinstance(algo.get("c"), (int, float)):
+        if isinstance(algo.get("c"), (int, float)):
             text += f" c={algo['c']:g}"
         return text
 

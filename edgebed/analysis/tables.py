@@ -65,7 +65,7 @@ def summary_rows(runs: list[RunSummary], ratios: dict[str, float], baseline: Opt
         rows.append({
             "run": r.run,
             "algorithm": r.algorithm,
-            "c": DASH if r.algorithm == "asgd" or math.isnan(r.c) else f"{r.c:g}",
+            "c": DASH if math.isnan(r.c) else f"{r.c:g}",
             "n": str(r.n) if r.n else DASH,
             "status": r.status,
             "final acc (%)": "no evals" if r.evals == 0 else pct(r.final_accuracy),
@@ -87,7 +87,7 @@ def summary_numbers(runs: list[RunSummary], ratios: dict[str, float],
     rows = []
     for r in runs:
         rows.append({
-            "run": r.run, "algorithm": r.algorithm, "c": math.nan if r.algorithm == "asgd" else r.c,
+            "run": r.run, "algorithm": r.algorithm, "c": r.c,
             "n": r.n, "status": r.status,
             "evals": r.evals,
             "final_accuracy_pct": round(100 * r.final_accuracy, 2),

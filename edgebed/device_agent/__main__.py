@@ -14,6 +14,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a PS reply")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # A docker agent's gate blocks SIGTERM until this handler is up (it runs as PID 1, which drops
+    # unhandled signals): a SIGTERM that came meanwhile is delivered now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     from .agent import run_agent
     import zmq
     try:

@@ -16,7 +16,8 @@ from typing import Callable, Optional
 import pandas as pd
 from .. import __version__
 from ..models import initial_theta
-from ..ps.rules import RULES
+from ..ps.evaluator import Collector
+from ..ps.rules import RULES, flat
 from ..ps.server import Hooks, ParameterServer, PSConfig
 from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
@@ -65,7 +66,7 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
         # Unset newer keys stay out: the Welcome's bytes cross the emulated link (golden sim tables).
         "dataset": sc.dataset.model_dump(mode="json", exclude={"validation_samples"}
                                          if sc.dataset.validation_samples is None else None), "model": sc.model.name,
-        "algorithm": sc.algorithm.model_dump(mode="json"), "compressor": compressor,
+        "algorithm": flat(sc.algorithm), "compressor": compressor,   # the flat form: bytes as before
         "policy": RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         "speed_class": speed_class,
         "app_link": {d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
@@ -155,27 +156,25 @@ class Engine:
         assignment = class_assignment(sc)
         names = [c.name for c in sc.workers.classes]
         class_of = lambda d: names[assignment[d]]  # noqa: E731
-        theta, layers = initial_theta(sc.model.name, sc.seed)
-        rule_cls = RULES[sc.algorithm.name]
-        rule = rule_cls(theta, layers, sc.algorithm.lr, sc.algorithm.c)
+        theta, _ = initial_theta(sc.model.name, sc.seed)
+        rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         applied = runtime.applied()
         clock = runtime.clock
         evaluator = runtime.make_evaluator(sc.to_dict())
         handles: dict[int, object] = {}
         pending_freeze: set[int] = set()
-        evals: list[dict] = []
         ps = None
 
-        def collect() -> None:
-            """Record finished evaluations; the one place the target accuracy stops a run. Called after
-            every snapshot (an inline evaluator's row is ready at once, so its stop falls on that very
-            update) and every tick."""
-            for row in evaluator.results():
-                evals.append(row)
-                writer.append("evals", row)
-                if sc.stop.target_accuracy is not None and row["accuracy"] >= sc.stop.target_accuracy:
-                    ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
-                                    f"at update {row['update']}")
+        def on_eval(row: dict) -> None:
+            """The one place the target accuracy stops a run (an inline evaluator's row is ready
+            right after its snapshot, so its stop falls on that very update)."""
+            ps.note_accuracy(row["accuracy"])
+            if sc.stop.target_accuracy is not None and row["accuracy"] >= sc.stop.target_accuracy:
+                ps.request_stop(f"reached target accuracy {sc.stop.target_accuracy:.2%} "
+                                f"at update {row['update']}")
+
+        collector = Collector(evaluator, lambda row: writer.append("evals", row), on_eval)
+        evals, collect = collector.rows, collector.collect
 
         def snapshot(version, theta, info) -> None:
             evaluator.submit(version, theta, info)
@@ -201,9 +200,10 @@ class Engine:
         hooks = Hooks(record=record, freeze=freeze, snapshot=snapshot, clock=clock.now)
         ps = ParameterServer(PSConfig(
             n_devices=sc.workers.n, class_of=class_of,
-            welcome=lambda d: welcome_config(sc, d, rule_cls.compressor, applied,
+            welcome=lambda d: welcome_config(sc, d, rule.compressor, applied,
                                              timing_of(d) if timing_of else None),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
+            eval_dense=(tuple(d.near), d.within, d.every) if (d := sc.eval.dense) else None,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
             downlink=sc.compression.downlink()), theta, rule, hooks)
@@ -300,7 +300,7 @@ class Engine:
             ps.request_stop(reason)
         finally:
             elapsed = time.monotonic() - t_start
-            self._teardown(runtime, handles, transport, ps, evaluator, writer, evals,
+            self._teardown(runtime, handles, transport, ps, evaluator, collector, writer,
                            wait_eval=(status == "complete"))
             if status == "complete" and ps.version == 0 and handles and len(exit_codes) == len(handles) \
                     and all(c != 0 for c in exit_codes.values()):
@@ -344,7 +344,7 @@ class Engine:
         evals = [e for e in read_table(path, "evals").to_dict("records") if e["update"] <= ckpt.version]
         return evals, started, ep.get("bind", "tcp://127.0.0.1:0"), attempt
 
-    def _teardown(self, runtime, handles, transport, ps, evaluator, writer, evals, wait_eval: bool) -> None:
+    def _teardown(self, runtime, handles, transport, ps, evaluator, collector, writer, wait_eval: bool) -> None:
         try:
             # Agents that got Stop end on their own (the runtime keeps driving them); frozen ones never will.
             deadline = time.monotonic() + DRAIN_GRACE
@@ -363,9 +363,7 @@ class Engine:
                 transport.stop()
             if wait_eval and ps.version > 0 and ps.last_snapshot != ps.version:
                 ps.snapshot()   # the final Θ is always evaluated
-            for row in evaluator.close(wait=wait_eval):
-                evals.append(row)
-                writer.append("evals", row)
+            collector.collect(evaluator.close(wait=wait_eval), notify=False)   # the run has ended
             writer.flush()
             writer.export_csv()
             runtime.cleanup()

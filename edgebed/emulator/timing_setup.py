@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .. import timing as tm
+from ..ps.rules import RULES
 from ..scenario import Scenario, ScenarioError
 
 MAX_LAG_CYCLES = 3    # a paced device catches up on a delay of up to this many of its cycles
@@ -24,7 +25,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     real = None
     if spec.step_time == "calibrate" or spec.dilation == "auto":
         real = tm.calibrate_step_time(sc.model.name, sc.algorithm.batch_size, sc.algorithm.name,
-                                      sc.algorithm.c, sc.seed)
+                                      sc.algorithm.ratio, sc.seed)
         info["calibrated_step_s"] = round(real, 6)
     if isinstance(spec.step_time, float):
         step, info["step_time_from"] = spec.step_time, "scenario"
@@ -41,9 +42,9 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     info["step_time_s"] = step
     info["link_model"] = link_model_of(runtime)
     expected, sizes = None, None
-    if sc.algorithm.name in tm.GRADIENT_RULES:   # the protocol the expected timing describes
+    if RULES[sc.algorithm.name].policy == "gradient":   # the one-gradient-per-pull cycle the timing models
         try:
-            sizes = tm.message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.c, sc.seed)
+            sizes = tm.message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
             expected = tm.scenario_expected(sc, step, info["link_model"], sizes, getattr(runtime, "dilation", 1.0))
         except Exception as err:   # the expectation is a report, never a reason not to run
             info["expected_error"] = f"{type(err).__name__}: {err}"

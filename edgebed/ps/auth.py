@@ -7,8 +7,9 @@ device public keys), every file 0600. The PS side (``CurveServer``) runs a ZAP h
 keys: a peer with any other key never completes the handshake, so it gets no reply at all. A device
 finds its key file through the environment variable ``EDGEBED_CURVE_KEY`` (``client_from_env``).
 
-Limits: any allowed key may say hello as any device id (the key is not bound to the device id), and
-keys live in the run directory, so whoever can read it can join the run.
+A key is bound to its device: the serve loop reads each message's ZAP "User-Id" (the client key) and
+the PS refuses a hello for another device (``wrong-key``). Limit: keys live in the run directory, so
+whoever can read it can join the run as those devices.
 """
 from __future__ import annotations
 
@@ -79,8 +80,11 @@ class CurveServer:
         self.keys_dir = Path(keys_dir)
         self.ctx = context or zmq.Context.instance()
         self.server = load(self.keys_dir / "server.key")
-        allowed = load(self.keys_dir / "allowed.json")["allowed"]
+        allowed = load(self.keys_dir / "allowed.json")["allowed"]   # device d's public key at index d
         self.allowed = _AllowList({k.encode() for k in allowed})
+        # The ZAP handler labels each connection with its key (ZeroMQ's "User-Id", Z85): the serve
+        # loop looks the device up here, and the PS admits a hello only for that device.
+        self.device_of = {k: d for d, k in enumerate(allowed)}
         self._auth = None
 
     def start(self) -> "CurveServer":

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import queue
-from typing import Optional
+import threading
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -54,6 +55,29 @@ def _row(version: int, info: dict, acc: float, loss: float) -> dict:
     return {"update": version, "wall_time": info["wall_time"], "virtual_time": info["virtual_time"],
             "ingress_bytes": info["ingress_bytes"], "push_bytes": info["push_bytes"],
             "accuracy": acc, "loss": loss}
+
+
+class Collector:
+    """Finished evaluations → ``rows`` and the evals table, in update order, from any thread: the PS
+    thread collects right after each snapshot (an inline evaluator's row is ready at once), the engine
+    thread every tick. Without the lock two collecting threads could record rows out of order."""
+
+    def __init__(self, evaluator, record: Callable[[dict], None], on_row: Callable[[dict], None]):
+        self.evaluator, self.record, self.on_row = evaluator, record, on_row
+        self.rows: list[dict] = []
+        self._lock = threading.Lock()
+
+    def collect(self, rows: Optional[list[dict]] = None, notify: bool = True) -> None:
+        """Record ``rows`` (default: the evaluator's finished ones), then (if ``notify``) call
+        ``on_row`` for each — outside the lock: it takes ``ps.lock``, which the PS thread holds when
+        it calls us."""
+        with self._lock:
+            new = self.evaluator.results() if rows is None else rows
+            for row in new:
+                self.rows.append(row)
+                self.record(row)
+        for row in new if notify else ():
+            self.on_row(row)
 
 
 class InlineEvaluator:

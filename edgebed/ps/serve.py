@@ -70,7 +70,8 @@ class ZmqServer:
     """Binds a ROUTER socket and serves ``ps`` until ``stop()``; ``endpoint`` is the bound address."""
 
     def __init__(self, ps: ParameterServer, bind: str = "tcp://127.0.0.1:0",
-                 context: Optional[zmq.Context] = None, configure_socket=None):
+                 context: Optional[zmq.Context] = None, configure_socket=None,
+                 device_of: Optional[dict] = None):
         tune_malloc()
         self.ps = ps
         self.ctx = context or zmq.Context.instance()
@@ -83,6 +84,7 @@ class ZmqServer:
         self.sock.setsockopt(zmq.MAXMSGSIZE, ps.config.max_message_bytes)
         if configure_socket:
             configure_socket(self.sock)   # e.g. CURVE server keys
+        self.device_of = device_of        # CURVE: client key (Z85) → the device it belongs to
         if bind.endswith(":0"):
             port = self.sock.bind_to_random_port(bind[: bind.rindex(":")])
             self.endpoint = f"{bind[: bind.rindex(':')]}:{port}"
@@ -106,10 +108,10 @@ class ZmqServer:
                     if ready:
                         for _ in range(BATCH):
                             try:
-                                peer, body = recv()
+                                peer, body, principal = recv()
                             except zmq.Again:
                                 break
-                            reply = ps.process(peer, body)
+                            reply = ps.process(peer, body, principal)
                             if reply is None:
                                 continue
                             if len(reply) > 1:   # a model: out now, so unread pulls never pile up copies
@@ -125,11 +127,14 @@ class ZmqServer:
         finally:
             self.sock.close(0)
 
-    def _recv(self) -> tuple[bytes, list]:
-        """One message: (peer, frames). At most MAX_FRAMES + 1 frames are kept (enough for decode to
-        refuse the message); the rest are received and freed one by one."""
+    def _recv(self) -> tuple[bytes, list, Optional[int]]:
+        """One message: (peer, frames, device of its CURVE key or None). At most MAX_FRAMES + 1 frames
+        are kept (enough for decode to refuse the message); the rest are received and freed one by one."""
         sock = self.sock
         first = sock.recv(zmq.NOBLOCK, copy=False)
+        principal = None
+        if self.device_of is not None:   # an unknown key never gets here: ZAP refused its handshake
+            principal = self.device_of.get(first.get("User-Id"))
         body, more = [], first.more
         while more and len(body) <= wire.MAX_FRAMES:
             frame = sock.recv(copy=False)
@@ -137,7 +142,7 @@ class ZmqServer:
             body.append(frame.buffer)
         if more:
             self._discard_rest()
-        return first.bytes, body
+        return first.bytes, body, principal
 
     def _discard_rest(self) -> None:
         """Receive and free the rest of a message that has too many frames, without ``ps.lock`` (held

@@ -36,6 +36,7 @@ class PSConfig:
     class_of: Callable[[int], str]            # device → speed-class name
     stop_updates: Optional[int] = None        # I
     eval_every: int = 0                       # snapshot Θ for evaluation at every k-th update (0: never)
+    eval_dense: Optional[tuple] = None        # (near accuracies, within, every): see note_accuracy
     crash_probability: float = 0.0            # fail-stop probability per applied push
     seed: int = 0
     max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES
@@ -89,16 +90,19 @@ class ParameterServer:
         self.errors: dict[str, int] = {}
         self._crash_rngs = {}
         self.last_snapshot: Optional[int] = None   # version of the last Θ handed to the evaluator
+        self._eval_step = config.eval_every        # eval.every, or eval.dense.every near a target
         self._held: dict[int, tuple[bytes, str]] = {}   # device → (peer, "pull" | "push") of a held reply
         self.lock = threading.RLock()     # held by the transport around process/tick; see module docstring
         self.busy_peers: set[bytes] = set()   # peers whose send queue is full (set by the transport)
         self._peer = b""                  # peer of the message being processed
+        self._principal: Optional[int] = None   # its CURVE-authenticated device (None: plaintext)
 
     # -- entry point -------------------------------------------------------------------------
-    def process(self, peer: bytes, frames) -> Optional[list]:
-        """Handle one received message; returns the reply frames (None: no reply)."""
+    def process(self, peer: bytes, frames, principal: Optional[int] = None) -> Optional[list]:
+        """Handle one received message; returns the reply frames (None: no reply). ``principal``: the
+        device whose CURVE key the connection authenticated with (None: plaintext)."""
         nbytes = wire.frames_nbytes(frames)
-        self._peer = peer
+        self._peer, self._principal = peer, principal
         try:
             msg = wire.decode(frames, self.config.max_message_bytes, nbytes)
         except wire.WireError as err:
@@ -154,6 +158,9 @@ class ParameterServer:
         d = msg.device
         if not (isinstance(d, int) and 0 <= d < self.config.n_devices):
             return self._err("bad-device", f"device {d} is not in 0..{self.config.n_devices - 1}")
+        if self._principal is not None and d != self._principal:
+            return self._err("wrong-key", f"this connection's CURVE key is device {self._principal}'s; "
+                             f"it can't say hello as device {d}")
         if self.stopped:
             return wire.Stop(self.stopped)
         old = self.devices.get(d)
@@ -222,7 +229,7 @@ class ParameterServer:
             "sigma_mean": applied.sigma_mean, "sigma_max": applied.sigma_max,
             "entries": int(msg.values.size), "bytes_in": nbytes,
             "loss": msg.loss if msg.loss is not None else math.nan})
-        if self.config.eval_every and self.version % self.config.eval_every == 0:
+        if self._eval_step and self.version % self._eval_step == 0:
             self.snapshot()
         if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
             self.request_stop(f"reached {self.config.stop_updates} updates")
@@ -263,6 +270,17 @@ class ParameterServer:
         self.hooks.snapshot(self.version, self.theta.copy(), {
             "wall_time": wall, "virtual_time": virt,
             "ingress_bytes": self.meter.ingress_bytes, "push_bytes": self.meter.push_bytes})
+
+    def note_accuracy(self, accuracy: float) -> None:
+        """An evaluation finished: evaluate every ``eval.dense.every`` updates from now on while its
+        accuracy is within ``within`` of a target, every ``eval.every`` otherwise. Called by the engine
+        (any thread); on the virtual clock the evaluator is inline, so the schedule is deterministic."""
+        if self.config.eval_dense is None:
+            return
+        near, within, every = self.config.eval_dense
+        with self.lock:
+            close = any(abs(accuracy - t) <= within for t in near)
+            self._eval_step = every if close else self.config.eval_every
 
     def _check_payload(self, msg: wire.Push) -> Optional[str]:
         n = self.theta.size

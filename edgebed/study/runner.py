@@ -19,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import itertools
+import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -138,6 +140,9 @@ def expand(spec: StudySpec) -> list[Cell]:
     keys = list(spec.sweep)
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(spec.sweep[k] for k in keys))]
     fixed = tuple(_override(k, v) for k, v in spec.set.items())
+    if spec.dense_eval:
+        near = sorted({spec.target, *spec.targets})
+        fixed += (_override("eval.dense", {"near": near, **spec.dense_eval.model_dump()}),)
     cells, ids = [], set()
     for entry in entries:
         group = entry.label or _label(entry.set) if spec.cells else ""
@@ -358,8 +363,23 @@ class _EveryMinute:
             print(line, file=sys.stderr, flush=True)
 
 
+_STUDY_PID: Optional[int] = None   # in a --jobs worker: the study process that started it
+
+
+def _pool_init(study_pid: int) -> None:
+    """A --jobs worker ends with the study process: SIGTERM when it dies (the run in progress ends as
+    an interrupted run, recorded), and no queued cell starts after it (``_pool_job``). Without this
+    a killed `study run` left its workers running their cells and then the ones queued for them."""
+    global _STUDY_PID
+    _STUDY_PID = study_pid
+    from ..procs import die_with_parent
+    die_with_parent(signal.SIGTERM, parent=study_pid)
+
+
 def _pool_job(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
               head: str, results: Optional[Path] = None) -> tuple[dict, bool]:
+    if _STUDY_PID is not None and os.getppid() != _STUDY_PID:
+        raise RuntimeError("the study process is gone; not starting another cell")
     return _run_one(study, sdir, cell, seed, run_cell, _EveryMinute(), head, results)
 
 
@@ -445,7 +465,8 @@ def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show,
 
     show(f"running {len(todo)} cell × seed runs, {jobs} at a time", True)
     interrupted = False
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                             initializer=_pool_init, initargs=(os.getpid(),)) as pool:
         pending = {pool.submit(_pool_job, study, sdir, cell, seed, run_cell, head, results): i
                    for i, ((cell, seed), head) in enumerate(zip(todo, heads))}
         try:

@@ -46,6 +46,12 @@ class TuningSpec(_Strict):
     window: int = Field(5, ge=1, description="moving-average window, in evaluations")
 
 
+class DenseEvalSpec(_Strict):
+    """Evaluate every ``every`` updates near the study's targets (sets ``eval.dense`` in every cell)."""
+    within: float = Field(0.01, gt=0, le=1, description="accuracy points (a fraction) around a target")
+    every: int = Field(..., ge=1, description="must divide the cells' eval.every")
+
+
 class StudySpec(_Strict):
     name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
@@ -63,6 +69,7 @@ class StudySpec(_Strict):
                            "accuracy curve that targets and 'best' are read from; 1: raw")
     protocol: str = Field("", description="how α was chosen, e.g. \"paper's single α\"; labels the report")
     tuning: Optional[TuningSpec] = None
+    dense_eval: Optional[DenseEvalSpec] = Field(None, description="denser evaluation near target and targets")
 
     @field_validator("targets")
     @classmethod
@@ -102,7 +109,7 @@ def _format(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = ("unknown key; study keys are name, description, base, set, sweep, cells, seeds, "
-                   "target, targets, smoothing, protocol, tuning, baseline, reference_source; a cell "
+                   "target, targets, smoothing, protocol, tuning, dense_eval, baseline, reference_source; a cell "
                    "has label, set, reference, baseline; tuning has lr, updates, eval_every, "
                    "validation_samples, seeds, rule, window (see scenarios/studies/README.md)")
         elif e["type"] == "missing":

@@ -3,40 +3,49 @@ behaves the same for poll / wait / freeze / terminate / kill.
 
 Local processes, virtual devices and compose-started agents are real; the Spark handle runs over a
 stage whose Spark job is replaced by an event (a real barrier stage needs a JVM: covered by
-tests/system/test_spark_runtime.py). Docker's handles need containers: tests/system/test_docker_runtime.py."""
+tests/system/test_spark_runtime.py). Docker's two handles run real device agents in real containers
+of a real ``DockerRuntime`` (markers docker + root: skipped without them on a laptop, a failure in CI).
+"""
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import signal
+import socket
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from edgebed.emulator.runtimes.base import AgentHandle
+import edgebed.emulator.runtimes as runtimes
+from edgebed.emulator.runtimes.base import AgentHandle, AgentSpec
+from tests.capabilities import require_docker, require_root
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
 
 
-def _local():
+def _local(request):
     from edgebed.emulator.runtimes.local import ProcessHandle
     proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
     return ProcessHandle(3, proc)
 
 
-def _sim():
+def _sim(request):
     from edgebed.emulator.runtimes.sim import SimHandle, _Device
     dev = _Device(3, {}, b"sim-3", None, None, np.random.default_rng(0), machine=None)
     return SimHandle(dev)
 
 
-def _compose():
+def _compose(request):
     from edgebed.emulator.runtimes.docker.compose import _ExternalHandle
     return _ExternalHandle(3)
 
 
-def _spark():
+def _spark(request):
     from edgebed.emulator.runtimes.spark.barrier import BarrierStage, SparkAgentHandle
     stage = BarrierStage.__new__(BarrierStage)   # the Spark job: cancelling it ends the stage
 
@@ -48,18 +57,77 @@ def _spark():
     return SparkAgentHandle(3, stage)
 
 
-HANDLES = {"local": _local, "sim": _sim, "compose": _compose, "spark": _spark}
+def _docker(agents: str):
+    """A device agent (the real one, waiting for a PS that is not there) started by a real
+    DockerRuntime: in its container, or forked into the container's namespaces and cgroups."""
+    def make(request):
+        require_docker()
+        require_root()
+        from edgebed.emulator.runtimes.docker.runtime import DockerRuntime
+        from edgebed.scenario import parse_scenario
+        sc = parse_scenario({"name": "handles", "workers": {"n": 4}, "stop": {"updates": 10},
+                             "runtime": {"name": "docker", "docker": {"agents": agents}}})
+        rt = DockerRuntime(sc, Path(tempfile.mkdtemp(prefix="edgebed-handles-")))
+        request.addfinalizer(rt.cleanup)
+        rt.ps_bind()
+        with socket.socket() as s:   # a port nobody listens on: the agent keeps waiting for its PS
+            s.bind((rt.gateway, 0))
+            port = s.getsockname()[1]
+        [h] = rt.start([AgentSpec(3, "default", f"tcp://{rt.gateway}:{port}")])
+        return h
+    return make
 
 
-@pytest.fixture(params=sorted(HANDLES))
+# name → (factory, the handle class it makes, marks); every AgentHandle class of edgebed is here.
+HANDLES = {
+    "local": (_local, "ProcessHandle", ()),
+    "sim": (_sim, "SimHandle", ()),
+    "compose": (_compose, "_ExternalHandle", ()),
+    "spark": (_spark, "SparkAgentHandle", ()),
+    "docker-container": (_docker("container"), "ContainerHandle", (pytest.mark.docker, pytest.mark.root)),
+    "docker-forked": (_docker("forked"), "ForkedAgentHandle", (pytest.mark.docker, pytest.mark.root)),
+}
+
+
+@pytest.fixture(params=[pytest.param(name, marks=marks) for name, (_, _, marks) in sorted(HANDLES.items())])
 def handle(request):
-    h = HANDLES[request.param]()
+    make, cls, _ = HANDLES[request.param]
+    h = make(request)
+    assert type(h).__name__ == cls
     yield h
     if h.poll() is None:
         h.kill()
 
 
-def _ended(h: AgentHandle, timeout: float = 5.0):
+def _handle_classes() -> set[str]:
+    """Every AgentHandle subclass defined in edgebed's runtimes (all their modules imported)."""
+    for mod in pkgutil.walk_packages(runtimes.__path__, runtimes.__name__ + "."):
+        try:
+            importlib.import_module(mod.name)
+        except ImportError:   # an optional backend's module (pyspark, docker): its handle stays listed
+            pass
+    seen, todo = set(), [AgentHandle]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("edgebed.") and sub.__name__ not in seen:
+                seen.add(sub.__name__)
+                todo.append(sub)
+    return seen
+
+
+def test_every_handle_class_is_under_contract():
+    assert _handle_classes() == {cls for _, cls, _ in HANDLES.values()}
+
+
+def _signal_of(code):
+    """The signal an exit code says ended the agent: Popen's ``-n``, or ``128 + n`` (what a container
+    reports, and what the agent's own SIGTERM handler exits with: device_agent/__main__.py)."""
+    if code is not None and code < 0:
+        return -code
+    return code - 128 if code is not None and code > 128 else None
+
+
+def _ended(h: AgentHandle, timeout: float = 15.0):
     deadline = time.monotonic() + timeout
     while h.poll() is None and time.monotonic() < deadline:
         h.wait(0.1)
@@ -83,4 +151,4 @@ def test_frozen_agent_is_still_running_and_can_be_killed(handle):
 def test_terminate_ends_with_the_signal(handle):
     handle.terminate()
     code = _ended(handle)
-    assert code == -signal.SIGTERM
+    assert _signal_of(code) == signal.SIGTERM, code

@@ -63,7 +63,7 @@ class Relay:
 def _ps(n: int = 2) -> ParameterServer:
     theta = np.zeros(16, dtype=np.float32)
     return ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {"device": d}, class_of=lambda d: "c"),
-                           theta, RULES["asgd"](theta, [], 0.1))
+                           theta, RULES["asgd"](theta, 0.1))
 
 
 @pytest.fixture
@@ -71,7 +71,8 @@ def secure(tmp_path):
     keys = auth.generate(tmp_path, 2)
     ctx = zmq.Context()
     curve = auth.CurveServer(keys, ctx).start()
-    server = ZmqServer(_ps(), context=ctx, configure_socket=curve.configure_socket).start()
+    server = ZmqServer(_ps(), context=ctx, configure_socket=curve.configure_socket,
+                       device_of=curve.device_of).start()
     yield tmp_path, server, ctx
     server.stop()
     curve.stop()
@@ -109,6 +110,16 @@ def test_known_key_works(secure):
     assert server.ps.devices[1].session == reply.session
 
 
+def test_a_key_says_hello_only_as_its_own_device(secure):
+    run_dir, server, ctx = secure
+    key0 = auth.client_configurer(auth.device_key_path(run_dir, 0))
+    reply = _hello(server.endpoint, ctx, key0, device=1)           # device 0's key, device 1's id
+    assert isinstance(reply, wire.Error) and reply.code == "wrong-key", reply
+    assert "device 0's" in reply.message and 1 not in server.ps.devices
+    assert isinstance(_hello(server.endpoint, ctx, key0, device=0), wire.Welcome)
+    assert set(server.ps.devices) == {0} and server.ps.errors["wrong-key"] == 1
+
+
 def test_unknown_key_and_plaintext_get_nothing(secure, tmp_path_factory):
     run_dir, server, ctx = secure
     stranger = tmp_path_factory.mktemp("stranger")
@@ -144,3 +155,20 @@ def test_traffic_is_not_readable_on_the_wire(tmp_path, curve):
     assert len(relay.seen) > 100
     # The control run (plaintext) proves the relay sees the marker; with CURVE it must not.
     assert (MARKER.encode() in bytes(relay.seen)) is (not curve)
+
+
+@pytest.mark.timeout(120)
+def test_a_secure_local_run_admits_each_agent_with_its_own_key(tmp_path):
+    from edgebed.emulator.engine import Engine
+    from edgebed.rundir import read_table
+    from edgebed.scenario import parse_scenario
+    sc = parse_scenario({"name": "curve-e2e", "seed": 1, "dataset": {"train_samples": 1000},
+                         "model": {"name": "mlp"}, "algorithm": {"name": "adacomp", "lr": 0.05, "c": 0.01},
+                         "workers": {"n": 3, "classes": [{"name": "a", "share": 1.0}]},
+                         "stop": {"updates": 150}, "eval": {"every": 150, "test_samples": 200},
+                         "security": {"curve": True}, "runtime": {"name": "local"}})
+    res = Engine(sc, out=tmp_path).run()
+    assert res.summary["status"] == "complete", res.summary
+    traffic = json.loads((res.path / "traffic.json").read_text())
+    assert traffic["rejected"] == 0
+    assert set(read_table(res.path, "updates")["device"]) == {0, 1, 2}

@@ -98,3 +98,24 @@ def test_clean_of_missing_run_dir_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such run directory"):
         cleanup.clean(tmp_path / "nope")
     assert cleanup.describe(cleanup.clean(tmp_path)) == "nothing recorded to clean"
+
+
+def test_wait_blocked_sees_a_process_hold_sigterm():
+    """procs.wait_blocked (the docker runtime waits on it before handing out a container's handle)."""
+    import signal
+    holder = subprocess.Popen([sys.executable, "-c", "import signal, time\ntime.sleep(0.3)\n"
+                               "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\ntime.sleep(30)"])
+    plain = subprocess.Popen(["sleep", "30"])
+    try:
+        assert procs.wait_blocked(holder.pid, signal.SIGTERM, timeout=10)
+        holder.terminate()                     # held: it stays alive
+        time.sleep(0.2)
+        assert holder.poll() is None
+        t0 = time.monotonic()
+        assert not procs.wait_blocked(plain.pid, signal.SIGTERM, timeout=0.2)
+        assert 0.2 <= time.monotonic() - t0 < 2
+    finally:
+        for p in (holder, plain):
+            p.kill()
+            p.wait(5)
+    assert not procs.wait_blocked(plain.pid, signal.SIGTERM, timeout=5)   # gone: False at once

@@ -34,9 +34,9 @@ def _messages(monkeypatch, tmp_path, runtime: str, algorithm: dict) -> list[tupl
     seen = []
     process = ParameterServer.process
 
-    def recording(self, peer, frames):
+    def recording(self, peer, frames, principal=None):
         seen.append(_digest(wire.decode([bytes(f) for f in frames])))
-        return process(self, peer, frames)
+        return process(self, peer, frames, principal)
     monkeypatch.setattr(ParameterServer, "process", recording)
     sc = parse_scenario({
         "name": f"agree-{runtime}", "seed": 4, "dataset": {"train_samples": 500}, "model": {"name": "mlp"},

@@ -52,7 +52,7 @@ def test_engine_reads_during_a_hello_burst_never_fail():
             theta = np.zeros(100, np.float32)
             ps = ParameterServer(PSConfig(n_devices=N_DEVICES, welcome=lambda d: {"device": d},
                                           class_of=lambda d: f"class-{d % 3}"),
-                                 theta, ASGD(theta, [], 0.1, 0.1))
+                                 theta, ASGD(theta, 0.1))
             server = ZmqServer(ps).start()
             ready = threading.Barrier(CLIENTS + 1)
             per = N_DEVICES // CLIENTS

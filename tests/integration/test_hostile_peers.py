@@ -8,13 +8,12 @@ nothing was written that the tables can't hold.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from edgebed import procs
 from edgebed.emulator import cleanup
 from edgebed.ps import wire
 from edgebed.rundir import read_json, read_table
+from tests.integration.runproc import end_run, run_dir, start_run, update_parts, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -93,24 +93,14 @@ def _rss(pid: int) -> int:
 
 class LiveRun:
     def __init__(self, tmp: Path):
-        (tmp / "s.yaml").write_text(SCENARIO)
-        self.tmp = tmp
-        self.proc = subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"],
-                                     cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not self._ready():
-            assert self.proc.poll() is None, self.proc.communicate()[0]
-            assert time.monotonic() < deadline, "the run did not start within 60 s"
-            time.sleep(0.1)
-        self.path = next((tmp / "runs").glob("hostile-*"))
+        self.proc = start_run(tmp, SCENARIO)
+        self.path = wait_for(lambda: self._ready(run_dir(tmp, "hostile")), 60, "the run's first updates", self.proc)
         self.endpoint = read_json(self.path, "endpoint.json")["bind"]
         self.attack_started = None
 
-    def _ready(self) -> bool:
-        runs = list((self.tmp / "runs").glob("hostile-*")) if (self.tmp / "runs").exists() else []
-        return bool(runs) and (runs[0] / "endpoint.json").exists() and \
-            len(list((runs[0] / "updates").glob("part-*.parquet"))) >= 1
+    @staticmethod
+    def _ready(run: Optional[Path]) -> Optional[Path]:
+        return run if run is not None and (run / "endpoint.json").exists() and update_parts(run) >= 1 else None
 
     def finish(self) -> tuple[int, str]:
         out, _ = self.proc.communicate(timeout=100)
@@ -122,10 +112,7 @@ def live(tmp_path_factory):
     run = LiveRun(tmp_path_factory.mktemp("hostile"))
     run.attack_started = float(read_table(run.path, "updates")["wall_time"].max())   # attacks come later
     yield run
-    if run.proc.poll() is None:
-        os.killpg(run.proc.pid, signal.SIGKILL)
-        run.proc.wait(5)
-    cleanup.clean(run.path)
+    end_run(run.proc, run.path)
 
 
 def test_case3_lone_surrogate_in_hello_is_refused_not_welcomed(live):

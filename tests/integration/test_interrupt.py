@@ -1,17 +1,15 @@
 """Ctrl-C / SIGTERM to `edgebed run` at several moments: a readable run directory marked incomplete."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from edgebed.rundir import TABLES, read_json, read_table
+from tests.integration.runproc import alive, end_run, run_dir, start_run, update_parts, wait_for
 
 SCENARIO = """
 name: intr
@@ -28,32 +26,11 @@ checkpoint: {every: 25}
 """
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def _run_dir(out: Path):
-    dirs = list(out.glob("intr-*"))
-    return dirs[0] if dirs else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 MOMENTS = {
     # the run directory exists, agents are being started
     "startup": lambda run: run is not None and (run / "summary.json").exists(),
     # updates and evaluations are being written
-    "mid-run": lambda run: run is not None and len(list((run / "updates").glob("part-*.parquet"))) >= 2,
+    "mid-run": lambda run: update_parts(run) >= 2,
 }
 
 
@@ -61,23 +38,15 @@ MOMENTS = {
 @pytest.mark.parametrize("sig, moment", [(signal.SIGINT, "startup"), (signal.SIGTERM, "mid-run"),
                                          (signal.SIGINT, "mid-run")])
 def test_interrupted_run_is_readable_and_marked_incomplete(tmp_path, sig, moment):
-    (tmp_path / "s.yaml").write_text(SCENARIO)
-    proc = subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = start_run(tmp_path, SCENARIO)
     run = None
     try:
-        _wait(lambda: MOMENTS[moment](_run_dir(tmp_path / "runs")), 60, moment)
-        run = _run_dir(tmp_path / "runs")
+        wait_for(lambda: MOMENTS[moment](run_dir(tmp_path, "intr")), 60, moment, proc)
+        run = run_dir(tmp_path, "intr")
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-        if run is not None:
-            from edgebed.emulator.cleanup import clean
-            clean(run)
+        end_run(proc, run)
     assert proc.returncode != 0
     summary = read_json(run, "summary.json")
     assert summary["status"] == "incomplete", (summary, out)
@@ -90,7 +59,7 @@ def test_interrupted_run_is_readable_and_marked_incomplete(tmp_path, sig, moment
         read_table(run, table)
     events = read_table(run, "events")
     assert moment == "startup" or "stop" in set(events.event)
-    assert not any(_alive(p) for p in read_json(run, "pids.json").get("pids", []))   # no agent left running
+    assert not any(alive(p) for p in read_json(run, "pids.json").get("pids", []))   # no agent left running
     if moment == "mid-run":
         updates = read_table(run, "updates")
         assert len(updates) >= 1 and summary["updates"] >= updates["update"].max()

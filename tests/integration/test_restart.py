@@ -7,19 +7,17 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import zmq
 
-from edgebed.ps import wire
 from edgebed.ps.rules import RULES
 from edgebed.ps.serve import ZmqServer
 from edgebed.ps.server import ParameterServer, PSConfig
 from edgebed.rundir import read_json, read_table
+from tests.integration.runproc import alive, edgebed, end_run, kill_group, run_dir, start_run, wait_for
 
 SCENARIO = """
 name: small
@@ -37,60 +35,15 @@ checkpoint: {every: %(every)d}
 """
 
 
-def edgebed(*args, cwd: Path) -> subprocess.Popen:
-    """`edgebed ...` in its own process group, so the test can kill exactly what it started."""
-    return subprocess.Popen([sys.executable, "-m", "edgebed.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, text=True)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def run_dir_of(out: Path) -> Path | None:
-    dirs = [d for d in out.glob("small-*") if d.is_dir()]
-    return dirs[0] if dirs else None
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(10)
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
-def end_agents(run: Path | None) -> None:
-    if run is not None:
-        from edgebed.emulator.cleanup import clean
-        clean(run)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
 def test_killed_engine_resumes_from_checkpoint(tmp_path):
-    (tmp_path / "s.yaml").write_text(SCENARIO % {"updates": 300, "every": 30})
-    first = edgebed("run", "s.yaml", "--out", "runs", cwd=tmp_path)
-    run = None
+    first = start_run(tmp_path, SCENARIO % {"updates": 300, "every": 30})
+    run = second = None
     try:
-        run = wait_for(lambda: run_dir_of(tmp_path / "runs"), 30, "the run directory")
+        run = wait_for(lambda: run_dir(tmp_path, "small"), 30, "the run directory", first)
         ckpt = run / "checkpoint" / "ps.npz"
-        wait_for(lambda: ckpt.exists() and len(read_table(run, "updates")) >= 60, 60, "a checkpoint + 60 updates")
+        wait_for(lambda: ckpt.exists() and len(read_table(run, "updates")) >= 60, 60, "a checkpoint + 60 updates",
+                 first)
         old_pids = read_json(run, "pids.json")["pids"]
         endpoint = read_json(run, "endpoint.json")
         kill_group(first)                      # SIGKILL: no clean-up, no summary
@@ -103,7 +56,7 @@ def test_killed_engine_resumes_from_checkpoint(tmp_path):
         assert second.returncode == 0, out
     finally:
         kill_group(first)
-        end_agents(run)
+        end_run(second if second is not None else first, run)
 
     summary = read_json(run, "summary.json")
     assert summary["status"] == "complete" and summary["updates"] == 300, summary
@@ -148,7 +101,7 @@ def test_agent_rejoins_a_restarted_ps_with_attempt_plus_one(tmp_path):
                              "algorithm": {"name": "asgd"}, "stop": {"updates": 10**6}})
         theta = np.zeros(theta_size, dtype=np.float32)
         return ParameterServer(PSConfig(n_devices=1, welcome=lambda d: welcome_config(sc, d, "dense", {}),
-                                        class_of=lambda d: "default"), theta, RULES["asgd"](theta, [], 0.01))
+                                        class_of=lambda d: "default"), theta, RULES["asgd"](theta, 0.01))
 
     ctx = zmq.Context()
     ps1 = make_ps()
@@ -183,20 +136,18 @@ def test_sigstopped_agent_is_recorded_lost_and_the_run_still_ends(tmp_path):
     # Enough updates that the run outlasts lost_after (3 s) after the freeze on a fast host: with 400,
     # an idle 2-core host finished 2.2 s after it and recorded no loss.
     updates = 1200
-    (tmp_path / "s.yaml").write_text(SCENARIO % {"updates": updates, "every": 0})
-    proc = edgebed("run", "s.yaml", "--out", "runs", cwd=tmp_path)
+    proc = start_run(tmp_path, SCENARIO % {"updates": updates, "every": 0})
     run = None
     try:
-        run = wait_for(lambda: run_dir_of(tmp_path / "runs"), 30, "the run directory")
-        wait_for(lambda: (run / "pids.json").exists(), 30, "agents")
+        run = wait_for(lambda: run_dir(tmp_path, "small"), 30, "the run directory", proc)
+        wait_for(lambda: (run / "pids.json").exists(), 30, "agents", proc)
         victim = read_json(run, "pids.json")["pids"][0]
         wait_for(lambda: (run / "traffic.json").exists() and
-                 read_json(run, "traffic.json")["by_kind"].get("push", {}).get("in_msgs", 0) > 10, 60, "pushes")
+                 read_json(run, "traffic.json")["by_kind"].get("push", {}).get("in_msgs", 0) > 10, 60, "pushes", proc)
         os.kill(victim, signal.SIGSTOP)        # frozen from outside: the PS never hears from it again
         out, _ = proc.communicate(timeout=90)
     finally:
-        kill_group(proc)
-        end_agents(run)
+        end_run(proc, run)
     summary = read_json(run, "summary.json")
     assert summary["status"] == "complete" and summary["updates"] == updates, out
     assert summary["devices"]["lost"] == 1 and summary["devices"]["crashed"] == 0

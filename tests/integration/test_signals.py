@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 
 from edgebed.emulator import cleanup
 from edgebed.rundir import read_json, read_table, run_status
+from tests.integration.runproc import kill_group, run_dir, start_run, update_parts, wait_for
 
 SCENARIO = """
 name: sig
@@ -62,11 +61,8 @@ def _none_left(tag: str, within: float = 10.0) -> list:
     return left
 
 
-def _start(tmp: Path, tag: str) -> subprocess.Popen:
-    (tmp / "s.yaml").write_text(SCENARIO)
-    return subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"],
-                            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "EDGEBED_TEST_TAG": tag}, start_new_session=True)
+def _start(tmp: Path, tag: str):
+    return start_run(tmp, SCENARIO, env={**os.environ, "EDGEBED_TEST_TAG": tag})
 
 
 def _kill_tagged(tag: str) -> None:
@@ -93,12 +89,10 @@ def test_sigint_at_ten_random_moments_leaves_no_process(tmp_path):
             out, _ = proc.communicate(timeout=60)
             left = _none_left(tag)
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+            kill_group(proc)
             _kill_tagged(tag)
-        runs = list((tmp / "runs").glob("sig-*")) if (tmp / "runs").exists() else []
-        status = read_json(runs[0], "summary.json").get("status") if runs else "no run dir yet"
+        run = run_dir(tmp, "sig")
+        status = read_json(run, "summary.json").get("status") if run else "no run dir yet"
         outcomes.append((round(delay, 2), proc.returncode, status))
         assert left == [], f"SIGINT {delay:.2f} s after start left {left}\n{out[-2000:]}"
         assert proc.returncode != 0, out[-2000:]
@@ -111,25 +105,16 @@ def test_sigkill_of_the_engine_leaves_no_process_and_the_run_shows_killed(tmp_pa
     tag = uuid.uuid4().hex
     proc = _start(tmp_path, tag)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            runs = list((tmp_path / "runs").glob("sig-*")) if (tmp_path / "runs").exists() else []
-            if runs and len(list((runs[0] / "updates").glob("part-*.parquet"))) >= 1:
-                break
-            assert proc.poll() is None and time.monotonic() < deadline, "the run never started"
-            time.sleep(0.1)
+        run = wait_for(lambda: update_parts(run_dir(tmp_path, "sig")) >= 1 and run_dir(tmp_path, "sig"), 60,
+                       "the run's first updates", proc)
         assert len(_tagged(tag)) >= 5            # engine, fork server, tracker, evaluator, agents
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         left = _none_left(tag)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        kill_group(proc)
         _kill_tagged(tag)
-        proc.stdout.close()
     assert left == [], f"SIGKILL of the engine left {left}"
-    run = runs[0]
     assert read_json(run, "summary.json")["status"] == "running"   # nobody could write otherwise
     assert run_status(run) == "killed"
     report = cleanup.clean(run)

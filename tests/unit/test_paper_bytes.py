@@ -6,18 +6,13 @@ import pickle
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 
 from edgebed.analysis import paper_bytes as pb
 from edgebed.compression import make_compressor
-from edgebed.data import load_bundled, normalize
-from edgebed.models import build_model, grad_flat, initial_theta
+from edgebed.models import initial_theta
 
 
-def _pickled(indices, values) -> int:
-    obj = values.tolist() if indices is None else (indices.tolist(), values.tolist())
-    return len(pickle.dumps(obj, protocol=2))
+_pickled = pb.real_pickle_size
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 999, 1000, 1001, 2000, 2001])
@@ -32,16 +27,8 @@ def test_a_dense_cnn_update_is_the_issues_1_906_mb():
 
 
 @functools.cache
-def _real_gradients(model: str, k: int = 8) -> tuple[list[np.ndarray], list]:
-    ds = load_bundled(0.2)
-    m = build_model(model, 1)
-    out = []
-    for b in range(k):
-        m.zero_grad()
-        x = torch.from_numpy(normalize(ds.train_x[10 * b:10 * b + 10]))
-        F.cross_entropy(m(x), torch.from_numpy(ds.train_y[10 * b:10 * b + 10].astype(np.int64))).backward()
-        out.append(grad_flat(m))
-    return out, initial_theta(model, 1)[1]
+def _real_gradients(model: str, k: int = 8) -> tuple[list[np.ndarray], tuple]:
+    return pb.sample_gradients(model, k)
 
 
 @pytest.mark.parametrize("model,tolerance", [("cnn", 0.01), ("mlp", 0.05)])

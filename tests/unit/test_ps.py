@@ -15,7 +15,7 @@ def make_ps(rule_cls=ASGD, **cfg):
     hooks = Hooks(record=lambda t, r: rows[t].append(r), freeze=rows["frozen"].append,
                   snapshot=lambda v, th, info: rows["snap"].append((v, th, info)))
     config = PSConfig(n_devices=4, welcome=lambda d: {"device": d}, class_of=lambda d: "c%d" % (d % 2), **cfg)
-    return ParameterServer(config, theta, rule_cls(theta, [], 0.1, 0.1), hooks), rows
+    return ParameterServer(config, theta, rule_cls(theta, 0.1), hooks), rows
 
 
 def call(ps, msg):

@@ -13,7 +13,7 @@ f32 = lambda *x: np.array(x, dtype=np.float32)  # noqa: E731
 
 def test_asgd_divides_lr_by_global_staleness():
     theta = np.zeros(3, np.float32)
-    r = ASGD(theta, [], A)
+    r = ASGD(theta, A)
     r.apply(0, 0, f32(1, 2, 3), None)          # τ = 0 → α
     np.testing.assert_allclose(theta, [-0.1, -0.2, -0.3], rtol=1e-6)
     r.apply(1, 4, f32(4, 4, 4), None)          # τ = 4 → α/4
@@ -23,7 +23,7 @@ def test_asgd_divides_lr_by_global_staleness():
 
 def test_comp_asgd_applies_sparse_with_global_staleness():
     theta = np.ones(5, np.float32)
-    r = CompASGD(theta, [], A, c=0.4)
+    r = CompASGD(theta, A)
     r.apply(0, 2, f32(2, -4), u32(1, 3))       # α/2 on entries 1 and 3 only
     np.testing.assert_allclose(theta, [1, 0.9, 1, 1.2, 1], rtol=1e-6)
     assert CompASGD.compressor == "top-c" and AdaComp.compressor == "top-c-per-layer"
@@ -38,7 +38,7 @@ def test_adacomp_paper_fig2_style_staleness():
       A: σ_0 = 1 (B), σ_1 = 2 (B, C), σ_3 = 0   τ = 2
     α_k = α/σ_k, and α when σ_k = 0."""
     theta = np.zeros(4, np.float32)
-    r = AdaComp(theta, [], A, c=0.5)
+    r = AdaComp(theta, A)
     for dev in "ABC":
         r.on_pull(ord(dev), 0)
     b = r.apply(ord("B"), 0, f32(1, 1), u32(0, 1))
@@ -58,7 +58,7 @@ def test_adacomp_paper_fig2_style_staleness():
 
 def test_adacomp_bookkeeping_cost_does_not_depend_on_history():
     theta = np.zeros(1000, np.float32)
-    r = AdaComp(theta, [], A)
+    r = AdaComp(theta, A)
     for d in range(50):
         r.on_pull(d, 0)
     for d in range(50):
@@ -67,7 +67,7 @@ def test_adacomp_bookkeeping_cost_does_not_depend_on_history():
     r.forget(3)
     assert 3 not in r.snapshots
     state = r.state_dict()
-    r2 = AdaComp(np.zeros(1000, np.float32), [], A)
+    r2 = AdaComp(np.zeros(1000, np.float32), A)
     r2.load_state_dict(state)
     assert r2.counts[7] == 50
 

@@ -14,26 +14,30 @@ pytestmark = pytest.mark.timeout(30)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _model_in(annotation):
-    """The pydantic model an annotation holds (directly, in Optional/list), and whether in a list."""
+def _models_in(annotation) -> tuple[list, bool]:
+    """The pydantic models an annotation holds (directly, in Optional/list, every member of a union:
+    the algorithm section), and whether in a list."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation, False
+        return [annotation], False
+    found, in_list = [], False
     for arg in typing.get_args(annotation):
-        model, _ = _model_in(arg)
-        if model is not None:
-            return model, typing.get_origin(annotation) is list
-    return None, False
+        models, _ = _models_in(arg)
+        if models:
+            found += models
+            in_list = in_list or typing.get_origin(annotation) is list
+    return found, in_list
 
 
 def key_paths(model: type[BaseModel], prefix: str = "") -> set[str]:
-    """Every key of ``model`` as a dotted path; list entries as ``[]`` (workers.classes[].name)."""
+    """Every key of ``model`` as a dotted path; list entries as ``[]`` (workers.classes[].name); the
+    keys of every algorithm under ``algorithm.``."""
     out = set()
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
-        sub, in_list = _model_in(field.annotation)
-        if sub is not None:
+        subs, in_list = _models_in(field.annotation)
+        for sub in subs:
             out |= key_paths(sub, f"{path}[]." if in_list else f"{path}.")
-        else:
+        if not subs:
             out.add(path)
     return out
 

@@ -48,7 +48,7 @@ def test_sparse_accumulate_and_add_delta():
 # -- model averaging (SparkNet) ---------------------------------------------------------------------
 def test_model_averaging_round_barrier():
     theta = v(0, 0)
-    r = ModelAveraging(theta, [], 0.1)
+    r = ModelAveraging(theta, 0.1)
     r.on_pull(0, 0)
     r.on_pull(1, 0)
     r.apply(0, 0, v(2, 0), None)                 # Δ₀: device 0 ran τ steps from Θ₀
@@ -63,7 +63,7 @@ def test_model_averaging_round_barrier():
 
 def test_model_averaging_round_closes_without_a_lost_member():
     theta = v(0)
-    r = ModelAveraging(theta, [], 0.1)
+    r = ModelAveraging(theta, 0.1)
     for d in range(3):
         r.on_pull(d, 0)
     r.apply(0, 0, v(3), None)
@@ -86,7 +86,7 @@ def empty():
 
 def test_dynamic_averaging_quiet_round_moves_nothing():
     theta = v(1, 1)
-    r = DynamicAveraging(theta, [], 0.1)
+    r = DynamicAveraging(theta, 0.1)
     r.on_pull(0, 0)
     r.on_pull(1, 0)
     r.apply(0, 0, *empty())
@@ -99,7 +99,7 @@ def test_dynamic_averaging_quiet_round_moves_nothing():
 
 def test_dynamic_averaging_violation_syncs_everyone():
     theta = v(0, 0)
-    r = DynamicAveraging(theta, [], 0.1)
+    r = DynamicAveraging(theta, 0.1)
     r.on_pull(0, 0)
     r.on_pull(1, 0)
     r.apply(0, 0, v(2, 2), None)          # device 0 left its safe zone: reports Δ₀
@@ -115,7 +115,7 @@ def test_dynamic_averaging_violation_syncs_everyone():
 
 def test_dynamic_averaging_forgets_a_member_during_collect():
     theta = v(0)
-    r = DynamicAveraging(theta, [], 0.1)
+    r = DynamicAveraging(theta, 0.1)
     for d in range(3):
         r.on_pull(d, 0)
     r.apply(0, 0, v(6), None)
@@ -133,7 +133,7 @@ def test_easgd_center_moves_by_the_elastic_difference():
     worker = v(4, -8)
     new_worker, new_center = easgd_exchange(worker, center, 0.25)   # e = 0.25·(x − c) = (1, −2)
     e = new_center - center
-    r = EASGD(center, [], 0.1)
+    r = EASGD(center, 0.1)
     r.apply(0, 7, e, None)                # no staleness damping
     assert list(center) == [1, -2] and list(new_worker) == [3, -6]
     assert center.sum() + new_worker.sum() == worker.sum()            # the elastic force conserves Σ
@@ -148,7 +148,7 @@ def make_ps(rule_cls, n=2, **cfg):
                   send=lambda peer, frames: sent.append((peer, wire.decode(frames))),
                   clock=lambda: (now[0], math.nan))
     ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {}, class_of=lambda d: "c", **cfg),
-                         theta, rule_cls(theta, [], 0.1), hooks)
+                         theta, rule_cls(theta, 0.1), hooks)
     return ps, sent, events, now
 
 
@@ -325,8 +325,12 @@ def test_scenario_accepts_the_spark_algorithms_and_sends_their_policy():
 
 
 @pytest.mark.parametrize("algorithm, message", [
-    ({"name": "asgd", "delta": 2.0}, "algorithm: delta is a parameter of dynamic-averaging, not of asgd"),
-    ({"name": "model-averaging", "moving_rate": 0.5}, "moving_rate is a parameter of easgd"),
+    ({"name": "asgd", "delta": 2.0}, "algorithm.delta: a parameter of dynamic-averaging, not of asgd; "
+                                      "remove it or set algorithm.name to dynamic-averaging"),
+    ({"name": "model-averaging", "moving_rate": 0.5}, "algorithm.moving_rate: a parameter of easgd, not of"),
+    ({"name": "asgd", "local_steps": 5}, "algorithm.local_steps: a parameter of model-averaging and "
+                                         "dynamic-averaging, not of asgd"),
+    ({"name": "easgd", "c": 0.1}, "algorithm.c: a parameter of comp-asgd and adacomp, not of easgd"),
     ({"name": "easgd", "moving_rate": 1.5}, "algorithm.moving_rate: Input should be less than 1"),
     ({"name": "model-averaging", "local_steps": 0}, "algorithm.local_steps: Input should be greater than"),
     ({"name": "easgd", "loss_threshold": -1}, "algorithm.loss_threshold: Input should be greater than 0"),

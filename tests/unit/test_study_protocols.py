@@ -184,3 +184,12 @@ def test_every_shipped_study_loads_and_every_smoke_variant_has_its_full_study(pa
     else:
         full = path.stem.removesuffix("-reduced")       # a reduced-scale variant shares the full one's smoke
         assert path.with_name(f"{full}-smoke.yaml").is_file(), "every study has a -smoke variant"
+
+
+def test_dense_eval_sets_every_cells_eval_dense_at_the_study_targets(tmp_path):
+    path = write_study(tmp_path, **COMPRESSION, targets=[0.9, 0.96], dense_eval={"every": 25})
+    study = load_study(path)
+    sc = study.scenario(study.cells[0], 1)
+    assert sc.eval.dense.near == sorted({study.spec.target, 0.9, 0.96})
+    assert (sc.eval.dense.within, sc.eval.dense.every) == (0.01, 25)
+    assert sc.eval.every % 25 == 0

@@ -42,7 +42,7 @@ def test_int_loss_and_null_loss_become_floats():
 def make_ps(rule="asgd"):
     theta = np.zeros(8, np.float32)
     return ParameterServer(PSConfig(n_devices=2, welcome=lambda d: {}, class_of=lambda d: "c"), theta,
-                           RULES[rule](theta, [], 0.1, 0.5))
+                           RULES[rule](theta, 0.1))
 
 
 def ask(ps, peer, msg):

@@ -22,7 +22,7 @@ def make_ps(rule: str = "adacomp", max_bytes: int = 1 << 16) -> ParameterServer:
     theta = np.linspace(-1, 1, N_PARAMS, dtype=np.float32)
     cfg = PSConfig(n_devices=4, welcome=lambda d: {"device": d}, class_of=lambda d: "c",
                    max_message_bytes=max_bytes)
-    return ParameterServer(cfg, theta, RULES[rule](theta, [], 0.1, 0.25))
+    return ParameterServer(cfg, theta, RULES[rule](theta, 0.1))
 
 
 def hello(ps: ParameterServer, device: int = 0) -> str:

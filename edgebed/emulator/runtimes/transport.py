@@ -84,7 +84,8 @@ class SocketTransport:
         if curve_keys is not None:
             from ...ps import auth
             self.curve = auth.CurveServer(auth.generate(curve_keys, n_devices)).start()
-        self.server = ZmqServer(ps, bind, configure_socket=self.curve.configure_socket if self.curve else None).start()
+        self.server = ZmqServer(ps, bind, configure_socket=self.curve.configure_socket if self.curve else None,
+                                device_of=self.curve.device_of if self.curve else None).start()
         self.endpoint = self.server.endpoint
 
     @property

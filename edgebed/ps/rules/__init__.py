@@ -1,7 +1,12 @@
-"""Registry of update rules: scenario ``algorithm.name`` → class."""
+"""Registry of update rules: scenario ``algorithm.name`` → class, and the ``algorithm`` section's schema
+(the union of the rules' own ``Params``, told apart by ``name``)."""
+from typing import Annotated, Union
+
+from pydantic import Field
+
 from .adacomp import AdaComp
 from .asgd import ASGD
-from .base import Applied, UpdateRule
+from .base import AlgorithmParams, Applied, CompressingParams, UpdateRule
 from .comp_asgd import CompASGD
 from .dynamic_averaging import DynamicAveraging
 from .easgd import EASGD
@@ -10,10 +15,37 @@ from .model_averaging import ModelAveraging
 RULES: dict[str, type[UpdateRule]] = {cls.name: cls for cls in (
     ASGD, CompASGD, AdaComp, ModelAveraging, DynamicAveraging, EASGD)}
 
+# The scenario's ``algorithm`` section: one rule's parameters, chosen by ``name``.
+Algorithm = Annotated[Union[tuple(cls.Params for cls in RULES.values())], Field(discriminator="name")]
 
-def uses_c(algorithm: str) -> bool:
-    """Whether ``algorithm`` compresses (so its c means something); False for unknown names."""
-    return algorithm in RULES and RULES[algorithm].uses_c()
+# Every key of the one flat ``algorithm`` model that came before the rules' own ``Params``: the form
+# recorded in the scenario.yaml of older runs, and still the form of the Welcome (see ``flat``).
+FLAT_KEYS = ("name", "lr", "batch_size", "c", "local_steps", "delta", "moving_rate", "loss_threshold")
 
-__all__ = ["RULES", "uses_c", "Applied", "UpdateRule", "ASGD", "CompASGD", "AdaComp", "ModelAveraging",
+
+def takers(key: str) -> list[str]:
+    """The algorithms whose parameters include ``key``."""
+    return [name for name, cls in RULES.items() if key in cls.Params.model_fields]
+
+
+def own_keys(section: dict) -> dict:
+    """``section`` (an ``algorithm`` mapping) without the keys its algorithm does not take; as it is
+    when the name is not an algorithm's (validation then says so)."""
+    rule = RULES.get(section.get("name"))
+    return section if rule is None else {k: v for k, v in section.items() if k in rule.Params.model_fields}
+
+
+def flat(algorithm: AlgorithmParams) -> dict:
+    """``algorithm`` in the flat form (every key of ``FLAT_KEYS``, the other rules' at their defaults).
+    The Welcome carries this form: its bytes cross the emulated link, so it stays as it was and the
+    virtual clock's tables stay bit-identical (tests/integration/test_sim_golden.py)."""
+    defaults = {}
+    for cls in RULES.values():
+        for key, field in cls.Params.model_fields.items():
+            defaults.setdefault(key, field.default)
+    return {**{k: defaults[k] for k in FLAT_KEYS}, **algorithm.model_dump(mode="json")}
+
+
+__all__ = ["RULES", "Algorithm", "AlgorithmParams", "CompressingParams", "FLAT_KEYS", "takers", "own_keys",
+           "flat", "Applied", "UpdateRule", "ASGD", "CompASGD", "AdaComp", "ModelAveraging",
            "DynamicAveraging", "EASGD"]

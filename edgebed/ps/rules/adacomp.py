@@ -7,18 +7,24 @@ counted σ = 0 as 1 in some cases (here σ = 0 gives α exactly).
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from ..aggregate import apply_sparse, as_index, count_updates, per_param_staleness, staleness_lr
-from .base import Applied, UpdateRule
+from .base import Applied, CompressingParams, UpdateRule
+
+
+class AdaCompParams(CompressingParams):
+    name: Literal["adacomp"] = "adacomp"
 
 
 class AdaComp(UpdateRule):
-    name = "adacomp"
+    Params = AdaCompParams
     compressor = "top-c-per-layer"
 
-    def __init__(self, theta, layers, lr, c=0.01):
-        super().__init__(theta, layers, lr, c)
+    def __init__(self, theta, lr):
+        super().__init__(theta, lr)
         self.counts = np.zeros(theta.size, dtype=np.uint32)   # updates applied to each Θ_k
         self.snapshots: dict[int, np.ndarray] = {}            # device → counts at its last pull
 

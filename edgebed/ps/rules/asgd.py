@@ -1,14 +1,20 @@
 """ASGD: Θ ← Θ − (α/τ)·g with τ the global staleness of the update (α when τ = 0)."""
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from ..aggregate import apply_dense, apply_sparse, staleness_lr
-from .base import Applied, UpdateRule
+from .base import AlgorithmParams, Applied, UpdateRule
+
+
+class ASGDParams(AlgorithmParams):
+    name: Literal["asgd"] = "asgd"
 
 
 class ASGD(UpdateRule):
-    name = "asgd"
+    Params = ASGDParams
     compressor = "dense"
 
     _scratch = None   # |Θ| float32, so a dense apply allocates nothing

@@ -4,9 +4,55 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Optional, Sequence
+from typing import ClassVar, Optional
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ...units import Fraction
+
+
+class AlgorithmParams(BaseModel):
+    """The scenario's ``algorithm`` section: name, α, b and one rule's own parameters. Each rule
+    subclasses it next to itself (``UpdateRule.Params``, with ``name`` a one-value Literal); the
+    scenario's section is their union, told apart by ``name``. A field's ``title`` is its symbol."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    lr: float = Field(0.1, gt=0, title="α", description="α, the base learning rate (of the local SGD "
+                      "steps for the averaging rules)")
+    batch_size: int = Field(10, ge=1, title="b", description="b, samples per gradient")
+
+    @property
+    def ratio(self) -> float:
+        """c, the fraction of gradient entries a device sends: 1 for a rule that sends them all."""
+        return 1.0
+
+    def own(self) -> dict:
+        """This rule's own parameters (beyond name, α and b), in their order."""
+        return {k: getattr(self, k) for k in type(self).model_fields if k not in AlgorithmParams.model_fields}
+
+    def describe(self) -> str:
+        """The parameters in symbols, e.g. ``α=0.05, b=10, c=0.01`` or ``α=0.05, b=10, τ=10``."""
+        fields = type(self).model_fields
+        return ", ".join(f"{fields[k].title or k}={v}" for k, v in
+                         {"lr": self.lr, "batch_size": self.batch_size, **self.own()}.items())
+
+
+class CompressingParams(AlgorithmParams):
+    """The parameters of a rule whose devices send a top-c selection of each gradient."""
+    c: Fraction = Field(0.01, title="c", description="compression ratio: the fraction of gradient "
+                        "entries a device sends")
+
+    @field_validator("c")
+    @classmethod
+    def _positive(cls, c):
+        if c <= 0:
+            raise ValueError("c must be > 0 (the fraction of gradient entries sent), e.g. 0.01")
+        return c
+
+    @property
+    def ratio(self) -> float:
+        return self.c
 
 
 @dataclass
@@ -28,33 +74,36 @@ class UpdateRule(ABC):
     reply then. ``waiting_for`` names the devices a round still waits for, so the PS can close it
     without one that went silent."""
 
-    name: ClassVar[str]
+    Params: ClassVar[type[AlgorithmParams]]   # the scenario's algorithm section for this rule
+    name: ClassVar[str]                       # the registry key: its Params' name (set below)
     compressor: ClassVar[str] = "dense"   # what devices send: dense | top-c | top-c-per-layer
     empty_push_is_report: ClassVar[bool] = False   # True: a 0-entry push means something (PS applies it)
-    # The scenario's algorithm parameters this rule uses besides lr and batch_size (others are refused).
-    params: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "Params" in vars(cls):
+            cls.name = cls.Params.model_fields["name"].default
 
     @classmethod
     def uses_c(cls) -> bool:
-        """Whether the compression ratio c means anything: only for a compressing rule."""
+        """Whether the compression ratio c means anything: only for a compressing rule (whose
+        ``Params`` are ``CompressingParams``; tests/contract/test_update_rules.py checks both agree)."""
         return cls.compressor != "dense"
 
     # What devices do between messages (device_agent/policies.py); default: pull → one gradient → push.
     policy: ClassVar[str] = "gradient"
 
     @classmethod
-    def device_policy(cls, algorithm) -> dict:
-        """The device policy and its arguments (lr and ``params``, from the scenario's ``algorithm``
-        section); sent in Welcome."""
+    def device_policy(cls, algorithm: AlgorithmParams) -> dict:
+        """The device policy and its arguments (α and the rule's own parameters, from the scenario's
+        ``algorithm`` section); sent in Welcome."""
         if cls.policy == "gradient":
             return {"name": "gradient"}
-        return {"name": cls.policy, "lr": algorithm.lr, **{p: getattr(algorithm, p) for p in cls.params}}
+        return {"name": cls.policy, "lr": algorithm.lr, **algorithm.own()}
 
-    def __init__(self, theta: np.ndarray, layers: Sequence, lr: float, c: float = 1.0):
+    def __init__(self, theta: np.ndarray, lr: float):
         self.theta = theta
-        self.layers = layers
         self.lr = lr
-        self.c = c
 
     def on_pull(self, device: int, version: int) -> None:
         pass

@@ -7,17 +7,29 @@ split across the wire). No staleness damping: the elastic force itself bounds a 
 """
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
+
 from ..averaging import add_delta
-from .base import Applied, UpdateRule
+from .base import AlgorithmParams, Applied, UpdateRule
+
+
+class EASGDParams(AlgorithmParams):
+    name: Literal["easgd"] = "easgd"
+    moving_rate: float = Field(0.1, gt=0, lt=1, title="moving rate", description="the moving rate α "
+                               "of the elastic exchange, in (0, 1)")
+    loss_threshold: float = Field(5.0, gt=0, title="loss threshold", description="training loss a "
+                                  "device accumulates before it exchanges with the center: DeepSpark's "
+                                  "adaptive period")
 
 
 class EASGD(UpdateRule):
-    name = "easgd"
+    Params = EASGDParams
     policy = "elastic"
-    params = ("moving_rate", "loss_threshold")
 
-    def __init__(self, theta, layers, lr, c=1.0):
-        super().__init__(theta, layers, lr, c)
+    def __init__(self, theta, lr):
+        super().__init__(theta, lr)
         self.exchanges = 0
 
     def apply(self, device, staleness, values, indices):

@@ -8,19 +8,26 @@ barrier; its delta, if it sent one, still counts. Devices join at their first pu
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field
 
 from ..averaging import add_delta, apply_mean
-from .base import Applied, UpdateRule
+from .base import AlgorithmParams, Applied, UpdateRule
+
+
+class ModelAveragingParams(AlgorithmParams):
+    name: Literal["model-averaging"] = "model-averaging"
+    local_steps: int = Field(10, ge=1, title="τ", description="τ, local SGD steps per round")
 
 
 class ModelAveraging(UpdateRule):
-    name = "model-averaging"
+    Params = ModelAveragingParams
     policy = "local-steps"
-    params = ("local_steps",)
 
-    def __init__(self, theta, layers, lr, c=1.0):
-        super().__init__(theta, layers, lr, c)
+    def __init__(self, theta, lr):
+        super().__init__(theta, lr)
         self.members: set[int] = set()       # live devices taking part in rounds
         self.contributed: set[int] = set()   # devices whose delta is in this round's sum
         self.total = np.zeros(theta.size, dtype=np.float64)

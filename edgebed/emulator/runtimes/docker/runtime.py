@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...fidelity import PeakRate
+from .... import procs
 from ....rundir import write_json_atomic
 from ... import cleanup as _cleanup
 from . import images, links, nsjoin
@@ -43,8 +45,14 @@ LABEL = images.LABEL
 RUN_LABEL = f"{LABEL}.run"
 GATE_DIR = "/edgebed-gate"
 # The container's first process waits for its gate file, written once its links are shaped, then
-# execs the agent: no byte leaves a device before its qdiscs are in place.
-GATE = ("import os, sys, time\n"
+# execs the agent: no byte leaves a device before its qdiscs are in place. It is PID 1, and the
+# kernel drops a signal PID 1 has no handler for: SIGTERM stays blocked until the agent's handler is
+# up (the mask survives exec; device_agent/__main__.py unblocks it), and the runtime hands out a
+# device's handle only once the gate holds it: a terminate() during the wait or the agent's start-up
+# ends the agent instead of being lost. (docker's --init would do it too, but needs /sbin/docker-init,
+# which the offline image's read-only /usr mount can't take.)
+GATE = ("import os, signal, sys, time\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
         "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
         "os.execvp(sys.argv[2], sys.argv[2:])\n")
 HOLDER = "/usr/bin/sleep"   # ``agents: forked``: the container's only process (coreutils, in every image)
@@ -243,6 +251,7 @@ class DockerRuntime(Runtime):
             handle = ForkedAgentHandle(self, spec.device, container, nsjoin.target(pid))
         else:
             handle = ContainerHandle(self, spec.device, container)
+            procs.wait_blocked(pid, signal.SIGTERM)   # the gate holds SIGTERM: from here none is lost
             (self.gate_dir / str(spec.device)).touch()
         self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
         return handle
