@@ -267,8 +267,11 @@ class Engine:
                 if not transport.alive:
                     raise RuntimeError(f"PS serve loop died: {transport.error!r}")
                 if not evaluator.alive:
-                    raise RuntimeError("the evaluator process died (its traceback is on stderr); "
-                                       "no accuracy can be recorded, so the run is stopped")
+                    collect()   # its last rows, and why it ended
+                    why = getattr(evaluator, "error", None)
+                    raise RuntimeError(f"the evaluator failed ({why})" if why else
+                                       "the evaluator process died (its traceback is on stderr)"
+                                       "; no accuracy can be recorded, so the run is stopped")
                 collect()
                 clock.check()
                 elapsed = time.monotonic() - t_start

@@ -110,14 +110,18 @@ def _worker(scenario_dict: dict, inbox, outbox) -> None:
     die_with_parent(parent=mp.parent_process().pid if mp.parent_process() else None)
     import torch
     torch.set_num_threads(1)
-    test = TestSet(scenario_dict)
-    outbox.put("ready")
-    while True:
-        item = inbox.get()
-        if item is None:
-            break
-        version, theta, info = item
-        outbox.put(_row(version, info, *test(theta)))
+    try:
+        test = TestSet(scenario_dict)
+        outbox.put("ready")
+        while True:
+            item = inbox.get()
+            if item is None:
+                break
+            version, theta, info = item
+            outbox.put(_row(version, info, *test(theta)))
+    except Exception as err:   # e.g. a dataset file it can't read: the engine says why the run stopped
+        outbox.put(("error", f"{type(err).__name__}: {err}"))
+        raise
     outbox.put(None)
 
 
@@ -143,6 +147,7 @@ class ProcessEvaluator:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         self.pending = 0
         self.ready = False
+        self.error: Optional[str] = None   # why the worker ended, if it failed
 
     @property
     def alive(self) -> bool:
@@ -161,6 +166,8 @@ class ProcessEvaluator:
                 return out
             if item == "ready":
                 self.ready = True
+            elif isinstance(item, tuple):   # ("error", why): the worker is ending
+                self.error = item[1]
             elif item is not None:
                 self.pending -= 1
                 out.append(item)
