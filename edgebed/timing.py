@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 
 # Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
-# project's 2-core reference machine (/work/shared/MEASURED.md); the virtual clock's default.
+# project's 2-core reference machine (CNN with channels_last); the virtual clock's default.
 DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
 RTO = 0.2   # s, the application link's retransmission timeout per lost message (device_agent/link.py)
 

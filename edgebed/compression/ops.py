@@ -1,7 +1,7 @@
 """Compression math: pure numpy functions on flat float32 gradients (no state, no policy).
 
 Indices are uint32 positions in the flat Θ, sorted ascending; values are float32, unscaled gradients
-(never pre-multiplied by the learning rate: lr·g falls into fp16's subnormal range, MEASURED.md).
+(never pre-multiplied by the learning rate: lr·g falls into fp16's subnormal range).
 """
 from __future__ import annotations
 
