@@ -1,7 +1,15 @@
 """Suite-wide fixtures."""
 import multiprocessing.forkserver
+import signal
 
 import pytest
+
+# Started in the background by a non-interactive shell (`make test &` in a script), pytest inherits
+# SIGINT ignored, and so would every run it starts: Python then installs no KeyboardInterrupt
+# handler, and the tests that send a run SIGINT wait for nothing. With a handler here (not "ignore"),
+# the processes the tests start get the default again, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,19 +12,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 
-def _default_sigint() -> None:
-    # A command started in the background by a non-interactive shell (`cmd &` in a script) inherits
-    # SIGINT ignored, and so would the run: Python then installs no KeyboardInterrupt handler, and a
-    # test that sends SIGINT waits for nothing. The run gets the default, as from a terminal.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def edgebed(*args: str, cwd: Path, env: Optional[dict] = None) -> subprocess.Popen:
     """`edgebed ...` in its own session (process group), so the test can kill exactly what it started;
-    stdout and stderr together, as text; SIGINT at its default whatever the test runner inherited."""
+    stdout and stderr together, as text (SIGINT at its default: see tests/conftest.py)."""
     return subprocess.Popen([sys.executable, "-m", "edgebed.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env,
-                            preexec_fn=_default_sigint)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env)
 
 
 def start_run(tmp: Path, scenario: str, env: Optional[dict] = None) -> subprocess.Popen:
