@@ -115,7 +115,7 @@ def display(tt: pd.DataFrame) -> pd.DataFrame:
         if r.get("baseline") == r["label"]:
             row["ratio vs baseline"] = "baseline"
         elif isinstance(ratio, float) and not math.isnan(ratio):
-            pair = (f" [{r['ratio_min']:.1f}–{r['ratio_max']:.1f}×, {r['ratio_pairs']} seed pairs]"
+            pair = (f" [{r['ratio_min']:.1f}–{r['ratio_max']:.1f}×, {int(r['ratio_pairs'])} seed pairs]"
                     if r.get("ratio_pairs", 0) > 1 else "")
             row["ratio vs baseline"] = (f"{ratio:.1f}× = {r['bytes_per_update_factor']:.1f}× per update "
                                         f"× {r['updates_factor']:.2f} updates{pair}")
