@@ -96,6 +96,9 @@ class ParameterServer:
         self.busy_peers: set[bytes] = set()   # peers whose send queue is full (set by the transport)
         self._peer = b""                  # peer of the message being processed
         self._principal: Optional[int] = None   # its CURVE-authenticated device (None: plaintext)
+        # message class → handler, looked up once per message (instead of getattr of a formatted name)
+        self._handlers = {cls: getattr(self, f"_on_{cls.KIND}") for cls in wire.MESSAGE_TYPES.values()
+                          if hasattr(self, f"_on_{cls.KIND}")}
 
     # -- entry point -------------------------------------------------------------------------
     def process(self, peer: bytes, frames, principal: Optional[int] = None) -> Optional[list]:
@@ -108,11 +111,14 @@ class ParameterServer:
         except wire.WireError as err:
             self.meter.received("malformed", nbytes, None)
             return self._reject(err.code, str(err), None)
-        device = self.sessions.get(getattr(msg, "session", None)) if hasattr(msg, "session") else None
-        if isinstance(msg, wire.Hello):
+        cls = type(msg)
+        if cls is wire.Hello:
             device = msg.device if isinstance(msg.device, int) and 0 <= msg.device < self.config.n_devices else None
+        else:
+            session = getattr(msg, "session", None)
+            device = self.sessions.get(session) if session is not None else None
         self.meter.received(msg.kind, nbytes, device)
-        handler = getattr(self, f"_on_{msg.kind}", None)
+        handler = self._handlers.get(cls)
         if handler is None:
             return self._reject("unexpected", f"{msg.kind} is not a request", device)
         reply = handler(msg, nbytes)

@@ -332,11 +332,18 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes:
         arrays = _decode_arrays(cls, specs, frames[1:])
     kwargs = {}
     for name, ftype, accepted, is_int, required in _SCALARS[cls]:
-        if name not in meta:
+        value = meta.pop(name, _ABSENT)
+        if value is _ABSENT:
             if not required:
                 continue
             raise WireError("missing-field", f"{cls.__name__.lower()} needs field {name!r}")
-        value = meta.pop(name)
+        # The common cases in place (what check_scalar would accept unchanged): a plain int in range,
+        # a short ASCII string. Everything else takes the full checks below.
+        t = type(value)
+        if (t is int and is_int and 0 <= value <= MAX_INT) or (
+                t is str and ftype is str and len(value) <= MAX_STRING and value.isascii()):
+            kwargs[name] = value
+            continue
         if name == "loss" and value is None:
             value = float("nan")
         if accepted is not None and not (isinstance(value, accepted) and not (is_int and isinstance(value, bool))):
@@ -349,6 +356,9 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes:
         return cls(**kwargs)
     except TypeError as err:
         raise WireError("missing-field", str(err)) from None
+
+
+_ABSENT = object()   # a header field that is not there
 
 
 def _json_object(text: str):
@@ -389,23 +399,29 @@ def _decode_arrays(cls: type[Message], specs, frames) -> dict:
                         f"arrays, message has {len(frames)}")
     out = {}
     for spec, frame in zip(specs, frames):
-        # `type(x) is int` rules out bools (and int subclasses) in one test: this runs for every push
-        if (type(spec) is not list or len(spec) != 3 or spec[0] not in cls.ARRAYS or spec[0] in out
-                or type(spec[2]) is not list or not all(type(d) is int and d >= 0 for d in spec[2])):
+        # `type(x) is int` rules out bools (and int subclasses) in one test: this runs for every push.
+        # A 1-D shape (every push and model) is checked without the generator of the general case.
+        if type(spec) is not list or len(spec) != 3 or spec[0] not in cls.ARRAYS or spec[0] in out:
             raise WireError("bad-array", f"bad array spec {spec!r} for {cls.__name__.lower()}")
         name, dt, shape = spec
+        if type(shape) is list and len(shape) == 1 and type(shape[0]) is int and shape[0] >= 0:
+            count = shape[0]
+        elif type(shape) is list and all(type(d) is int and d >= 0 for d in shape):
+            count = math.prod(shape)   # Python ints: np.prod would wrap around on huge dims
+        else:
+            raise WireError("bad-array", f"bad array spec {spec!r} for {cls.__name__.lower()}")
         dtype = _DTYPES.get(dt) if type(dt) is str else None
         if dtype is None:
             raise WireError("bad-dtype", f"{name}: dtype {dt!r} is not one of {sorted(ALLOWED_DTYPES)}")
-        buf = memoryview(frame) if not isinstance(frame, np.ndarray) else memoryview(frame.data)
-        count = math.prod(shape)   # Python ints: np.prod would wrap around on huge dims
+        buf = memoryview(frame) if type(frame) is not np.ndarray else memoryview(frame.data)
         if count * dtype.itemsize != buf.nbytes:
             raise WireError("bad-length", f"{name}: shape {shape} × {dtype.itemsize} B ≠ frame of {buf.nbytes} B")
         arr = np.frombuffer(buf, dtype=dtype)
         out[name] = arr if len(shape) == 1 else arr.reshape(shape)   # frombuffer is 1-D already
-    missing = [n for n in cls.ARRAYS if n not in out and n != "indices"]
-    if missing:
-        raise WireError("missing-array", f"{cls.__name__.lower()} needs array(s) {missing}")
+    if len(out) < len(cls.ARRAYS):   # only "indices" may be absent (a dense push)
+        missing = [n for n in cls.ARRAYS if n not in out and n != "indices"]
+        if missing:
+            raise WireError("missing-array", f"{cls.__name__.lower()} needs array(s) {missing}")
     return out
 
 
