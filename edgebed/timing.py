@@ -288,12 +288,17 @@ def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, s
 
 
 # -- realized against expected -------------------------------------------------------------------
-def steady_rates(times: dict[int, list[float]], class_of: dict[int, str], now: Optional[float] = None) -> dict:
+def steady_rates(times: dict[int, list[float]], class_of: dict[int, str], now: Optional[float] = None,
+                 ended: Optional[dict[int, float]] = None) -> dict:
     """Realized update rate per class from each device's sorted push times (emulated seconds).
 
     A class is measured from the moment its last device first pushed (start-up staggered over seconds
     would otherwise count as slowness) to ``now`` (default: the last push): ``{class: {"updates",
-    "devices", "seconds", "rate_per_device"}}``; a class whose devices have not all pushed is absent."""
+    "devices", "seconds", "device_seconds", "rate_per_device"}}``; a class whose devices have not all
+    pushed is absent. ``ended``: device → the time it stopped for good (a fail-stop crash, drawn right
+    after its last push): it counts as a device only until then, so crashes don't read as a slow host
+    (rate per device = updates ÷ the devices' alive seconds in the window)."""
+    ended = ended or {}
     by_class: dict[str, list[int]] = {}
     for d, k in class_of.items():
         by_class.setdefault(k, []).append(d)
@@ -306,9 +311,10 @@ def steady_rates(times: dict[int, list[float]], class_of: dict[int, str], now: O
         t0 = max(times[d][0] for d in devs)
         seconds = (now or 0.0) - t0
         n = sum(len(times[d]) - _index_after(times[d], t0) for d in devs)
-        if seconds > 0:
-            out[k] = {"updates": n, "devices": len(devs), "seconds": seconds,
-                      "rate_per_device": n / len(devs) / seconds}
+        alive = sum(max(0.0, min(now or 0.0, ended.get(d, math.inf)) - t0) for d in devs)
+        if seconds > 0 and alive > 0:
+            out[k] = {"updates": n, "devices": len(devs), "seconds": seconds, "device_seconds": alive,
+                      "rate_per_device": n / alive}
     return out
 
 

@@ -180,17 +180,19 @@ class Engine:
             evaluator.submit(version, theta, info)
             collect()
 
+        watchdog = None
+        if not clock.virtual and self.timing["expected"]:
+            watchdog = FidelityWatchdog(self.timing["expected"], {d: class_of(d) for d in range(sc.workers.n)},
+                                        sc.timing.tolerance, self.timing["dilation"])
+
         def freeze(d: int) -> None:
+            if watchdog is not None:
+                watchdog.crashed(d)
             h = handles.get(d)
             if h is None:
                 pending_freeze.add(d)
             else:
                 h.freeze()
-
-        watchdog = None
-        if not clock.virtual and self.timing["expected"] and not sc.failures.crash_probability:
-            watchdog = FidelityWatchdog(self.timing["expected"], {d: class_of(d) for d in range(sc.workers.n)},
-                                        sc.timing.tolerance, self.timing["dilation"])
 
         def record(table: str, row: dict) -> None:
             writer.append(table, row)

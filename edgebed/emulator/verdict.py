@@ -45,31 +45,57 @@ def pacing_stats(events: Optional[pd.DataFrame], class_of_device: dict[int, str]
     return out
 
 
+def crash_times(updates: pd.DataFrame, events: Optional[pd.DataFrame]) -> dict[int, float]:
+    """Device → emulated time of its fail-stop crash (its last applied push: the crash is drawn right
+    after it), for the devices the events table records as crashed."""
+    if events is None or events.empty or updates.empty:
+        return {}
+    crashed = set(events.loc[events["event"] == "crash", "device"].astype(int))
+    if not crashed:
+        return {}
+    t = emulated_times(updates)
+    last = t.groupby(updates["device"]).max()
+    return {d: float(last[d]) for d in crashed if d in last.index}
+
+
 def expected_vs_realized(updates: pd.DataFrame, expected: list[dict], class_of_device: dict[int, str],
-                         tolerance: float) -> list[dict]:
+                         tolerance: float, ended: Optional[dict[int, float]] = None) -> list[dict]:
     """Per class: expected and realized update share, rate per device (steady state: from the moment
     the class's last device first pushed), rate ratio against the slowest class and staleness, each
     realized value with its relative error; ``distorted`` lists the measures off by more than the
-    tolerance plus two standard errors of the class's update count."""
+    tolerance plus two standard errors of the class's update count.
+
+    ``ended`` (``crash_times``): crashed devices count only while alive — in the rates (alive
+    device-seconds), in the expected shares (each class's expected rate × its alive device-seconds over
+    the run) and in the expected staleness (the devices alive at each push, averaged over the class's
+    pushes). Without crashes these are the scenario's expected values unchanged."""
+    ended = ended or {}
     t = emulated_times(updates) if not updates.empty else pd.Series(dtype=float)
     times = {int(d): sorted(g.tolist()) for d, g in t.groupby(updates["device"])} if not updates.empty else {}
-    rates = steady_rates(times, class_of_device)
+    rates = steady_rates(times, class_of_device, ended=ended)
     total = len(updates)
     slow_exp = min(r["rate_per_device"] for r in expected)
     realized_rates = [rates[r["class"]]["rate_per_device"] for r in expected if r["class"] in rates]
     slow_real = min(realized_rates) if realized_rates else None
+    share_exp = {e["class"]: e["share"] for e in expected}
+    stale_exp = {e["class"]: e["staleness_mean"] for e in expected}
+    crashed = {k: sum(1 for d in ended if class_of_device.get(d) == k) for k in share_exp}
+    if ended and total:
+        share_exp, stale_exp = _with_crashes(t, updates, expected, class_of_device, ended)
     rows = []
     for e in expected:
         k = e["class"]
         mine = updates[updates["speed_class"] == k] if total else updates
         n = len(mine)
         row = {"class": k, "devices": e["devices"], "expected_cycle_s": e["cycle_s"],
-               "expected_share": round(e["share"], 4), "share": round(n / total, 4) if total else None,
+               "expected_share": round(share_exp[k], 4), "share": round(n / total, 4) if total else None,
                "expected_rate_per_device": round(e["rate_per_device"], 4), "rate_per_device": None,
                "expected_rate_ratio": round(e["rate_per_device"] / slow_exp, 4), "rate_ratio": None,
-               "expected_staleness_mean": round(e["staleness_mean"], 3),
+               "expected_staleness_mean": round(stale_exp[k], 3),
                "staleness_mean": round(float(mine["staleness"].mean()), 3) if n else None,
                "staleness_p50": float(mine["staleness"].median()) if n else None, "distorted": {}}
+        if ended:
+            row["crashed"] = crashed[k]
         r = rates.get(k)
         if r is not None:
             row["rate_per_device"] = round(r["rate_per_device"], 4)
@@ -77,12 +103,50 @@ def expected_vs_realized(updates: pd.DataFrame, expected: list[dict], class_of_d
             off = distortion(e["rate_per_device"], r, tolerance)
             if off is not None:
                 row["distorted"]["rate_per_device"] = round(off, 4)
-        if n and e["share"] > 0:
-            off = n / total / e["share"] - 1.0
+        if n and share_exp[k] > 0:
+            off = n / total / share_exp[k] - 1.0
             if abs(off) > tolerance + 2.0 / math.sqrt(n):
                 row["distorted"]["share"] = round(off, 4)
         rows.append(row)
     return rows
+
+
+def _with_crashes(t: pd.Series, updates: pd.DataFrame, expected: list[dict], class_of_device: dict[int, str],
+                  ended: dict[int, float]) -> tuple[dict, dict]:
+    """Expected share and mean staleness per class when some devices crashed (see expected_vs_realized).
+    Share: r_k·A_k / Σ_j r_j·A_j, A_k = the class's alive device-seconds between the first and the last
+    update. Staleness: mean-field as in ``timing.expected_timing`` — (Σ_j alive_j(t)·r_j − r_k) × the
+    class's interval (pull served → push applied) — with alive_j(t) the class's devices not yet crashed
+    at each of its pushes."""
+    t0, t1 = float(t.min()), float(t.max())
+    exp = {e["class"]: e for e in expected}
+    counts = {k: e["devices"] for k, e in exp.items()}
+    alive_s = {k: e["devices"] * (t1 - t0) for k, e in exp.items()}
+    ends: dict[str, list[float]] = {k: [] for k in exp}
+    for d, te in ended.items():
+        k = class_of_device.get(d)
+        if k in exp:
+            alive_s[k] -= t1 - min(max(te, t0), t1)
+            ends[k].append(te)
+    weight = {k: exp[k]["rate_per_device"] * alive_s[k] for k in exp}
+    total_w = sum(weight.values())
+    share = {k: (weight[k] / total_w if total_w > 0 else exp[k]["share"]) for k in exp}
+    full_rate = sum(e["devices"] * e["rate_per_device"] for e in exp.values())
+    stale = {}
+    for k, e in exp.items():
+        pushes = t[updates["speed_class"] == k].to_numpy()
+        if not len(pushes):
+            stale[k] = e["staleness_mean"]
+            continue
+        # total expected update rate at each push: every class's devices alive then × its rate
+        rate = np.zeros(len(pushes))
+        for j, ej in exp.items():
+            gone = np.searchsorted(np.sort(ends[j]), pushes, side="left")   # crashed strictly before
+            rate += (counts[j] - gone) * ej["rate_per_device"]
+        others = full_rate - e["rate_per_device"]   # the interval, from the no-crash expectation
+        interval = e["staleness_mean"] / others if others > 0 else 0.0
+        stale[k] = float(np.mean((rate - e["rate_per_device"]) * interval))
+    return share, stale
 
 
 def verdict(rows: list[dict], pacing: dict, tolerance: float, dilation: float) -> dict:

@@ -4,6 +4,7 @@ The PS thread feeds it every applied update (``observe``, under a lock); the eng
 every few seconds (``check``) and shows what it returns. A class is distorted when its realized update
 rate per device, measured since its last device first pushed, is off the rate the scenario implies
 (``timing.expected_timing``) by more than the tolerance plus two standard errors of the count.
+Crashed devices count only while alive (``crashed``), as in the verdict.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class FidelityWatchdog:
         self.tolerance = tolerance
         self.dilation = dilation
         self._times: dict[int, list[float]] = {}
+        self._ended: dict[int, float] = {}      # crashed device → time of its last push
         self._lock = threading.Lock()
         self._flagged: dict[str, float] = {}    # class → relative error last warned about
         self.warnings: list[str] = []
@@ -37,11 +39,20 @@ class FidelityWatchdog:
         with self._lock:
             self._times.setdefault(row["device"], []).append(t)
 
+    def crashed(self, device: int) -> None:
+        """``device`` crashed (fail-stop) right after its last observed push: from then on it no longer
+        counts as a device of its class. Called on the PS thread."""
+        with self._lock:
+            ts = self._times.get(device)
+            if ts:
+                self._ended[device] = ts[-1]
+
     def check(self) -> list[str]:
         """New warnings since the last check (a class that recovers and relapses is warned again)."""
         with self._lock:
             times = {d: list(ts) for d, ts in self._times.items()}
-        rates = steady_rates(times, self.class_of)
+            ended = dict(self._ended)
+        rates = steady_rates(times, self.class_of, ended=ended)
         out = []
         for k, r in rates.items():
             exp = self.expected.get(k)

@@ -157,6 +157,25 @@ def test_the_verdict_names_the_distorted_class_and_by_how_much():
     assert v["fell_behind"] == {"fast": {"lags": 2, "seconds": 0.5}}
 
 
+def test_crashed_devices_count_only_while_alive():
+    # both classes at their expected rates; fast device 0 and slow device 2 crash (fail-stop) at t ≈ 10 s
+    ups = _paced_updates({"fast": ([0, 1], 10.0), "slow": ([2, 3], 2.0)})
+    ups = ups[~(ups["device"].isin([0, 2]) & (ups["wall_time"] > 10.0))].reset_index(drop=True)
+    timing = {"expected": EXPECTED, "tolerance": 0.1, "dilation": 1.0}
+    blind = run_fidelity(ups, TWO, OF, timing=timing)    # crashes unknown: dead devices read as a slow host
+    assert not blind["verdict"]["faithful"]
+    events = pd.DataFrame([{"device": d, "event": "crash", "detail": "fail-stop"} for d in (0, 2)])
+    fid = run_fidelity(ups, TWO, OF, timing=timing, events=events)
+    assert fid["verdict"]["faithful"], fid["verdict"]
+    fast, slow = fid["expected"]
+    assert fast["crashed"] == 1 and slow["crashed"] == 1
+    assert fast["rate_per_device"] == pytest.approx(10.0, rel=0.03)
+    # each class was alive 1.5 device-runs of 2: the expected shares stay 10:2, and staleness follows the
+    # update rate of the devices still alive (75 % of it on average here)
+    assert fast["expected_share"] == pytest.approx(10 / 12, abs=0.01) and fast["share"] == pytest.approx(10 / 12, abs=0.01)
+    assert 0.7 * 3.0 < fast["expected_staleness_mean"] < 0.8 * 3.0
+
+
 def test_no_updates_is_not_judged_faithful():
     fid = run_fidelity(pd.DataFrame(columns=["device", "speed_class", "wall_time", "virtual_time", "staleness",
                                              "bytes_in"]), TWO, OF, timing={"expected": EXPECTED})

@@ -186,3 +186,13 @@ def test_bye_carries_pacing_stats():
     st = parse_bye(p.bye_reason("stop"))
     assert st["overruns"] == 1 and st["steps"] == 1
     assert parse_bye("stop") is None and parse_bye("stop pacing={broken") is None
+
+
+def test_steady_rates_count_a_crashed_device_only_while_alive():
+    # two devices at 1 update/s over (0, 10]; device 1 crashes after its push at t = 5
+    times = {0: [float(t) for t in range(11)], 1: [float(t) for t in range(6)]}
+    plain = tm.steady_rates(times, {0: "a", 1: "a"})
+    assert plain["a"]["rate_per_device"] == pytest.approx(15 / 2 / 10)    # reads as a slow class
+    r = tm.steady_rates(times, {0: "a", 1: "a"}, ended={1: 5.0})
+    assert r["a"]["device_seconds"] == pytest.approx(15.0)                # 10 s + 5 s alive
+    assert r["a"]["rate_per_device"] == pytest.approx(1.0)
