@@ -161,12 +161,17 @@ def expected_caption(fid: dict) -> str:
             f"{1e3 * t.get('step_time_s', 0):.3g} ms, {t.get('link_model', '?')} link semantics, dilation "
             f"{t.get('dilation', 1):g}); rates in emulated time, measured once every device of the class had "
             "pushed; expected staleness is mean-field (the other devices' update rate × the time from pull "
-            "served to push applied).")
+            "served to push applied)"
+            + ("; crashed devices count only while alive, in the rates and in the expected shares and "
+               "staleness" if any("crashed" in r for r in fid.get("expected") or []) else "") + ".")
 
 
 def expected_frame(fid: dict) -> pd.DataFrame:
     """The expected-vs-realized rows of a ``fidelity`` section as a numeric frame, realized next to
     expected for each measure."""
+    rows = fid.get("expected") or []
     cols = ["class", "share", "expected_share", "rate_per_device", "expected_rate_per_device", "rate_ratio",
             "expected_rate_ratio", "staleness_mean", "expected_staleness_mean", "staleness_p50"]
-    return pd.DataFrame(fid.get("expected") or [], columns=cols)
+    if any("crashed" in r for r in rows):   # a run with crashes: how many of each class's devices
+        cols.insert(1, "crashed")
+    return pd.DataFrame(rows, columns=cols)

@@ -174,6 +174,9 @@ def test_crashed_devices_count_only_while_alive():
     # update rate of the devices still alive (75 % of it on average here)
     assert fast["expected_share"] == pytest.approx(10 / 12, abs=0.01) and fast["share"] == pytest.approx(10 / 12, abs=0.01)
     assert 0.7 * 3.0 < fast["expected_staleness_mean"] < 0.8 * 3.0
+    from edgebed.emulator.fidelity import expected_caption, expected_frame
+    assert list(expected_frame(fid)["crashed"]) == [1, 1] and "crashed" not in expected_frame(blind)
+    assert "crashed devices count only while alive" in expected_caption(fid)
 
 
 def test_no_updates_is_not_judged_faithful():
