@@ -111,8 +111,16 @@ def cmd_run(args) -> int:
     log.info(f"edgebed: running {sc.name} — {sc.workers.n} devices, {sc.algorithm.name}, "
              f"runtime {sc.runtime.name}; writing to {args.out}/")
     progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
+    engine = Engine(sc, args.out, progress, source=str(args.scenario), resume=args.resume)
     try:
-        res = Engine(sc, args.out, progress, source=str(args.scenario), resume=args.resume).run()
+        res = engine.run()
+    except Exception:
+        # A failure inside the run loop (the evaluator, the serve loop) is recorded in summary.json
+        # before the engine re-raises it: report that run like any other failed one (exit 1).
+        res = _recorded_failure(engine.run_dir)
+        if res is None:
+            raise
+        log.debug("traceback:", exc_info=True)
     finally:
         progress.close()
     s = res.summary
@@ -140,6 +148,16 @@ def cmd_run(args) -> int:
     if interrupted:
         return 130
     return 0 if s["status"] == "complete" else 1
+
+
+def _recorded_failure(path):
+    """The RunResult of a run directory whose summary.json says it failed; None otherwise."""
+    from .emulator.engine import RunResult
+    from .rundir import read_json
+    if path is None or not (path / "summary.json").is_file():
+        return None
+    summary = read_json(path, "summary.json")
+    return RunResult(path, summary) if summary.get("status") == "failed" and "devices" in summary else None
 
 
 def cmd_runs(args) -> int:

@@ -127,6 +127,11 @@ class Engine:
     def _agent_timing(self, runtime):
         return agent_timing(self.run_sc, self.timing, runtime)
 
+    @property
+    def run_dir(self) -> Optional[Path]:
+        """The run directory, once set-up has created it (also after ``run`` raised)."""
+        return self._setup_path
+
     # -- the run loop --------------------------------------------------------------------------
     def run(self) -> RunResult:
         # Ctrl-C/SIGTERM during set-up (before the run loop's own handling) still marks the run incomplete.
