@@ -17,7 +17,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .verdict import crash_times, expected_vs_realized, pacing_stats, verdict
+from .verdict import crashed_devices, expected_vs_realized, pacing_stats, verdict
 
 WINDOW_S = 1.0   # uplink throughput is measured over windows of at least this length
 
@@ -134,7 +134,7 @@ def run_fidelity(updates: pd.DataFrame, classes: list[dict], class_of_device: di
         tol = timing.get("tolerance", 0.1)
         pacing = pacing_stats(events, class_of_device)
         rows = expected_vs_realized(updates, timing["expected"], class_of_device, tol,
-                                    crash_times(updates, events))
+                                    crashed_devices(events))
         out["timing"] = {k: timing.get(k) for k in ("link_model", "step_time_s", "step_time_from",
                                                      "calibrated_step_s", "dilation", "dilation_from", "pacing")
                          if timing.get(k) is not None}

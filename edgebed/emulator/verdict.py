@@ -45,33 +45,28 @@ def pacing_stats(events: Optional[pd.DataFrame], class_of_device: dict[int, str]
     return out
 
 
-def crash_times(updates: pd.DataFrame, events: Optional[pd.DataFrame]) -> dict[int, float]:
-    """Device → emulated time of its fail-stop crash (its last applied push: the crash is drawn right
-    after it), for the devices the events table records as crashed."""
-    if events is None or events.empty or updates.empty:
-        return {}
-    crashed = set(events.loc[events["event"] == "crash", "device"].astype(int))
-    if not crashed:
-        return {}
-    t = emulated_times(updates)
-    last = t.groupby(updates["device"]).max()
-    return {d: float(last[d]) for d in crashed if d in last.index}
+def crashed_devices(events: Optional[pd.DataFrame]) -> set[int]:
+    """The devices the events table records as crashed (fail-stop)."""
+    if events is None or events.empty:
+        return set()
+    return set(events.loc[events["event"] == "crash", "device"].astype(int))
 
 
 def expected_vs_realized(updates: pd.DataFrame, expected: list[dict], class_of_device: dict[int, str],
-                         tolerance: float, ended: Optional[dict[int, float]] = None) -> list[dict]:
+                         tolerance: float, crashed: frozenset[int] = frozenset()) -> list[dict]:
     """Per class: expected and realized update share, rate per device (steady state: from the moment
     the class's last device first pushed), rate ratio against the slowest class and staleness, each
     realized value with its relative error; ``distorted`` lists the measures off by more than the
     tolerance plus two standard errors of the class's update count.
 
-    ``ended`` (``crash_times``): crashed devices count only while alive — in the rates (alive
-    device-seconds), in the expected shares (each class's expected rate × its alive device-seconds over
-    the run) and in the expected staleness (the devices alive at each push, averaged over the class's
-    pushes). Without crashes these are the scenario's expected values unchanged."""
-    ended = ended or {}
+    ``crashed`` (``crashed_devices``): these count only while alive, i.e. until their last push (the
+    crash is drawn right after it) — in the rates (alive device-seconds), in the expected shares (each
+    class's expected rate × its alive device-seconds over the run) and in the expected staleness (the
+    devices alive at each push, averaged over the class's pushes). Without crashes these are the
+    scenario's expected values unchanged."""
     t = emulated_times(updates) if not updates.empty else pd.Series(dtype=float)
     times = {int(d): sorted(g.tolist()) for d, g in t.groupby(updates["device"])} if not updates.empty else {}
+    ended = {d: times[d][-1] for d in crashed if d in times}   # device → time of its crash
     rates = steady_rates(times, class_of_device, ended=ended)
     total = len(updates)
     slow_exp = min(r["rate_per_device"] for r in expected)
@@ -79,7 +74,7 @@ def expected_vs_realized(updates: pd.DataFrame, expected: list[dict], class_of_d
     slow_real = min(realized_rates) if realized_rates else None
     share_exp = {e["class"]: e["share"] for e in expected}
     stale_exp = {e["class"]: e["staleness_mean"] for e in expected}
-    crashed = {k: sum(1 for d in ended if class_of_device.get(d) == k) for k in share_exp}
+    crashed_in = {k: sum(1 for d in ended if class_of_device.get(d) == k) for k in share_exp}
     if ended and total:
         share_exp, stale_exp = _with_crashes(t, updates, expected, class_of_device, ended)
     rows = []
@@ -95,7 +90,7 @@ def expected_vs_realized(updates: pd.DataFrame, expected: list[dict], class_of_d
                "staleness_mean": round(float(mine["staleness"].mean()), 3) if n else None,
                "staleness_p50": float(mine["staleness"].median()) if n else None, "distorted": {}}
         if ended:
-            row["crashed"] = crashed[k]
+            row["crashed"] = crashed_in[k]
         r = rates.get(k)
         if r is not None:
             row["rate_per_device"] = round(r["rate_per_device"], 4)
@@ -120,14 +115,14 @@ def _with_crashes(t: pd.Series, updates: pd.DataFrame, expected: list[dict], cla
     at each of its pushes."""
     t0, t1 = float(t.min()), float(t.max())
     exp = {e["class"]: e for e in expected}
-    counts = {k: e["devices"] for k, e in exp.items()}
     alive_s = {k: e["devices"] * (t1 - t0) for k, e in exp.items()}
-    ends: dict[str, list[float]] = {k: [] for k in exp}
+    by_class: dict[str, list[float]] = {k: [] for k in exp}
     for d, te in ended.items():
         k = class_of_device.get(d)
         if k in exp:
             alive_s[k] -= t1 - min(max(te, t0), t1)
-            ends[k].append(te)
+            by_class[k].append(te)
+    ends = {k: np.sort(v) for k, v in by_class.items()}   # each class's crash times
     weight = {k: exp[k]["rate_per_device"] * alive_s[k] for k in exp}
     total_w = sum(weight.values())
     share = {k: (weight[k] / total_w if total_w > 0 else exp[k]["share"]) for k in exp}
@@ -141,8 +136,8 @@ def _with_crashes(t: pd.Series, updates: pd.DataFrame, expected: list[dict], cla
         # total expected update rate at each push: every class's devices alive then × its rate
         rate = np.zeros(len(pushes))
         for j, ej in exp.items():
-            gone = np.searchsorted(np.sort(ends[j]), pushes, side="left")   # crashed strictly before
-            rate += (counts[j] - gone) * ej["rate_per_device"]
+            gone = np.searchsorted(ends[j], pushes, side="left")   # crashed strictly before
+            rate += (ej["devices"] - gone) * ej["rate_per_device"]
         others = full_rate - e["rate_per_device"]   # the interval, from the no-crash expectation
         interval = e["staleness_mean"] / others if others > 0 else 0.0
         stale[k] = float(np.mean((rate - e["rate_per_device"]) * interval))

@@ -158,7 +158,8 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
             row["reference final acc (%)"] = tables.pct(ref.get("final_accuracy") or math.nan)
             row["reference ingress ratio"] = tables.times(ref.get("ingress_ratio") or math.nan)
         if show_crash:
-            row["crashed"] = _pm(c["crashed_mean"], c["crashed_min"], c["crashed_max"], lambda v: f"{v:,.1f}".removesuffix(".0"))
+            row["crashed"] = _pm(c["crashed_mean"], c["crashed_min"], c["crashed_max"],
+                                 lambda v: f"{v:,.1f}".removesuffix(".0"))
         rows.append(row)
     return pd.DataFrame(rows), num, runs_df
 
