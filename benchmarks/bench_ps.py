@@ -172,27 +172,36 @@ def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3) -> dict
     """PS and raw runs alternating ``rounds`` times; medians of rates and CPU per message."""
     runs = [_ingest_once(rule, seconds, sockets) for _ in range(rounds)]
     keys = ("ps_pushes_per_s", "raw_zmq_msgs_per_s", "ps_cpu_us_per_push", "raw_cpu_us_per_msg",
-            "stub_pushes_per_s", "stub_cpu_us_per_push")
+            "stub_pushes_per_s", "stub_cpu_us_per_push", "arith_pushes_per_s", "arith_cpu_us_per_push")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
     return {**runs[0], **med, "applied": sum(r["applied"] for r in runs), "seconds_each": seconds,
             "ps_over_raw": med["ps_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
             "stub_over_raw": med["stub_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
-            "rounds": [{k: r[k] for k in (*keys, "ps_over_raw", "stub_over_raw")} for r in runs]}
+            "arith_over_raw": med["arith_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
+            "rounds": [{k: r[k] for k in (*keys, "ps_over_raw", "stub_over_raw", "arith_over_raw")} for r in runs]}
 
 
-def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False) -> tuple[float, float, int]:
-    """(pushes/s, CPU µs per push of this process, pushes applied) through the real ZmqServer. ``stub``:
-    ``process`` answers every push with a canned Ack without decoding it — the serve loop and ZeroMQ
-    alone, the ceiling of any ``process``."""
+def _serve_ps(rule: str, seconds: float, sockets: int, stub: str = "") -> tuple[float, float, int]:
+    """(pushes/s, CPU µs per push of this process, pushes applied) through the real ZmqServer.
+
+    ``stub="ack"``: ``process`` answers every push with a canned Ack without decoding it — the serve
+    loop and ZeroMQ alone, the ceiling of any ``process``. ``stub="arith"``: the same, plus the rule's
+    numpy arithmetic (``rule.apply``) on the push's arrays decoded once beforehand — no decode, no
+    checks, no bookkeeping: the ceiling of any PS that does the rule's arithmetic in numpy on the
+    serve thread."""
     from edgebed.ps.serve import ZmqServer
     ctx = mp.get_context("spawn")
     ps, layers, size = make_ps(rule, sockets)
     if stub:
         real, ack = ps.process, wire.encode(wire.Ack(1))
+        v, idx = payload(rule, layers, size, np.random.default_rng(0))   # the client's very arrays
+        apply = ps.rule.apply if stub == "arith" else None
 
         def canned(peer, frames, principal=None):
             if len(frames) == 1:   # hello
                 return real(peer, frames, principal)
+            if apply is not None:
+                apply(0, 1, v, idx)
             ps.version += 1
             return ack
         ps.process = canned
@@ -214,7 +223,8 @@ def _ingest_once(rule: str, seconds: float, sockets: int) -> dict:
     ctx = mp.get_context("spawn")
     layers, size = initial_theta("cnn", 0)[1], 211_690
     ps_rate, ps_cpu, applied = _serve_ps(rule, seconds, sockets)
-    stub_rate, stub_cpu, _ = _serve_ps(rule, seconds, sockets, stub=True)
+    stub_rate, stub_cpu, _ = _serve_ps(rule, seconds, sockets, stub="ack")
+    arith_rate, arith_cpu, _ = _serve_ps(rule, seconds, sockets, stub="arith")
     q = ctx.Queue()
     stop, eq = ctx.Event(), ctx.Queue()
     router = ctx.Process(target=_raw_router, args=(eq, stop))
@@ -233,6 +243,8 @@ def _ingest_once(rule: str, seconds: float, sockets: int) -> dict:
             "ps_pushes_per_s": ps_rate, "raw_zmq_msgs_per_s": raw_rate, "ps_over_raw": ps_rate / raw_rate,
             "ps_cpu_us_per_push": ps_cpu * 1e6, "raw_cpu_us_per_msg": raw_cpu * 1e6,
             "stub_pushes_per_s": stub_rate, "stub_over_raw": stub_rate / raw_rate, "stub_cpu_us_per_push": stub_cpu * 1e6,
+            "arith_pushes_per_s": arith_rate, "arith_over_raw": arith_rate / raw_rate,
+            "arith_cpu_us_per_push": arith_cpu * 1e6,
             "goal_ratio": 0.9 if rule == "asgd" else 0.8}
 
 
@@ -321,6 +333,11 @@ def main(argv=None) -> int:
     lines += ["", "The same serve loop with `process` replaced by a canned Ack (ceiling of any `process`): " + "; ".join(
         f"{r['rule']} {r['stub_pushes_per_s']:.0f}/s = {r['stub_over_raw']:.2f} of raw "
         f"[{_ratios(r, 'stub_over_raw')}], {r['stub_cpu_us_per_push']:.1f} CPU µs per push" for r in res["ingest"])]
+    lines += ["", "The same with the rule's numpy arithmetic added (`rule.apply` on arrays decoded once beforehand; "
+              "no decode, checks or bookkeeping — the ceiling of any PS doing the arithmetic in numpy on the "
+              "serve thread): " + "; ".join(
+        f"{r['rule']} {r['arith_pushes_per_s']:.0f}/s = {r['arith_over_raw']:.2f} of raw "
+        f"[{_ratios(r, 'arith_over_raw')}], {r['arith_cpu_us_per_push']:.1f} CPU µs per push" for r in res["ingest"])]
     m = res["million_frames"]
     lines += ["", f"One message of {m['frames']:,} empty frames: answered `{m['reply']}` after "
               f"{m['answered_after_s']:.2f} s (the client's send took {m['client_send_s']:.2f} s; "
