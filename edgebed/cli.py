@@ -268,6 +268,9 @@ def cmd_study_import(args) -> int:
     from .study.runner import load_study
     from .study.results import import_runs
     study = load_study(args.study, tuple(args.set or ()))
+    if args.tuning:
+        from .study.tuning import tuning_study
+        study = tuning_study(study)
     into = Path(args.into) if args.into else Path("benchmarks/results/studies") / study.spec.name
     status = import_runs(study, Path(args.source), into, lambda line, final: log.info(line))
     _out(f"{status['imported']} runs compacted into {into}; {status['complete']} of {status['total']} "
@@ -314,9 +317,14 @@ def _study_parser(sub) -> None:
                    help="run nothing: score the runs there are and write the table and choice")
     r.set_defaults(func=cmd_study_tune)
     r = verbs.add_parser("import", help="compact a study directory's complete runs into a results directory")
-    r.add_argument("study", help="the study YAML file the runs were made from")
-    r.add_argument("source", help="the study directory (<out>/<study name>/)")
-    r.add_argument("--into", help="results directory (default benchmarks/results/studies/<name>)")
+    r.add_argument("study", help="the study YAML file to import runs for")
+    r.add_argument("source", help="a study directory (<out>/<study name>/) or a committed results "
+                   "directory, of this study or another: runs of the same resolved scenario (the "
+                   "name aside) and cell id are taken")
+    r.add_argument("--into", help="results directory (default benchmarks/results/studies/<name>, "
+                   "<name>-tuning with --tuning)")
+    r.add_argument("--tuning", action="store_true", help="import runs of the study's tuning grid "
+                   "(the cells of `study tune`), e.g. from another study's <name>-tuning results")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
     r.set_defaults(func=cmd_study_import)
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")

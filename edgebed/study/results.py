@@ -6,6 +6,7 @@ compact results (``analysis/compact.py``) instead of run dirs, plus its own ``st
 """
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Callable
@@ -64,19 +65,32 @@ def export_new(study: Study, sdir: Path, results: Path, entries: list[dict], exp
 
 def import_runs(study: Study, source: Path, results: Path,
                 show: Callable[[str, bool], None] = lambda line, final: None) -> dict:
-    """Compact every cell × seed of ``study`` whose latest run under ``source`` (a study directory)
-    is complete and of the same resolved scenario; runs of another scenario are named, not taken."""
+    """Compact every cell × seed of ``study`` whose latest run under ``source`` is complete and of the
+    same resolved scenario; runs of another scenario are named, not taken.
+
+    ``source`` is a study directory (run directories) or a committed results directory (compact
+    results, copied as they are), of this study or of another one with cells of the same id: the
+    scenario, not the study's name, decides — e.g. a study that compares new cells against the tuned
+    ASGD of ``compression-tuned`` takes its runs instead of running them again."""
     taken, stale = 0, []
     for cell in study.selected:
         for seed in study.spec.seed_list:
             sc = study.scenario(cell, seed)
+            dest = results_dir(results, cell, seed)
             run = _done(cell_dir(source, cell, seed), sc)
-            if run is None:
-                if any(cell_dir(source, cell, seed).glob("*/summary.json")):
+            compact = None if run is not None else compact_done(source, cell, seed, sc)
+            if run is None and compact is None:
+                if any(cell_dir(source, cell, seed).glob("*/summary.json")) or \
+                        (cell_dir(source, cell, seed) / "summary.json").is_file():
                     stale.append(f"{cell.label} · seed {seed}")
                 continue
-            _compact(run, results_dir(results, cell, seed))
-            show(f"{cell.label} · seed {seed}: {run.name} → {results_dir(results, cell, seed)}", True)
+            if compact is not None:
+                if compact.resolve() != dest.resolve():
+                    shutil.rmtree(dest, ignore_errors=True)
+                    shutil.copytree(compact, dest)
+            else:
+                _compact(run, dest)
+            show(f"{cell.label} · seed {seed}: {(run or compact)} → {dest}", True)
             taken += 1
     status = write_results_status(study, results)
     status["imported"], status["not_taken"] = taken, stale

@@ -251,13 +251,16 @@ def latest_run(parent: Path) -> Optional[Path]:
 
 
 def same_scenario(recorded: dict, scenario: Scenario) -> bool:
-    """Whether a run's recorded (resolved) scenario is ``scenario``. The recorded one is resolved
-    again through today's schema first, so a key added since, at its default, does not count as a
-    change (old runs stay valid); a key the schema no longer knows does."""
-    if recorded == scenario.to_dict():
+    """Whether a run's recorded (resolved) scenario is ``scenario``, apart from its ``name`` (a label:
+    it names the run directory and nothing else, so one study can take another's runs of the very
+    same experiment — see ``results.import_runs``). The recorded one is resolved again through
+    today's schema first, so a key added since, at its default, does not count as a change (old runs
+    stay valid); a key the schema no longer knows does."""
+    want = {**scenario.to_dict(), "name": None}
+    if {**recorded, "name": None} == want:
         return True
     try:
-        return Scenario.model_validate(recorded).to_dict() == scenario.to_dict()
+        return {**Scenario.model_validate(recorded).to_dict(), "name": None} == want
     except ValidationError:
         return False
 

@@ -193,3 +193,46 @@ def test_dense_eval_sets_every_cells_eval_dense_at_the_study_targets(tmp_path):
     assert sc.eval.dense.near == sorted({study.spec.target, 0.9, 0.96})
     assert (sc.eval.dense.within, sc.eval.dense.every) == (0.01, 25)
     assert sc.eval.every % 25 == 0
+
+
+def test_another_study_takes_the_runs_of_the_same_experiment_from_committed_results(tmp_path):
+    """A study of new cells next to another study's baseline (same base, same cell id and overrides)
+    takes that baseline's committed compact runs: the scenario decides, not the study's name."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    run_study(load_study(write_study(a, **COMPRESSION)), a / "out", FakeRunner(), results=a / "res")
+    newer = dict(baseline="asgd", cells=[COMPRESSION["cells"][0],
+                                          {"label": "ef", "set": {"algorithm.name": "adacomp", "algorithm.c": 0.001}}])
+    path = write_study(b, **{**newer, "name": "other"})
+    study = load_study(path)
+    recorded = yaml.safe_load((a / "res/runs/asgd/seed-1/scenario.yaml").read_text())
+    assert recorded["name"] != study.scenario(study.cells[0], 1).name
+    assert study_mod.same_scenario(recorded, study.scenario(study.cells[0], 1))
+    assert not study_mod.same_scenario(recorded, study.scenario(study.cells[0], 2))       # another seed
+    assert main(["study", "import", str(path), str(a / "res"), "--into", str(b / "res")]) == 0
+    st = yaml.safe_load((b / "res" / "status.json").read_text())
+    assert [(e["cell"], e["seed"], e["status"]) for e in st["cells"]] == [
+        ("asgd", 1, "complete"), ("asgd", 2, "complete"), ("ef", 1, "not run"), ("ef", 2, "not run")]
+    runner = FakeRunner()
+    status = run_study(study, b / "out", runner, results=b / "res")
+    assert status["skipped"] == 2 and runner.calls == ["other-ef-s1", "other-ef-s2"]
+    # a different experiment under the same cell id is named, not taken
+    changed = load_study(path, ("eval.every=50",))
+    assert import_runs(changed, a / "res", tmp_path / "res2")["not_taken"] == ["asgd · seed 1", "asgd · seed 2"]
+
+
+def test_import_tuning_runs_of_another_study(tmp_path, monkeypatch):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    monkeypatch.setattr(study_mod, "engine_runner", lambda source: LrRunner())
+    pa = write_study(a, tuning=TUNING, **COMPRESSION)
+    assert main(["study", "tune", str(pa), "--out", str(a / "out"), "--results", str(a / "res-tuning")]) == 0
+    pb = write_study(b, tuning=TUNING, name="other", baseline="asgd", cells=COMPRESSION["cells"][:2])
+    assert main(["study", "import", str(pb), str(a / "res-tuning"), "--tuning",
+                 "--into", str(b / "res-tuning")]) == 0
+    assert len(list((b / "res-tuning" / "runs").glob("*/seed-*/summary.json"))) == 12   # 2 cells × 3 α × 2 seeds
+    runner = LrRunner()
+    monkeypatch.setattr(study_mod, "engine_runner", lambda source: runner)
+    assert main(["study", "tune", str(pb), "--out", str(b / "out"), "--results", str(b / "res-tuning")]) == 0
+    assert runner.calls == []                                  # nothing ran again
+    assert yaml.safe_load(tuned_path(pb).read_text())["chosen"] == {"asgd": 0.1, "adacomp": 0.01}
