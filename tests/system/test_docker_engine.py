@@ -23,14 +23,22 @@ def docker_registered(monkeypatch):
                             ("edgebed.emulator.runtimes.docker.runtime", "DockerRuntime", ""))
 
 
+# Error feedback with compact pushes (varint indices, f16 values, zstd) and bf16 / delta pulls: the
+# compressors and wire v2 run in the containers as on every other runtime.
+EF_COMPACT = {"error_feedback": True, "encoding": "compact", "values": "f16", "zstd": True,
+              "pull": "bf16", "pull_delta": True}
+
+
 @pytest.mark.parametrize("agents", ["container", "forked"])
 def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path, agents):
     """Both agent placements: in the container, or forked on the host into the container's netns and
-    cgroups. The kernel counters of each device's veth prove its pushes went through the shaped link."""
+    cgroups. The kernel counters of each device's veth prove its pushes went through the shaped link.
+    The container placement also runs error feedback with compact pushes and compressed pulls."""
     from edgebed.emulator.engine import Engine
     sc = parse_scenario({
         "name": "docker-e2e", "seed": 3, "model": {"name": "mlp"},
         "algorithm": {"name": "adacomp", "lr": 0.05, "c": 0.01},
+        "compression": EF_COMPACT if agents == "container" else {},
         "eval": {"every": 150, "test_samples": 500},
         "workers": {"n": 8, "classes": [
             {"name": "fast", "share": 0.5, "uplink": {"rate": "1mbit", "delay": "10ms"}},
@@ -53,6 +61,14 @@ def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path, agents)
     # fail-stop: every crashed device was paused and contributed nothing after its crash
     events = pd.read_csv(path / "events.csv")
     updates = pd.read_csv(path / "updates.csv")
+    per_entry = (updates["bytes_in"] / updates["entries"]).median()
+    if agents == "container":   # v1 costs 8 B an entry (+ header); varint + f16 + zstd far less
+        assert per_entry < 5.0, per_entry
+        model = json.loads((path / "traffic.json").read_text())["by_kind"]["model"]
+        f32_model = 4 * 199_210                                 # the MLP's parameters in float32
+        assert model["out_bytes"] / model["out_msgs"] < 0.5 * f32_model, model   # bf16, or a delta
+    else:
+        assert per_entry > 8.0, per_entry
     crashes = events[events.event == "crash"]
     assert s["devices"]["crashed"] == len(crashes) >= 1
     for _, ev in crashes.iterrows():

@@ -275,7 +275,9 @@ class TestLocalSession:
 
     @pytest.mark.timeout(180)
     def test_crashes_are_freezes_not_task_failures(self, session, tmp_path, monkeypatch):
-        """Fail-stop in Spark: crashed agents stop contributing, the barrier stage is never retried."""
+        """Fail-stop in Spark: crashed agents stop contributing, the barrier stage is never retried.
+        The agents push AdaComp selections with error feedback and 8-bit values in wire v2, and pull
+        f16 models: the compressors run in Spark tasks as on every other runtime."""
         from edgebed.emulator import runtimes
         from edgebed.emulator.engine import Engine
         from edgebed.rundir import read_table
@@ -284,7 +286,8 @@ class TestLocalSession:
                             ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime", "pip install -e '.[spark]'"))
         sc_ = parse_scenario({
             "name": "spark-crash", "seed": 2, "dataset": {"train_samples": 2000},
-            "model": {"name": "mlp"}, "algorithm": {"name": "asgd", "lr": 0.05},
+            "model": {"name": "mlp"}, "algorithm": {"name": "adacomp", "lr": 0.05, "c": 0.01},
+            "compression": {"error_feedback": True, "quantize": "q8", "encoding": "compact", "pull": "f16"},
             "workers": {"n": 2}, "failures": {"crash_probability": 0.05},
             "stop": {"updates": 5000, "wall_time": "120s"}, "eval": {"every": 1000, "test_samples": 200},
             "runtime": {"name": "spark", "spark": {"master": MASTER}}})
@@ -298,6 +301,9 @@ class TestLocalSession:
         hellos = ev[ev["event"] == "hello"]
         assert len(hellos) == 2 and hellos["detail"].str.contains("attempt=0").all(), \
             "a barrier stage retry would have restarted the agents"
+        updates = read_table(result.path, "updates")
+        per_entry = (updates["bytes_in"] / updates["entries"]).median()
+        assert per_entry < 4.0, per_entry        # q8: ~1 B a value + varint indices (v1: 8 B an entry)
 
 
 def _evals(path) -> list[float]:
