@@ -193,6 +193,29 @@ def _class_display(df: pd.DataFrame) -> pd.DataFrame:
     } for r in df.itertuples()])
 
 
+def _alpha_table(dirs: list[Path], statuses: list[dict]) -> pd.DataFrame:
+    """The α each cell ran at, for studies tuned by ``study tune`` (their status.json names it), with
+    the grid it was chosen from; a choice at the grid's edge is flagged — the best α may lie beyond."""
+    import yaml
+    rows = []
+    for d, st in zip(dirs, statuses):
+        tuned = st.get("tuned") or {}
+        if not tuned:
+            continue
+        try:
+            spec = yaml.safe_load((d / "study.yaml").read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            spec = {}
+        grid = sorted(float(x) for x in ((spec.get("tuning") or {}).get("lr") or []))
+        tag = f"{st.get('protocol') or st.get('study', d.name)}: " if len(dirs) > 1 else ""
+        for label, lr in tuned.items():
+            edge = bool(grid) and float(lr) in (grid[0], grid[-1])
+            rows.append({"cell": tag + label, "α": f"{float(lr):g}",
+                         "grid": " · ".join(f"{g:g}" for g in grid) if grid else "—",
+                         "note": "at the grid's edge: the best α may lie beyond it" if edge else ""})
+    return pd.DataFrame(rows)
+
+
 def _html(title: str, intro: list[str], sections: list[tuple[str, pd.DataFrame]], notes: list[str],
           pngs: dict[str, Path]) -> str:
     """The study page, in the page shell every edgebed report shares (analysis/html.py)."""
@@ -294,14 +317,23 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
                      + (f" — {status['reference_source']}." if status.get("reference_source") else "."))
     if status.get("description") and len(dirs) == 1:
         intro.append(status["description"].strip())
+    alphas = _alpha_table(dirs, statuses)
+    tables_of = ", ".join(dict.fromkeys(f"{Path(st['file']).stem}.tuning.csv" for st in statuses
+                                        if st.get("tuned") and st.get("file")))
+    alpha_heading = ("α per cell, chosen by edgebed study tune on a validation split"
+                     + (f" (the whole table: {tables_of})" if tables_of else ""))
     sections = [("Cells", display), *target_sections]
     if not classes.empty:
         sections.append(("Applied updates per speed class", _class_display(classes)))
+    if not alphas.empty:
+        sections.append((alpha_heading, alphas))
     md = [f"# Study {name}", "", *intro, "", table_md]
     for heading, frame in target_sections:
         md += [f"## {heading}", "", tables.to_markdown(frame)]
     if not classes.empty:
         md += ["## Applied updates per speed class", "", tables.to_markdown(_class_display(classes))]
+    if not alphas.empty:
+        md += [f"## {alpha_heading}", "", tables.to_markdown(alphas)]
     if notes:
         md += ["Notes:", *[f"- {n}" for n in notes], ""]
     md += [f"![{k.replace('_', ' ')}]({p.name})\n" for k, p in pngs.items()]

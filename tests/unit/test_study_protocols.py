@@ -71,6 +71,13 @@ def test_tuning_runs_every_cell_at_every_alpha_on_validation_and_picks_by_the_ru
     assert main(["study", "tune", str(path), "--out", str(tmp_path / "out"),
                  "--results", str(tmp_path / "res-tuning")]) == 0
     assert runner.calls == []
+    # the report names each cell's α; a choice at the grid's edge (0.01 of 0.01 · 0.1 · 1) is flagged
+    monkeypatch.setattr(study_mod, "engine_runner", lambda source: FakeRunner())
+    run_study(load_study(path), tmp_path / "out", FakeRunner(), results=tmp_path / "res")
+    md = write_study_report(tmp_path / "res").markdown.read_text()
+    assert "## α per cell, chosen by edgebed study tune on a validation split (the whole table: study.tuning.csv)" in md
+    assert "| asgd | 0.1 | 0.01 · 0.1 · 1 |  |" in md
+    assert "| adacomp | 0.01 | 0.01 · 0.1 · 1 | at the grid's edge: the best α may lie beyond it |" in md
 
 
 def test_an_incomplete_grid_chooses_nothing_for_that_cell(tmp_path, monkeypatch):
