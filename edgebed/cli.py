@@ -280,6 +280,35 @@ def cmd_study_import(args) -> int:
     return 0
 
 
+def cmd_study_status(args) -> int:
+    from .study.runner import load_study
+    from .study.results import progress
+    study = load_study(args.study, tuple(args.set or ()))
+    results = Path(args.results) if args.results else Path("benchmarks/results/studies") / study.spec.name
+    st = progress(study, results if results.is_dir() or args.results else None,
+                  Path(args.out) if args.out else None)
+    if args.json:
+        _out(json.dumps(st, indent=2))
+        return 0
+
+    def lines(rows: list[dict], seeds: list[int]) -> list[str]:
+        width = max((len(r["label"]) for r in rows), default=0)
+        return [f"  {r['label']:<{width}}  " + " ".join(f"{s}{'✓' if s in r['complete'] else '·'}" for s in seeds)
+                + (f"  ({r['note']})" if r.get("note") else "") for r in rows]
+    text = [f"study {st['study']} ({st['file']}): {st['complete']} of {st['total']} runs complete"
+            + (f" in {st['results']}" if st["results"] else "")]
+    if "tuning" in st:
+        t = st["tuning"]
+        text.append(f"tuning grid: {t['complete']} of {t['total']} runs"
+                    + (f"; α not chosen yet for {', '.join(t['untuned'])}" if t["untuned"] else "; α chosen for every cell"))
+    text += lines(st["cells"], study.spec.seed_list)
+    if st["resume"]:
+        text += ["resume (add --jobs 2 --set runtime.sim.threads=1 on an idle 2-core host):",
+                 *[f"  {c}" for c in st["resume"]]]
+    _out("\n".join(text))
+    return 0
+
+
 def cmd_study_report(args) -> int:
     from .study.report import write_study_report
     res = write_study_report([Path(d) for d in args.study_dir], Path(args.out) if args.out else None,
@@ -327,6 +356,13 @@ def _study_parser(sub) -> None:
                    "(the cells of `study tune`), e.g. from another study's <name>-tuning results")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
     r.set_defaults(func=cmd_study_import)
+    r = verbs.add_parser("status", help="which cell × seed runs are complete, and the commands that resume the rest")
+    r.add_argument("study", help="study YAML file")
+    r.add_argument("--results", metavar="DIR", help="committed results directory (default "
+                   "benchmarks/results/studies/<name>; the tuning grid's: DIR-tuning)")
+    r.add_argument("--out", metavar="DIR", help="also count run directories under DIR/<name>/ (e.g. studies-out)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
+    r.set_defaults(func=cmd_study_status)
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")
     r.add_argument("study_dir", nargs="+", help="the study directory (<out>/<study name>/) or a "
                    "committed results directory; several: side by side (e.g. two protocols)")

@@ -6,10 +6,11 @@ compact results (``analysis/compact.py``) instead of run dirs, plus its own ``st
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from ..rundir import write_json_atomic
 from .runner import Study, _done, _entry, cell_dir, compact_done, results_dir
@@ -95,3 +96,54 @@ def import_runs(study: Study, source: Path, results: Path,
     status = write_results_status(study, results)
     status["imported"], status["not_taken"] = taken, stale
     return status
+
+
+def progress(study: Study, results: Optional[Path], out: Optional[Path] = None) -> dict:
+    """Which cell × seed runs of ``study`` are complete — compact in ``results`` or as a run directory
+    under ``out/<name>`` — of the same resolved scenario, and the commands that resume the rest.
+    For a study with ``tuning:``, the tuning grid too (its runs in ``<results>-tuning``). Runs nothing."""
+    from .tuning import tuning_study
+    sdir = Path(out) / study.spec.name if out is not None else None
+
+    def count(st: Study, res: Optional[Path], sd: Optional[Path]) -> list[dict]:
+        rows = []
+        for cell in st.cells:
+            done = []
+            for seed in st.spec.seed_list:
+                sc = st.scenario(cell, seed)
+                if compact_done(res, cell, seed, sc) or (sd is not None and _done(cell_dir(sd, cell, seed), sc)):
+                    done.append(seed)
+            rows.append({"cell": cell.id, "label": cell.label, "complete": done,
+                         "missing": [s for s in st.spec.seed_list if s not in done]})
+        return rows
+
+    out_dict: dict = {"study": study.spec.name, "file": str(study.path),
+                      "results": str(results) if results else None}
+    commands = []
+    if study.spec.tuning is not None:
+        ts = tuning_study(study)
+        tres = Path(f"{results}-tuning") if results else None
+        grid = count(ts, tres, Path(out) / ts.spec.name if out is not None else None)
+        out_dict["tuning"] = {"results": str(tres) if tres else None, "cells": grid,
+                              "complete": sum(len(r["complete"]) for r in grid),
+                              "total": sum(len(r["complete"]) + len(r["missing"]) for r in grid),
+                              "untuned": study.untuned()}
+        if out_dict["tuning"]["untuned"]:
+            commands.append(f"edgebed study tune {study.path}" + (f" --results {tres}" if tres else ""))
+    if study.spec.tuning is not None and study.untuned():
+        # without a chosen α the cells' scenarios are not known yet: only the tuned cells count
+        tuned_cells = [c for c in study.cells if c.label not in study.untuned()]
+        st = dataclasses.replace(study, cells=tuned_cells, only=None)
+        rows = count(st, results, sdir) + [
+            {"cell": c.id, "label": c.label, "complete": [], "missing": list(study.spec.seed_list),
+             "note": "α not chosen yet"} for c in study.cells if c.label in study.untuned()]
+        rows.sort(key=lambda r: [c.id for c in study.cells].index(r["cell"]))
+    else:
+        rows = count(study, results, sdir)
+    out_dict["cells"] = rows
+    out_dict["complete"] = sum(len(r["complete"]) for r in rows)
+    out_dict["total"] = len(study.cells) * len(study.spec.seed_list)
+    if out_dict["complete"] < out_dict["total"]:
+        commands.append(f"edgebed study run {study.path}" + (f" --results {results}" if results else ""))
+    out_dict["resume"] = commands
+    return out_dict

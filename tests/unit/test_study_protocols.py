@@ -18,7 +18,7 @@ from edgebed.cli import main
 from edgebed.data import Dataset, DatasetError, validation_split
 from edgebed.study import runner as study_mod
 from edgebed.study.runner import StudyError, load_study, run_study, tuned_path
-from edgebed.study.results import import_runs
+from edgebed.study.results import import_runs, progress
 from edgebed.study.tuning import tuning_study
 from tests.unit.test_study import COMPRESSION, CURVES, FakeRunner, write_study
 
@@ -243,3 +243,24 @@ def test_import_tuning_runs_of_another_study(tmp_path, monkeypatch):
     assert main(["study", "tune", str(pb), "--out", str(b / "out"), "--results", str(b / "res-tuning")]) == 0
     assert runner.calls == []                                  # nothing ran again
     assert yaml.safe_load(tuned_path(pb).read_text())["chosen"] == {"asgd": 0.1, "adacomp": 0.01}
+
+
+def test_status_names_what_is_missing_and_the_commands_that_resume_it(tmp_path, monkeypatch, capsys):
+    path = write_study(tmp_path, tuning=TUNING, **COMPRESSION)
+    res = tmp_path / "res"
+    assert main(["study", "status", str(path), "--results", str(res)]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 6 runs complete" in out and "tuning grid: 0 of 18 runs; α not chosen yet for asgd" in out
+    assert f"edgebed study tune {path} --results {res}-tuning" in out
+    monkeypatch.setattr(study_mod, "engine_runner", lambda source: LrRunner())
+    assert main(["study", "tune", str(path), "--out", str(tmp_path / "out"), "--results", f"{res}-tuning"]) == 0
+    run_study(load_study(path).select(("asgd",)).first_seeds(1), tmp_path / "out", FakeRunner(), results=res)
+    assert main(["study", "status", str(path), "--results", str(res)]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 6 runs complete" in out and "tuning grid: 18 of 18 runs; α chosen for every cell" in out
+    assert "  asgd       1✓ 2·" in out and "  comp-asgd  1· 2·" in out
+    assert "study tune" not in out and f"edgebed study run {path} --results {res}" in out
+    # a run directory not yet compacted counts with --out
+    run_study(load_study(path).select(("adacomp",)).first_seeds(1), tmp_path / "out", FakeRunner())
+    st = progress(load_study(path), res, tmp_path / "out")
+    assert [r["complete"] for r in st["cells"]] == [[1], [1], []]
