@@ -1,5 +1,6 @@
-"""Top-k selection on real CNN gradients: argpartition alone (what topk_indices was) against today's
-topk_indices (nonzero entries first when ≥ 10 % are exact zeros), same picks checked on every call.
+"""Top-k selection on real CNN gradients: argpartition alone (what topk_indices was), the version that
+gathered the nonzero entries by boolean indexing (until 2026-11-24), and today's topk_indices
+(``np.compress``), the same picks checked on every call.
 
 The paper CNN is trained by plain SGD (α = 0.1, b = 10, bundled digits) and, after 0, 500 and 3,000
 steps, 10 gradients are taken; per gradient: the zero fraction of FC1 and the time of AdaComp's
@@ -31,8 +32,21 @@ def argpartition_topk(x: np.ndarray, k: int) -> np.ndarray:
     return idx.astype(np.uint32)
 
 
-def _old_per_layer(g, c, bounds):
-    return np.concatenate([argpartition_topk(g[o:o + s], keep_count(s, c)) + np.uint32(o) for o, s in bounds])
+def bool_index_topk(x: np.ndarray, k: int) -> np.ndarray:
+    """topk_indices as it was before 2026-11-24: the nonzero values gathered by boolean indexing."""
+    n = x.size
+    a = np.abs(x)
+    v = a[a != 0]
+    if v.size > k:
+        top = np.partition(v, v.size - k)[v.size - k:]
+        keep = a >= top[0]
+        if np.count_nonzero(keep) == k and not np.isnan(top).any():
+            return np.flatnonzero(keep).astype(np.uint32)
+    return argpartition_topk(x, k)
+
+
+def _old_per_layer(g, c, bounds, topk=argpartition_topk):
+    return np.concatenate([topk(g[o:o + s], keep_count(s, c)) + np.uint32(o) for o, s in bounds])
 
 
 def _timed(f, reps: int = 5):
@@ -76,12 +90,13 @@ def main(steps=(0, 500, 3000), grads_per_point: int = 10, c: float = 0.01) -> di
             g = grad_flat(m)
             t_new_l, new_l = _timed(lambda: top_c_per_layer(g, c, bounds))
             t_old_l, old_l = _timed(lambda: _old_per_layer(g, c, bounds))
+            t_bool_l, bool_l = _timed(lambda: _old_per_layer(g, c, bounds, bool_index_topk))
             t_new_g, new_g = _timed(lambda: top_c(g, c))
             t_old_g, old_g = _timed(lambda: argpartition_topk(g, keep_count(g.size, c)))
-            assert np.array_equal(new_l, old_l) and np.array_equal(new_g, old_g)
+            assert np.array_equal(new_l, old_l) and np.array_equal(new_g, old_g) and np.array_equal(new_l, bool_l)
             rows.append({"sgd_steps": done, "fc1_zero_fraction": float(np.mean(g[fc1.offset:fc1.offset + fc1.size] == 0)),
                          "model_zero_fraction": float(np.mean(g == 0)),
-                         "per_layer_argpartition_ms": t_old_l, "per_layer_ms": t_new_l,
+                         "per_layer_argpartition_ms": t_old_l, "per_layer_bool_index_ms": t_bool_l, "per_layer_ms": t_new_l,
                          "global_argpartition_ms": t_old_g, "global_ms": t_new_g})
     summary = []
     for s in steps:
@@ -98,5 +113,5 @@ def main(steps=(0, 500, 3000), grads_per_point: int = 10, c: float = 0.01) -> di
 if __name__ == "__main__":
     for s in main()["summary"]:
         print(f"after {s['sgd_steps']:>5} steps: FC1 zeros {100 * s['fc1_zero_fraction']:.0f} %  per layer "
-              f"{s['per_layer_argpartition_ms']:.2f} → {s['per_layer_ms']:.2f} ms (max {s['per_layer_max_argpartition_ms']:.2f} → "
+              f"{s['per_layer_argpartition_ms']:.2f} → (boolean index {s['per_layer_bool_index_ms']:.2f}) → {s['per_layer_ms']:.2f} ms (max {s['per_layer_max_argpartition_ms']:.2f} → "
               f"{s['per_layer_max_ms']:.2f})  global {s['global_argpartition_ms']:.2f} → {s['global_ms']:.2f} ms")

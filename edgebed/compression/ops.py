@@ -20,20 +20,24 @@ def topk_indices(x: np.ndarray, k: int) -> np.ndarray:
     ``benchmarks/results/topk.json``). So the k-th largest, t, is found among the nonzero entries
     (a partition of values only); when no other entry ties with t, the k entries ≥ t are the only
     possible answer, so the result is argpartition's to the bit. A tie at t takes argpartition's
-    own pick (fewer than k nonzero entries is such a tie, at 0)."""
+    own pick (fewer than k nonzero entries is such a tie, at 0).
+
+    The nonzero entries are gathered with ``np.compress``, not ``a[a != 0]`` (same elements, same
+    order): numpy 2.4's boolean indexing is several times slower on such scattered masks. AdaComp's
+    per-layer selection on real CNN gradients after 500 / 3,000 SGD steps: 0.57 / 0.61 → 0.35 /
+    0.35 ms, measured in one run (``benchmarks/results/topk.json``)."""
     n = x.size
     k = max(1, min(int(k), n))
     if k == n:
         return np.arange(n, dtype=np.uint32)
     a = np.abs(x)
-    v = a[a != 0]
+    v = np.compress(a != 0, a)
     if v.size > k:
         top = np.partition(v, v.size - k)[v.size - k:]   # the k largest, a NaN counting as largest
-        t = top[0]
-        keep = a >= t                      # t > 0, so no zero
-        # Unique when nothing ties with t and no NaN is among the k (a NaN never compares ≥).
-        if np.count_nonzero(keep) == k and not np.isnan(top).any():
-            return np.flatnonzero(keep).astype(np.uint32)
+        keep = np.flatnonzero(a >= top[0])               # top[0] > 0, so no zero
+        # Unique when nothing ties with top[0] and no NaN is among the k (a NaN never compares ≥).
+        if keep.size == k and not np.isnan(top).any():
+            return keep.astype(np.uint32)
     idx = np.argpartition(a, n - k)[n - k:]
     idx.sort()
     return idx.astype(np.uint32)
