@@ -217,9 +217,9 @@ def cmd_study_run(args) -> int:
     if args.cells:
         study = study.select(tuple(args.cells))
     from .console import RunProgress
-    runs = len(study.selected) * len(study.spec.seed_list)
+    runs = len(study.selected) * len(study.run_seeds)
     of = f" (of {len(study.cells)})" if len(study.selected) < len(study.cells) else ""
-    log.info(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.spec.seed_list)} "
+    log.info(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.run_seeds)} "
              f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/")
     results = Path(args.results) if args.results else None
     progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)

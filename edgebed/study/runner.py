@@ -58,6 +58,7 @@ class Study:
     cells: list[Cell]
     cli_set: tuple[str, ...] = ()
     only: Optional[frozenset] = None   # ids of the cells to run (``select``); None: all of them
+    seeds_only: Optional[tuple] = None  # the seeds to run (``first_seeds``); None: all of them
     tuned: Optional[dict] = None       # cell label → α chosen by ``study tune`` (studies with tuning:)
 
     def scenario(self, cell: Cell, seed: int) -> Scenario:
@@ -74,11 +75,16 @@ class Study:
                              f"scenario; fix its values under `set`/`sweep`/`cells`:\n{err}") from None
 
     def first_seeds(self, k: int) -> "Study":
-        """The same study with only its first ``k`` seeds (a later full invocation resumes)."""
+        """The same study running only its first ``k`` seeds (a later full invocation resumes); the
+        other seeds stay in status.json as they are on disk, so totals count the whole study."""
         if k < 1:
             raise StudyError(f"{self.path}: --seeds {k}: give at least 1")
-        spec = self.spec.model_copy(update={"seeds": self.spec.seed_list[:k]})
-        return dataclasses.replace(self, spec=spec)
+        return dataclasses.replace(self, seeds_only=tuple(self.spec.seed_list[:k]))
+
+    @property
+    def run_seeds(self) -> list[int]:
+        """The seeds this invocation runs (all of the study's, unless ``first_seeds``)."""
+        return [s for s in self.spec.seed_list if self.seeds_only is None or s in self.seeds_only]
 
     def select(self, patterns: tuple[str, ...]) -> "Study":
         """The same study running only the cells whose label or id matches a glob in ``patterns``
@@ -413,7 +419,7 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     if study.cli_set:
         text += "\n# command line --set:\n" + "".join(f"#   {s}\n" for s in study.cli_set)
     (sdir / "study.yaml").write_text(text)
-    todo = [(c, s) for c in study.selected for s in study.spec.seed_list]
+    todo = [(c, s) for c in study.selected for s in study.run_seeds]
     heads = [f"[{i}/{len(todo)}] {c.label} · seed {s}" for i, (c, s) in enumerate(todo, start=1)]
     entries: list[dict] = []
     status = {"study": study.spec.name, "file": str(study.path), "base": str(study.base_path),
@@ -424,10 +430,11 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
               "total": len(study.cells) * len(study.spec.seed_list), "selected": len(todo), "jobs": jobs,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": []}
 
-    # cells left out by --cells stay in status.json as they are on disk, so the report keeps them
-    selected = {c.id for c in study.selected}
-    others = [_recorded(study, sdir, c, s, results) for c in study.cells if c.id not in selected
-              for s in study.spec.seed_list]
+    # cells and seeds left out by --cells / --seeds stay in status.json as they are on disk, so the
+    # report keeps them and the totals count the whole study
+    running = {(c.id, s) for c, s in todo}
+    others = [_recorded(study, sdir, c, s, results) for c in study.cells for s in study.spec.seed_list
+              if (c.id, s) not in running]
     order = {(c.id, s): i for i, (c, s) in enumerate((c, s) for c in study.cells for s in study.spec.seed_list)}
 
     exported: set = set()

@@ -42,7 +42,7 @@ def tuning_study(study: Study) -> Study:
                                          "baseline": None, "tuning": None, "targets": []})
     only = None if study.only is None else frozenset(
         x.id for x in cells if x.group in {c.label for c in study.selected})
-    return dataclasses.replace(study, spec=spec, cells=cells, tuned=None, only=only)
+    return dataclasses.replace(study, spec=spec, cells=cells, tuned=None, only=only, seeds_only=None)
 
 
 def score_table(study: Study, runs: dict[tuple[str, int], Path]) -> pd.DataFrame:

@@ -329,8 +329,12 @@ def test_seeds_option_runs_the_first_seeds_and_a_full_run_resumes(tmp_path, monk
     import edgebed.study.runner as mod
     first, rest = FakeRunner(), FakeRunner()
     monkeypatch.setattr(mod, "engine_runner", lambda source: first)
-    assert main(["study", "run", str(path), "--out", str(tmp_path / "out"), "--seeds", "1"]) == 0
+    assert main(["study", "run", str(path), "--out", str(tmp_path / "out"), "--seeds", "1",
+                 "--results", str(tmp_path / "res")]) == 0
     assert sorted(first.calls) == ["st-adacomp-s1", "st-asgd-s1", "st-comp-asgd-s1"]
+    for st in (json.loads((tmp_path / "out" / "st" / "status.json").read_text()),
+               json.loads((tmp_path / "res" / "status.json").read_text())):
+        assert st["total"] == 9 and st["complete"] == 3 and st["not run"] == 6   # the whole study counted
     monkeypatch.setattr(mod, "engine_runner", lambda source: rest)
     assert main(["study", "run", str(path), "--out", str(tmp_path / "out")]) == 0
     assert len(rest.calls) == 6 and not any(c.endswith("-s1") for c in rest.calls)
