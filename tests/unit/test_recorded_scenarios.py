@@ -59,6 +59,24 @@ def test_committed_tuning_runs_of_every_algorithm_are_found():
     assert recorded(asgd)["algorithm"]["c"] == 0.01 and found[("asgd-lr-0.1", 1)] == asgd
 
 
+def test_beyond_adacomp_shares_the_tuned_compression_studys_runs():
+    """beyond-adacomp's ASGD and AdaComp c = 0.01 are compression-tuned's very experiments: each of
+    its 3 + 3 runs is compression-tuned's (same resolved scenario but the name), and so are the 12
+    tuning runs. An edit to either study file that breaks this fails here, not in a rerun."""
+    beyond, tuned = load_study(STUDIES / "beyond-adacomp.yaml"), load_study(STUDIES / "compression-tuned.yaml")
+    for cid in ("asgd", "adacomp-c-0.01"):
+        [b] = [c for c in beyond.cells if c.id == cid]
+        [t] = [c for c in tuned.cells if c.id == cid]
+        for seed in (1, 2, 3):
+            ours = beyond.scenario(b, seed)
+            assert compact_done(RESULTS / "compression-tuned", t, seed, ours) is not None
+            assert compact_done(RESULTS / "beyond-adacomp", b, seed, ours) is not None
+    found = complete_runs(beyond, Path("/nonexistent"), RESULTS / "beyond-adacomp-tuning")
+    assert len(found) == len(tuning_study(beyond).cells) == 48
+    assert {k[0] for k in found if k[0].startswith(("asgd-", "adacomp-c-0.01-lr"))} == \
+        {f"{c}-lr-{lr:g}" for c in ("asgd", "adacomp-c-0.01") for lr in beyond.spec.tuning.lr}
+
+
 def test_old_runs_load_in_analysis():
     adacomp = load_compact(RESULTS / "compression" / "runs" / "adacomp-c-0.01" / "seed-1")
     assert adacomp.algorithm_params == {"name": "adacomp", "lr": 0.01, "batch_size": 10, "c": 0.01}
