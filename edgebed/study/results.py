@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..rundir import write_json_atomic
+import numpy as np
+
+from ..rundir import read_json, write_json_atomic
 from .runner import Study, _done, _entry, cell_dir, compact_done, results_dir
 
 
@@ -143,6 +145,19 @@ def progress(study: Study, results: Optional[Path], out: Optional[Path] = None) 
     out_dict["cells"] = rows
     out_dict["complete"] = sum(len(r["complete"]) for r in rows)
     out_dict["total"] = len(study.cells) * len(study.spec.seed_list)
+    # what the rest costs: the median wall time of the complete runs in the results dir
+    walls = []
+    for r in rows:
+        for seed in r["complete"]:
+            p = Path(results or "") / "runs" / r["cell"] / f"seed-{seed}" / "summary.json"
+            if results is not None and p.is_file():
+                w = read_json(p.parent, "summary.json").get("wall_time_s")
+                if isinstance(w, (int, float)) and w > 0:
+                    walls.append(float(w))
+    out_dict["median_run_s"] = float(np.median(walls)) if walls else None
+    missing = out_dict["total"] - out_dict["complete"]
+    out_dict["missing_core_hours"] = (round(missing * out_dict["median_run_s"] / 3600, 1)
+                                      if walls and missing else None)
     if out_dict["complete"] < out_dict["total"]:
         commands.append(f"edgebed study run {study.path}" + (f" --results {results}" if results else ""))
     out_dict["resume"] = commands

@@ -3,6 +3,7 @@ without run dirs, import of old runs), the resume check across new default keys,
 multi-target tables with the ratio's two factors, two protocols side by side."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 import shutil
@@ -255,8 +256,11 @@ def test_status_names_what_is_missing_and_the_commands_that_resume_it(tmp_path, 
     monkeypatch.setattr(study_mod, "engine_runner", lambda source: LrRunner())
     assert main(["study", "tune", str(path), "--out", str(tmp_path / "out"), "--results", f"{res}-tuning"]) == 0
     run_study(load_study(path).select(("asgd",)).first_seeds(1), tmp_path / "out", FakeRunner(), results=res)
+    summary = res / "runs" / "asgd" / "seed-1" / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "wall_time_s": 720.0}))
     assert main(["study", "status", str(path), "--results", str(res)]) == 0
     out = capsys.readouterr().out
+    assert "5 runs to go: about 1 core-hours at the median 720 s" in out
     assert "1 of 6 runs complete" in out and "tuning grid: 18 of 18 runs; α chosen for every cell" in out
     assert "  asgd       1✓ 2·" in out and "  comp-asgd  1· 2·" in out
     assert "study tune" not in out and f"edgebed study run {path} --results {res}" in out
