@@ -6,7 +6,6 @@ compact results (``analysis/compact.py``) instead of run dirs, plus its own ``st
 """
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..rundir import read_json, write_json_atomic
-from .runner import Study, _done, _entry, cell_dir, compact_done, results_dir
+from .runner import Study, _done, _entry, cell_dir, compact_done, complete_run, results_dir
 
 
 def _compact(run: Path, dest: Path) -> None:
@@ -105,60 +104,52 @@ def progress(study: Study, results: Optional[Path], out: Optional[Path] = None) 
     under ``out/<name>`` — of the same resolved scenario, and the commands that resume the rest.
     For a study with ``tuning:``, the tuning grid too (its runs in ``<results>-tuning``). Runs nothing."""
     from .tuning import tuning_study
-    sdir = Path(out) / study.spec.name if out is not None else None
+    found: list[Path] = []   # every complete run, for what the rest costs
 
-    def count(st: Study, res: Optional[Path], sd: Optional[Path]) -> list[dict]:
+    def count(st: Study, res: Optional[Path], untuned: frozenset = frozenset()) -> list[dict]:
+        sd = Path(out) / st.spec.name if out is not None else None
         rows = []
         for cell in st.cells:
-            done = []
+            if cell.label in untuned:   # without a chosen α the cell's scenarios are not known yet
+                rows.append({"cell": cell.id, "label": cell.label, "complete": [],
+                             "missing": list(st.spec.seed_list), "note": "α not chosen yet"})
+                continue
+            done = {}
             for seed in st.spec.seed_list:
-                sc = st.scenario(cell, seed)
-                if compact_done(res, cell, seed, sc) or (sd is not None and _done(cell_dir(sd, cell, seed), sc)):
-                    done.append(seed)
-            rows.append({"cell": cell.id, "label": cell.label, "complete": done,
+                run = complete_run(sd, res, cell, seed, st.scenario(cell, seed))
+                if run is not None:
+                    done[seed] = run
+            found.extend(done.values())
+            rows.append({"cell": cell.id, "label": cell.label, "complete": list(done),
                          "missing": [s for s in st.spec.seed_list if s not in done]})
         return rows
 
     out_dict: dict = {"study": study.spec.name, "file": str(study.path),
                       "results": str(results) if results else None}
     commands = []
+    untuned_labels = study.untuned()
+    untuned = frozenset(untuned_labels)
     if study.spec.tuning is not None:
-        ts = tuning_study(study)
         tres = Path(f"{results}-tuning") if results else None
-        grid = count(ts, tres, Path(out) / ts.spec.name if out is not None else None)
+        grid = count(tuning_study(study), tres)
         out_dict["tuning"] = {"results": str(tres) if tres else None, "cells": grid,
                               "complete": sum(len(r["complete"]) for r in grid),
                               "total": sum(len(r["complete"]) + len(r["missing"]) for r in grid),
-                              "untuned": study.untuned()}
-        if out_dict["tuning"]["untuned"]:
+                              "untuned": untuned_labels}
+        if untuned:
             commands.append(f"edgebed study tune {study.path}" + (f" --results {tres}" if tres else ""))
-    if study.spec.tuning is not None and study.untuned():
-        # without a chosen α the cells' scenarios are not known yet: only the tuned cells count
-        tuned_cells = [c for c in study.cells if c.label not in study.untuned()]
-        st = dataclasses.replace(study, cells=tuned_cells, only=None)
-        rows = count(st, results, sdir) + [
-            {"cell": c.id, "label": c.label, "complete": [], "missing": list(study.spec.seed_list),
-             "note": "α not chosen yet"} for c in study.cells if c.label in study.untuned()]
-        rows.sort(key=lambda r: [c.id for c in study.cells].index(r["cell"]))
-    else:
-        rows = count(study, results, sdir)
+        found.clear()            # the tuning runs are short: they say nothing of a full run's cost
+    rows = count(study, results, untuned)
     out_dict["cells"] = rows
     out_dict["complete"] = sum(len(r["complete"]) for r in rows)
     out_dict["total"] = len(study.cells) * len(study.spec.seed_list)
-    # what the rest costs: the median wall time of the complete runs in the results dir
-    walls = []
-    for r in rows:
-        for seed in r["complete"]:
-            p = Path(results or "") / "runs" / r["cell"] / f"seed-{seed}" / "summary.json"
-            if results is not None and p.is_file():
-                w = read_json(p.parent, "summary.json").get("wall_time_s")
-                if isinstance(w, (int, float)) and w > 0:
-                    walls.append(float(w))
+    walls = [w for w in (read_json(run, "summary.json").get("wall_time_s") for run in found)
+             if isinstance(w, (int, float)) and w > 0]
     out_dict["median_run_s"] = float(np.median(walls)) if walls else None
     missing = out_dict["total"] - out_dict["complete"]
     out_dict["missing_core_hours"] = (round(missing * out_dict["median_run_s"] / 3600, 1)
                                       if walls and missing else None)
-    if out_dict["complete"] < out_dict["total"]:
+    if missing:
         commands.append(f"edgebed study run {study.path}" + (f" --results {results}" if results else ""))
     out_dict["resume"] = commands
     return out_dict

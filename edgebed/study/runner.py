@@ -294,6 +294,14 @@ def compact_done(results: Optional[Path], cell: Cell, seed: int, scenario: Scena
     return d if same_scenario(yaml.safe_load((d / "scenario.yaml").read_text()) or {}, scenario) else None
 
 
+def complete_run(sdir: Optional[Path], results: Optional[Path], cell: Cell, seed: int,
+                 scenario: Scenario) -> Optional[Path]:
+    """A complete run of ``scenario`` for this cell × seed: the latest run directory under the study
+    directory ``sdir``, else the compact result in ``results`` (either may be None: not looked at)."""
+    run = _done(cell_dir(sdir, cell, seed), scenario) if sdir is not None else None
+    return run or compact_done(results, cell, seed, scenario)
+
+
 def _where(run: Path, sdir: Path) -> str:
     """A run's path as status.json records it: relative to the study dir when inside it."""
     try:
@@ -310,7 +318,7 @@ def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
     sc = study.scenario(cell, seed)
     parent = cell_dir(sdir, cell, seed)
     entry = _entry(study, cell, seed)
-    done = _done(parent, sc) or compact_done(results, cell, seed, sc)
+    done = complete_run(sdir, results, cell, seed, sc)
     if done is not None:
         entry.update(status="skipped", run=_where(done, sdir))
         show(f"{head}: already complete ({done.name}), skipped", True)
@@ -344,7 +352,7 @@ def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
 def _recorded(study: Study, sdir: Path, cell: Cell, seed: int, results: Optional[Path] = None) -> dict:
     """The status entry of a cell × seed this invocation does not run: its complete run, if any."""
     sc = study.scenario(cell, seed)
-    done = _done(cell_dir(sdir, cell, seed), sc) or compact_done(results, cell, seed, sc)
+    done = complete_run(sdir, results, cell, seed, sc)
     return _entry(study, cell, seed, status="skipped" if done else "not run",
                   run=_where(done, sdir) if done else None)
 

@@ -111,13 +111,12 @@ def write_tuning(study: Study, table: pd.DataFrame, chosen: dict, missing: list[
 
 def complete_runs(study: Study, out: Path, results: Optional[Path]) -> dict[tuple[str, int], Path]:
     """Complete tuning runs of the same resolved scenario, in the study dir or the results dir."""
-    from .runner import _done, cell_dir, compact_done
+    from .runner import complete_run
     ts = tuning_study(study)
     found = {}
     for cell in ts.cells:
         for seed in ts.spec.seed_list:
-            sc = ts.scenario(cell, seed)
-            p = _done(cell_dir(Path(out) / ts.spec.name, cell, seed), sc) or compact_done(results, cell, seed, sc)
+            p = complete_run(Path(out) / ts.spec.name, results, cell, seed, ts.scenario(cell, seed))
             if p is not None:
                 found[(cell.id, seed)] = p
     return found
