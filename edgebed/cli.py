@@ -43,6 +43,8 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
     from .scenario import ScenarioError, load_scenario
     out = {"file": str(path), "kind": "scenario", "ok": False, "errors": [], "warnings": [], "describes": ""}
     try:
+        if path.name.endswith(".tuned.yaml"):
+            return _validate_tuned(path, overrides, out)
         if _is_study(path):
             from .study.runner import load_study
             out["kind"] = "study"
@@ -72,6 +74,33 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
         out["errors"] += [f"{path}: {prefix}{p}" for p in problems]
         out["warnings"] += [f"{path}: {prefix}{w}" for w in advice(sc) if f"{path}: {prefix}{w}" not in out["warnings"]]
     out["ok"] = not out["errors"]
+    return out
+
+
+def _validate_tuned(path: Path, overrides: tuple, out: dict) -> dict:
+    """A ``<study>.tuned.yaml`` is no scenario: it is ``study tune``'s output, checked against its
+    study (``<study>.yaml`` beside it), which is how ``study run`` reads it."""
+    from .study.runner import load_study
+    out["kind"] = "tuning output"
+    study_path = path.with_name(path.name.removesuffix(".tuned.yaml") + ".yaml")
+    if not study_path.is_file():
+        out["errors"] = [f"{path}: this is the α chosen by `edgebed study tune` for the study "
+                         f"{study_path.name}, which is not there; put it beside its study file"]
+        return out
+    study = load_study(study_path, overrides)   # reads and checks this file (runner.read_tuned)
+    if study.tuned is None:
+        out["errors"] = [f"{path}: {study_path.name} has no tuning: section, so nothing reads this file; "
+                         "delete it or add tuning: to the study"]
+        return out
+    untuned = [c.label for c in study.cells if c.label not in study.tuned]
+    grid = set(study.spec.tuning.lr)
+    off = {k: v for k, v in study.tuned.items() if v not in grid}
+    if off:
+        out["warnings"] = [f"{path}: α {off} not in the study's tuning grid {sorted(grid)}: chosen by hand "
+                           "or from an older grid? `edgebed study tune` rewrites it"]
+    out["describes"] = (f"α for {len(study.tuned)} of the {len(study.cells)} cells of study {study.spec.name}"
+                        + (f" (not tuned yet: {', '.join(untuned)})" if untuned else ""))
+    out["ok"] = True
     return out
 
 

@@ -216,14 +216,22 @@ def read_tuned(path: Path, spec: StudySpec, cells: list[Cell]) -> Optional[dict]
     tp = tuned_path(path)
     if spec.tuning is None or not tp.is_file():
         return None
+    redo = f"delete it and run `edgebed study tune {path}`"
     try:
-        chosen = (yaml.safe_load(tp.read_text()) or {}).get("chosen") or {}
+        data = yaml.safe_load(tp.read_text()) or {}
     except yaml.YAMLError as err:
-        raise StudyError(f"{tp}: not valid YAML ({err}); delete it and run `edgebed study tune {path}`") from None
+        raise StudyError(f"{tp}: not valid YAML ({err}); {redo}") from None
+    chosen = data.get("chosen") if isinstance(data, dict) else None
+    if not isinstance(chosen, dict):
+        raise StudyError(f"{tp}: no 'chosen:' mapping (cell label → α); {redo}")
     unknown = sorted(set(chosen) - {c.label for c in cells})
     if unknown:
         raise StudyError(f"{tp}: chosen α for cells {unknown} that {path} does not have; rerun "
                          f"`edgebed study tune {path}`")
+    bad = {k: v for k, v in chosen.items()
+           if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0}
+    if bad:
+        raise StudyError(f"{tp}: chosen α must be numbers > 0, got {bad}; {redo}")
     return {k: float(v) for k, v in chosen.items()}
 
 

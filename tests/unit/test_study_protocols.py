@@ -89,6 +89,33 @@ def test_an_incomplete_grid_chooses_nothing_for_that_cell(tmp_path, monkeypatch)
     assert "adacomp" not in tuned["chosen"] and tuned["not_complete"] == ["adacomp"]
 
 
+def test_validate_checks_a_tuning_output_against_its_study(tmp_path, capsys):
+    path = write_study(tmp_path, tuning=TUNING, **COMPRESSION)
+    tp = tuned_path(path)
+    tp.write_text(yaml.safe_dump({"rule": "final-smoothed", "chosen": {"asgd": 0.1, "adacomp": 0.02}}))
+    assert main(["validate", str(tp)]) == 0
+    out = capsys.readouterr()
+    assert f"{tp}: ok — α for 2 of the 3 cells of study st (not tuned yet: comp-asgd)" in out.out
+    assert "α {'adacomp': 0.02} not in the study's tuning grid [0.01, 0.1, 1.0]" in out.err
+    tp.write_text(yaml.safe_dump({"chosen": {"asgd": "fast"}}))
+    assert main(["validate", str(tp)]) == 2
+    assert "chosen α must be numbers > 0, got {'asgd': 'fast'}; delete it and run `edgebed study tune" \
+        in capsys.readouterr().err
+    tp.write_text(yaml.safe_dump({"chosen": {"asgd-typo": 0.1}}))
+    assert main(["validate", str(tp)]) == 2
+    assert "chosen α for cells ['asgd-typo'] that" in capsys.readouterr().err
+    orphan = tmp_path / "gone.tuned.yaml"
+    orphan.write_text(yaml.safe_dump({"chosen": {"asgd": 0.1}}))
+    assert main(["validate", str(orphan)]) == 2
+    assert "for the study gone.yaml, which is not there; put it beside its study file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "scenarios" / "studies")
+                                        .glob("*.tuned.yaml")), ids=lambda p: p.name)
+def test_every_shipped_tuning_output_validates(path, capsys):
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
 def test_results_dir_resumes_and_reports_without_the_run_dirs(tmp_path):
     study = load_study(write_study(tmp_path, targets=[0.9], smoothing=1, **COMPRESSION))
     run_study(study, tmp_path / "out", FakeRunner(), results=tmp_path / "res")
