@@ -91,6 +91,7 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
                             "status": s.status, "algorithm": s.algorithm, "c": s.c, "n": s.n,
                             "final_accuracy": s.final_accuracy, "best_accuracy": s.best_accuracy,
                             "updates": s.updates, "ingress_bytes": s.ingress_bytes,
+                            "egress_bytes": r.summary.get("egress_bytes"),
                             "updates_to_target": s.updates_to_target, "ingress_to_target": s.ingress_to_target,
                             "crashed": dev.get("crashed"), "alive_at_end": dev.get("alive_at_end"),
                             "wall_time_s": r.summary.get("wall_time_s"),
@@ -117,6 +118,9 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
                       "ingress_to_target_mean": ing[0], "ingress_to_target_min": ing[1],
                       "ingress_to_target_max": ing[2],
                       "ingress_mean": _stats(col("ingress_bytes"))[0],
+                      "egress_per_update_mean": _stats([p["egress_bytes"] / p["updates"]
+                                                        if p["egress_bytes"] and p["updates"] else None
+                                                        for p in rows])[0],
                       "crashed_mean": crashed[0], "crashed_min": crashed[1], "crashed_max": crashed[2]})
     num = pd.DataFrame(cells)
     by_id = {c["cell"]: c for c in cells}
@@ -133,6 +137,9 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
             for key in ("final_accuracy", "ingress_ratio"):
                 num[f"reference_{key}"] = [reference_of.get(c["cell"], {}).get(key) for c in cells]
     show_crash = any(not math.isnan(c["crashed_mean"]) and c["crashed_max"] > 0 for c in cells)
+    # PS → device bytes per applied update (its pulls): shown when cells differ in it, e.g. compressed pulls
+    egress = [c["egress_per_update_mean"] for c in cells if not math.isnan(c["egress_per_update_mean"])]
+    show_egress = bool(egress) and max(egress) > 1.05 * min(egress)
     t = f"{100 * target:g} %" + (" (raw curve)" if window > 1 else "")
     rows = []
     for c, ratio in zip(cells, ratios):
@@ -157,6 +164,9 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
             ref = reference_of.get(c["cell"], {})
             row["reference final acc (%)"] = tables.pct(ref.get("final_accuracy") or math.nan)
             row["reference ingress ratio"] = tables.times(ref.get("ingress_ratio") or math.nan)
+        if show_egress:
+            row["egress kB / update (pulls)"] = (f"{c['egress_per_update_mean'] / 1e3:,.1f}"
+                                                 if not math.isnan(c["egress_per_update_mean"]) else "—")
         if show_crash:
             row["crashed"] = _pm(c["crashed_mean"], c["crashed_min"], c["crashed_max"],
                                  lambda v: f"{v:,.1f}".removesuffix(".0"))

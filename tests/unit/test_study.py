@@ -53,7 +53,9 @@ class FakeRunner:
                                "ingress_bytes": 100 * k * per, "push_bytes": 100 * k * per,
                                "accuracy": a, "loss": 1 - a})
         w.flush()
+        pull = 2_000 if sc.compression.compact_pulls else 4_000    # PS → device bytes per update
         summary = {"status": "complete", "reason": "done", "updates": 400, "ingress_bytes": 400 * per,
+                   "egress_bytes": 400 * pull,
                    "devices": {"crashed": self.crashed, "alive_at_end": 4 - self.crashed}}
         rundir.write_json_atomic(path / "summary.json", summary)
         progress("updates 400", True)
@@ -221,6 +223,23 @@ def test_report_has_each_cell_with_hand_computed_numbers(tmp_path):
     classes = pd.read_csv(rep.classes_csv)  # the fake's devices 1-3 are "fast", device 0 "slow"
     fast = classes[(classes.cell == "asgd") & (classes.speed_class == "fast")].iloc[0]
     assert fast.share_mean == pytest.approx(0.75) and fast.rate_ratio_mean == pytest.approx(1.0)
+
+
+def test_report_shows_egress_per_update_only_when_cells_differ_in_it(tmp_path):
+    (tmp_path / "a").mkdir()
+    run_study(load_study(write_study(tmp_path / "a", **COMPRESSION)), tmp_path / "a" / "out", FakeRunner())
+    assert "egress" not in write_study_report(tmp_path / "a" / "out" / "st").table_markdown
+    cells = COMPRESSION["cells"] + [{"label": "adacomp bf16 pulls",
+                                     "set": {"algorithm.name": "adacomp", "compression.pull": "bf16"}}]
+    (tmp_path / "b").mkdir()
+    run_study(load_study(write_study(tmp_path / "b", baseline="asgd", cells=cells)), tmp_path / "b" / "out",
+              FakeRunner())
+    rep = write_study_report(tmp_path / "b" / "out" / "st")
+    lines = {ln.split("|")[1].strip(): ln for ln in rep.table_markdown.splitlines()[2:]}
+    assert "egress kB / update (pulls)" in rep.table_markdown.splitlines()[0]
+    assert lines["adacomp"].rstrip(" |").endswith("| 4.0") and lines["adacomp bf16 pulls"].rstrip(" |").endswith("| 2.0")
+    num = pd.read_csv(rep.table_csv).set_index("label")
+    assert num.loc["adacomp bf16 pulls", "egress_per_update_mean"] == 2_000
 
 
 def test_report_prints_published_reference_numbers_next_to_ours(tmp_path):
