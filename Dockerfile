@@ -9,8 +9,9 @@ ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1 MKL_NUM_THREA
 
 WORKDIR /opt/edgebed
 RUN pip install --no-cache-dir "${TORCH_SPEC}"
-COPY pyproject.toml ./
+COPY pyproject.toml setup.py ./
 COPY edgebed ./edgebed
+# No C compiler in the slim image: the optional compiled push path is skipped, the PS runs its numpy path.
 RUN pip install --no-cache-dir ".[docker]"
 
 LABEL edgebed="1" edgebed.image="dockerfile"

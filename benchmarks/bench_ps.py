@@ -6,9 +6,11 @@ against raw pyzmq loopback throughput measured in the same run.
 Apply cost = wall time of ``ParameterServer.process`` on a pre-encoded push (decode + checks + rule +
 bookkeeping + record hook), with n devices each holding an outstanding pull, in a round-robin
 pull/push pattern so AdaComp keeps n snapshots; also its CPU time (thread_time), which a busy host
-does not inflate. Ingest = pushes/s through the real ZmqServer with clients in another process;
-baseline = the same frames through a bare ROUTER that answers a 1-frame ack; both also as CPU µs per
-message of the serving process (getrusage: serve + ZeroMQ I/O threads). PS and raw runs alternate for
+does not inflate. Ingest = pushes/s through the real ZmqServer with clients in another process, every
+device with a pull on record; also with the PS's compiled push path switched off (its numpy path) and
+with a canned-Ack ``process`` (the loop's ceiling); baseline = the same frames through a bare ROUTER
+that answers a 1-frame ack; all also as CPU µs per message of the serving process (getrusage: serve +
+ZeroMQ I/O threads). PS and raw runs alternate for
 ``--rounds`` rounds and the medians are compared, so a change in the host's load during the run hits
 both sides (single runs here varied 2× from one minute to the next). Goals (issue 15): AdaComp
 ≥ 10,000 pushes/s and ≥ 80 % of raw pyzmq, dense ≥ 90 %; the load average is recorded with the run.
@@ -87,21 +89,55 @@ def apply_cost(rule: str, n: int, pushes: int, seed: int = 0) -> dict:
 
 
 def process_cpu(rule: str, pushes: int = 3000, repeats: int = 3) -> dict:
-    """CPU µs (thread_time) per push of ``process`` on the ingest path: one device, no pull on record
-    (the rule falls back to the global τ), fresh sequence numbers. Best of ``repeats`` runs: CPU time
-    is what a busy host inflates least, the minimum what it inflates least of all."""
+    """CPU µs (thread_time) per push of ``process`` on the ingest path: one device with a pull on
+    record (AdaComp computes σ_k from its snapshot), fresh sequence numbers; the compiled push path
+    and the numpy one alternating. Best of ``repeats`` runs each: CPU time is what a busy host
+    inflates least, the minimum what it inflates least of all."""
+    from edgebed.ps import aggregate
     ps, layers, size = make_ps(rule, 1)
     session = wire.decode(ps.process(b"p", frames_bytes(wire.Hello(0)))).session
+    ps.rule.on_pull(0, 0)
     v, idx = payload(rule, layers, size, np.random.default_rng(0))
-    frames = [[memoryview(f) for f in frames_bytes(wire.Push(session, i, 0, v, idx))]
-              for i in range(pushes * repeats)]
-    best = math.inf
-    for r in range(repeats):
-        c0 = time.thread_time()
-        for f in frames[r * pushes:(r + 1) * pushes]:
-            ps.process(b"p", f)
-        best = min(best, (time.thread_time() - c0) / pushes)
-    return {"rule": rule, "pushes": pushes, "cpu_us_per_push": best * 1e6}
+    frames = iter([[memoryview(f) for f in frames_bytes(wire.Push(session, i, 0, v, idx))]
+                   for i in range(2 * pushes * repeats)])
+    best, fast = {"compiled": math.inf, "numpy": math.inf}, aggregate._fast
+    try:
+        for r in range(repeats):
+            for path in best:
+                aggregate._fast = fast if path == "compiled" else None
+                c0 = time.thread_time()
+                for _ in range(pushes):
+                    ps.process(b"p", next(frames))
+                best[path] = min(best[path], (time.thread_time() - c0) / pushes)
+    finally:
+        aggregate._fast = fast
+    return {"rule": rule, "pushes": pushes, "compiled_path": fast is not None,
+            "cpu_us_per_push": best["compiled"] * 1e6, "numpy_cpu_us_per_push": best["numpy"] * 1e6}
+
+
+def process_parts(rule: str = "adacomp", number: int = 20_000, repeats: int = 5) -> dict:
+    """Where ``process``'s time goes for one push (one device, pull on record): µs per call of its
+    parts timed alone, best of ``repeats`` × ``number`` (timeit), with the compiled path in use."""
+    import timeit
+    from edgebed.ps import aggregate
+    ps, layers, size = make_ps(rule, 1)
+    session = wire.decode(ps.process(b"p", frames_bytes(wire.Hello(0)))).session
+    ps.rule.on_pull(0, 0)
+    v, idx = payload(rule, layers, size, np.random.default_rng(0))
+    frames = [memoryview(f) for f in frames_bytes(wire.Push(session, 1, 0, v, idx))]
+    msg = wire.decode(frames)
+    pushes = iter([[memoryview(f) for f in frames_bytes(wire.Push(session, i, 0, v, idx))]
+                   for i in range(2, 3 + number * repeats)])
+    parts = {
+        "process (whole)": lambda: ps.process(b"p", next(pushes)),
+        "wire.decode": lambda: wire.decode(frames, ps.config.max_message_bytes),
+        "check_entries": lambda: aggregate.check_entries(msg.indices, msg.values, size, 1e6),
+        "rule.apply": lambda: ps.rule.apply(0, 1, msg.values, msg.indices),
+        "wire.encode(Ack)": lambda: wire.encode(wire.Ack(ps.version, applied=True)),
+        "meter.received": lambda: ps.meter.received("push", 17_000, 0),
+    }
+    us = {name: min(timeit.repeat(fn, number=number, repeat=repeats)) / number * 1e6 for name, fn in parts.items()}
+    return {"rule": rule, "compiled_path": aggregate.FAST, "entries": int(v.size), "us_per_call": us}
 
 
 def _cpu_s() -> float:
@@ -172,59 +208,68 @@ def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3) -> dict
     """PS and raw runs alternating ``rounds`` times; medians of rates and CPU per message."""
     runs = [_ingest_once(rule, seconds, sockets) for _ in range(rounds)]
     keys = ("ps_pushes_per_s", "raw_zmq_msgs_per_s", "ps_cpu_us_per_push", "raw_cpu_us_per_msg",
-            "stub_pushes_per_s", "stub_cpu_us_per_push", "arith_pushes_per_s", "arith_cpu_us_per_push")
+            "stub_pushes_per_s", "stub_cpu_us_per_push", "numpy_pushes_per_s", "numpy_cpu_us_per_push")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
     return {**runs[0], **med, "applied": sum(r["applied"] for r in runs), "seconds_each": seconds,
             "ps_over_raw": med["ps_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
             "stub_over_raw": med["stub_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
-            "arith_over_raw": med["arith_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
-            "rounds": [{k: r[k] for k in (*keys, "ps_over_raw", "stub_over_raw", "arith_over_raw")} for r in runs]}
+            "numpy_over_raw": med["numpy_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
+            "rounds": [{k: r[k] for k in (*keys, "ps_over_raw", "stub_over_raw", "numpy_over_raw")} for r in runs]}
 
 
-def _serve_ps(rule: str, seconds: float, sockets: int, stub: str = "") -> tuple[float, float, int]:
+def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
+              numpy_path: bool = False) -> tuple[float, float, int]:
     """(pushes/s, CPU µs per push of this process, pushes applied) through the real ZmqServer.
 
-    ``stub="ack"``: ``process`` answers every push with a canned Ack without decoding it — the serve
-    loop and ZeroMQ alone, the ceiling of any ``process``. ``stub="arith"``: the same, plus the rule's
-    numpy arithmetic (``rule.apply``) on the push's arrays decoded once beforehand — no decode, no
-    checks, no bookkeeping: the ceiling of any PS that does the rule's arithmetic in numpy on the
-    serve thread."""
+    Every device has a pull on record (AdaComp keeps a snapshot of its counters for each, as in a
+    run, so σ_k is computed per parameter), but the clients only push: the model frames of real pulls
+    would drown the push path this measures. ``stub``: ``process`` answers every push with a canned
+    Ack without decoding it — the serve loop and ZeroMQ alone, the ceiling of any ``process``.
+    ``numpy_path``: the real PS with its compiled push path switched off (``aggregate._fast = None``),
+    the numpy code it falls back to."""
+    from edgebed.ps import aggregate
     from edgebed.ps.serve import ZmqServer
     ctx = mp.get_context("spawn")
     ps, layers, size = make_ps(rule, sockets)
+    for d in range(sockets):
+        ps.rule.on_pull(d, 0)
     if stub:
         real, ack = ps.process, wire.encode(wire.Ack(1))
-        v, idx = payload(rule, layers, size, np.random.default_rng(0))   # the client's very arrays
-        apply = ps.rule.apply if stub == "arith" else None
 
         def canned(peer, frames, principal=None):
             if len(frames) == 1:   # hello
                 return real(peer, frames, principal)
-            if apply is not None:
-                apply(0, 1, v, idx)
             ps.version += 1
             return ack
         ps.process = canned
-    server = ZmqServer(ps, "tcp://127.0.0.1:0").start()
-    q = ctx.Queue()
-    cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, True))
-    cpu0 = _cpu_s()
-    cl.start()
-    rate = q.get()
-    cl.join()
-    cpu = (_cpu_s() - cpu0) / max(ps.version, 1)   # this process: serve + ZeroMQ threads, main idle
-    server.stop()
+    fast = aggregate._fast
+    if numpy_path:
+        aggregate._fast = None
+    try:
+        server = ZmqServer(ps, "tcp://127.0.0.1:0").start()
+        q = ctx.Queue()
+        cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, True))
+        cpu0 = _cpu_s()
+        cl.start()
+        rate = q.get()
+        cl.join()
+        cpu = (_cpu_s() - cpu0) / max(ps.version, 1)   # this process: serve + ZeroMQ threads, main idle
+        server.stop()
+    finally:
+        aggregate._fast = fast
     return rate, cpu, ps.version
 
 
 def _ingest_once(rule: str, seconds: float, sockets: int) -> dict:
-    """Pushes/s through the real PS (serve thread in this process), through the same serve loop with a
-    stub ``process``, then through a bare ROUTER (other process); clients in a separate process."""
+    """Pushes/s through the real PS (serve thread in this process), the same with its numpy path, the
+    same serve loop with a stub ``process``, then a bare ROUTER (other process); clients in a separate
+    process."""
+    from edgebed.ps import aggregate
     ctx = mp.get_context("spawn")
     layers, size = initial_theta("cnn", 0)[1], 211_690
     ps_rate, ps_cpu, applied = _serve_ps(rule, seconds, sockets)
-    stub_rate, stub_cpu, _ = _serve_ps(rule, seconds, sockets, stub="ack")
-    arith_rate, arith_cpu, _ = _serve_ps(rule, seconds, sockets, stub="arith")
+    numpy_rate, numpy_cpu, _ = _serve_ps(rule, seconds, sockets, numpy_path=True)
+    stub_rate, stub_cpu, _ = _serve_ps(rule, seconds, sockets, stub=True)
     q = ctx.Queue()
     stop, eq = ctx.Event(), ctx.Queue()
     router = ctx.Process(target=_raw_router, args=(eq, stop))
@@ -240,11 +285,12 @@ def _ingest_once(rule: str, seconds: float, sockets: int) -> dict:
     v, idx = payload(rule, layers, size, np.random.default_rng(0))
     nbytes = wire.frames_nbytes(wire.encode(wire.Push("0123456789abcdef", 1, 0, v, idx)))
     return {"rule": rule, "message_bytes": nbytes, "client_sockets": sockets, "applied": applied,
+            "compiled_path": aggregate.FAST, "pulls_on_record": True,
             "ps_pushes_per_s": ps_rate, "raw_zmq_msgs_per_s": raw_rate, "ps_over_raw": ps_rate / raw_rate,
             "ps_cpu_us_per_push": ps_cpu * 1e6, "raw_cpu_us_per_msg": raw_cpu * 1e6,
+            "numpy_pushes_per_s": numpy_rate, "numpy_over_raw": numpy_rate / raw_rate,
+            "numpy_cpu_us_per_push": numpy_cpu * 1e6,
             "stub_pushes_per_s": stub_rate, "stub_over_raw": stub_rate / raw_rate, "stub_cpu_us_per_push": stub_cpu * 1e6,
-            "arith_pushes_per_s": arith_rate, "arith_over_raw": arith_rate / raw_rate,
-            "arith_cpu_us_per_push": arith_cpu * 1e6,
             "goal_ratio": 0.9 if rule == "asgd" else 0.8}
 
 
@@ -288,7 +334,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--process-only", metavar="FILE", help="only process() CPU per push, to FILE (json)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating PS / raw ingest runs per rule")
+    ap.add_argument("--parts", metavar="FILE", help="only the µs of process()'s parts, to FILE (json)")
     args = ap.parse_args(argv)
+    if args.parts:
+        res = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_average": os.getloadavg(), **process_parts()}
+        Path(args.parts).write_text(json.dumps(res, indent=2))
+        print(json.dumps(res, indent=2))
+        return 0
     if args.process_only:
         rows = [process_cpu(rule) for rule in ("asgd", "comp-asgd", "adacomp")]
         Path(args.process_only).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"),
@@ -305,6 +357,8 @@ def main(argv=None) -> int:
             res["apply"].append(r)
             print(f"apply {rule:9s} n={n:3d}: mean {r['mean_us']:7.1f} µs  median {r['median_us']:7.1f} µs", flush=True)
     res["process"] = [process_cpu(rule) for rule in ("asgd", "comp-asgd", "adacomp")]
+    print("process CPU µs per push, compiled / numpy: " + ", ".join(
+        f"{r['rule']} {r['cpu_us_per_push']:.1f} / {r['numpy_cpu_us_per_push']:.1f}" for r in res["process"]), flush=True)
     for rule in ("asgd", "adacomp"):
         r = ingest(rule, seconds, rounds=args.rounds)
         res["ingest"].append(r)
@@ -321,23 +375,23 @@ def main(argv=None) -> int:
              "| rule | n outstanding | mean µs | median µs | p90 µs | CPU µs |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['rule']} | {r['n']} | {r['mean_us']:.1f} | {r['median_us']:.1f} | {r['p90_us']:.1f} "
               f"| {r['cpu_mean_us']:.1f} |" for r in res["apply"]]
-    lines += ["", "`process()` alone, CPU µs per push (best of 3 × 3,000): " + ", ".join(
-        f"{r['rule']} {r['cpu_us_per_push']:.1f}" for r in res["process"])]
-    lines += ["", f"Ingest, medians of {args.rounds} alternating PS / raw rounds of {seconds:g} s "
-              "(per-round ratios in brackets):", "",
-              "| rule | message B | PS pushes/s | raw pyzmq msgs/s | PS/raw (goal) | PS CPU µs/push | raw CPU µs/msg |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "`process()` alone, CPU µs per push, one device with a pull on record (best of 3 × 3,000), "
+              "compiled push path / numpy path: " + ", ".join(
+                  f"{r['rule']} {r['cpu_us_per_push']:.1f} / {r['numpy_cpu_us_per_push']:.1f}" for r in res["process"])]
+    lines += ["", f"Ingest, medians of {args.rounds} alternating rounds of {seconds:g} s: the real PS (compiled push "
+              "path), the real PS on its numpy path, the serve loop with a canned Ack, a bare pyzmq ROUTER; "
+              "8 client DEALERs in another process, one push in flight each, every device with a pull on "
+              "record (per-round ratios in brackets):", "",
+              "| rule | message B | PS pushes/s | raw pyzmq msgs/s | PS/raw (goal) | PS CPU µs/push | raw CPU µs/msg "
+              "| numpy path pushes/s (of raw), CPU µs/push | canned Ack pushes/s (of raw), CPU µs/push |",
+              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['rule']} | {r['message_bytes']} | {r['ps_pushes_per_s']:.0f} | {r['raw_zmq_msgs_per_s']:.0f} "
               f"| {r['ps_over_raw']:.2f} (≥ {r['goal_ratio']:.1f}) [{_ratios(r)}] "
-              f"| {r['ps_cpu_us_per_push']:.1f} | {r['raw_cpu_us_per_msg']:.1f} |" for r in res["ingest"]]
-    lines += ["", "The same serve loop with `process` replaced by a canned Ack (ceiling of any `process`): " + "; ".join(
-        f"{r['rule']} {r['stub_pushes_per_s']:.0f}/s = {r['stub_over_raw']:.2f} of raw "
-        f"[{_ratios(r, 'stub_over_raw')}], {r['stub_cpu_us_per_push']:.1f} CPU µs per push" for r in res["ingest"])]
-    lines += ["", "The same with the rule's numpy arithmetic added (`rule.apply` on arrays decoded once beforehand; "
-              "no decode, checks or bookkeeping — the ceiling of any PS doing the arithmetic in numpy on the "
-              "serve thread): " + "; ".join(
-        f"{r['rule']} {r['arith_pushes_per_s']:.0f}/s = {r['arith_over_raw']:.2f} of raw "
-        f"[{_ratios(r, 'arith_over_raw')}], {r['arith_cpu_us_per_push']:.1f} CPU µs per push" for r in res["ingest"])]
+              f"| {r['ps_cpu_us_per_push']:.1f} | {r['raw_cpu_us_per_msg']:.1f} "
+              f"| {r['numpy_pushes_per_s']:.0f} ({r['numpy_over_raw']:.2f}) [{_ratios(r, 'numpy_over_raw')}], "
+              f"{r['numpy_cpu_us_per_push']:.1f} "
+              f"| {r['stub_pushes_per_s']:.0f} ({r['stub_over_raw']:.2f}) [{_ratios(r, 'stub_over_raw')}], "
+              f"{r['stub_cpu_us_per_push']:.1f} |" for r in res["ingest"]]
     m = res["million_frames"]
     lines += ["", f"One message of {m['frames']:,} empty frames: answered `{m['reply']}` after "
               f"{m['answered_after_s']:.2f} s (the client's send took {m['client_send_s']:.2f} s; "

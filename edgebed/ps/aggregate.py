@@ -1,7 +1,18 @@
-"""Pure numpy math of the update rules: learning rates from staleness and in-place applies."""
+"""The math of the update rules: learning rates from staleness and in-place applies.
+
+Sparse pushes go through the compiled push path (``_fastpush.c``: one C loop per push instead of a
+dozen numpy calls) when it was built, else through numpy; both give the same bits (tests/unit/
+test_fastpush.py), so which one ran never shows in a result. ``FAST`` says which is in use.
+"""
 from __future__ import annotations
 
 import numpy as np
+
+try:
+    from . import _fastpush as _fast
+except ImportError:   # not built (no C compiler at install time): numpy
+    _fast = None
+FAST = _fast is not None
 
 
 def staleness_lr(alpha: float, staleness):
@@ -22,6 +33,43 @@ def apply_dense(theta: np.ndarray, grad: np.ndarray, lr: float, scratch: np.ndar
         theta -= scratch
 
 
+# check_entries' answers, in their order of precedence
+ENTRIES_OK, NOT_INCREASING, INDEX_TOO_LARGE, NOT_FINITE, TOO_LARGE = range(5)
+
+
+def check_entries(indices: np.ndarray | None, values: np.ndarray, n: int, limit: float) -> int:
+    """Are a push's entries safe to apply to Θ of ``n`` entries? ``indices``: uint32, strictly
+    increasing (so unique) and < n (None: a dense push); ``values``: finite and within ±``limit``.
+    Returns the first failing test as ENTRIES_OK … TOO_LARGE (a NaN anywhere is NOT_FINITE, even next
+    to a too large value). Sparse float32 pushes take one C pass; dense ones one BLAS pass (Σv²)."""
+    if (_fast is not None and indices is not None and values.dtype == np.float32
+            and values.flags.c_contiguous and indices.flags.c_contiguous):
+        return _fast.check_sparse(indices, values, n, limit)
+    if indices is not None:
+        if indices.size > 1 and np.count_nonzero(indices[1:] <= indices[:-1]):
+            return NOT_INCREASING
+        if indices.size and int(indices[-1]) >= n:   # sorted: the last is the largest
+            return INDEX_TOO_LARGE
+    if values.size and not _values_in_range(values, limit):
+        return TOO_LARGE if bool(np.isfinite(values).all()) else NOT_FINITE
+    return ENTRIES_OK
+
+
+def _values_in_range(v: np.ndarray, limit: float) -> bool:
+    """Every value finite and within ±limit.
+
+    First Σv² in one BLAS pass (float32, ≤ 2**22 entries): max|v| ≤ ‖v‖, and the computed sum is at
+    least 3/4 of the true one at that length (n·ε ≤ 1/4), so Σv² ≤ (limit/2)² proves the bound; NaN
+    and ±Inf make the sum NaN or Inf and fail it. One pass over a dense push instead of two.
+    Otherwise the exact test, min and max without temporaries (NaN fails every comparison, so it
+    catches NaN, ±Inf and too large)."""
+    if v.dtype == np.float32 and v.size <= 1 << 22:
+        with np.errstate(over="ignore"):   # a huge value overflows Σv² to Inf: the exact test words it
+            if float(np.dot(v, v)) <= 0.25 * limit * limit:
+                return True
+    return -limit <= float(v.min()) and float(v.max()) <= limit
+
+
 def as_index(indices: np.ndarray) -> np.ndarray:
     """uint32 wire indices → intp once: numpy converts on every fancy index otherwise (2× slower)."""
     return indices.astype(np.intp)
@@ -34,6 +82,11 @@ def apply_sparse(theta: np.ndarray, indices: np.ndarray, values: np.ndarray, lr)
     entry, the same bits as ``Θ[ix] -= step``, in 3.4 instead of 5.7 µs for 2,122 entries (numpy 2.4).
     With any other dtype — even ``<f4``, which equals the native float32 but is spelled apart —
     numpy takes a slow path (68 µs; the 285 µs measured here once), so the step is made exact first."""
+    if (_fast is not None and not isinstance(lr, np.ndarray) and theta.dtype == np.float32
+            and indices.dtype == np.uint32 and values.dtype == np.float32
+            and indices.flags.c_contiguous and values.flags.c_contiguous):
+        _fast.sgd_sparse(theta, indices, values, lr)   # rounds lr to float32 like np.float32(lr)
+        return
     step = values * lr if isinstance(lr, np.ndarray) else values * np.float32(lr)
     ix = indices if indices.dtype == np.intp else as_index(indices)
     step = step.astype(theta.dtype, copy=False)
@@ -53,3 +106,31 @@ def per_param_staleness(counts: np.ndarray, snapshot: np.ndarray, indices: np.nd
 
     O(len(indices)) whatever the number of workers (no history scan)."""
     return (counts.take(indices) - snapshot.take(indices)).astype(np.int64)
+
+
+def lr_table(alpha: float, size: int = 4096) -> np.ndarray:
+    """``staleness_lr(alpha, σ)`` for σ = 0 … size − 1 (float32): the compiled AdaComp step looks the
+    small σ up instead of dividing for every entry. The same computation, so the same bits."""
+    return staleness_lr(alpha, np.arange(size, dtype=np.int64))
+
+
+def adacomp_apply(theta: np.ndarray, counts: np.ndarray, snapshot: np.ndarray | None,
+                  indices: np.ndarray | None, values: np.ndarray, alpha: float, staleness: int,
+                  table: np.ndarray) -> tuple[int, int]:
+    """AdaComp's step for one push, in place: σ_k = counts[k] − snapshot[k] (the updates Θ_k received
+    since the device's pull; the global ``staleness`` for every k without a snapshot), Θ_k ← Θ_k −
+    (α/max(σ_k, 1))·v_k, counts[k] += 1. ``indices``: the wire's uint32 indices, unique (None: dense,
+    every entry); ``table``: ``lr_table(alpha)``. Returns (Σσ_k, max σ_k), both 0 for an empty push."""
+    if (_fast is not None and theta.dtype == np.float32 and counts.dtype == np.uint32 and values.dtype == np.float32
+            and values.flags.c_contiguous and (indices is None or (indices.dtype == np.uint32
+                                                                 and indices.flags.c_contiguous))):
+        return _fast.adacomp(theta, counts, snapshot, indices, values, alpha, staleness, table)
+    ix = np.arange(theta.size) if indices is None else as_index(indices)
+    if snapshot is None:
+        apply_sparse(theta, ix, values, staleness_lr(alpha, staleness))
+        count_updates(counts, ix)
+        return staleness * ix.size, staleness if ix.size else 0
+    sigma = per_param_staleness(counts, snapshot, ix)
+    apply_sparse(theta, ix, values, staleness_lr(alpha, sigma))
+    count_updates(counts, ix)
+    return int(sigma.sum()), int(sigma.max()) if sigma.size else 0

@@ -7,16 +7,17 @@ Back-pressure: every peer has a send queue of at most ``SEND_HWM`` messages. A r
 (the peer isn't reading) is dropped and counted (``ps.errors["unread-reply"]``), and the peer is
 ``busy``: its pulls are answered with a small ``busy`` Error instead of a model until a reply gets
 through again. Messages are received frame by frame, so a message of a million frames costs a
-million small receives, never a million frames in memory (0.72 s of the serve loop for a million
+million small receives, never a million frames in memory (0.81 s of the serve loop for a million
 empty frames, benchmarks/results/ps.json; most of it libzmq's per-frame work, and no socket option
 limits the frames of a message).
 
 Speed: the socket is drained in batches — one poll, then non-blocking receives until it is empty or
 ``BATCH`` messages were served — with ``ps.lock`` taken once per batch, so a burst of pushes costs one
 wake-up and one lock, and other threads wait at most one batch for the lock (the lock is let go
-while the surplus frames of an oversized message are discarded). Small replies (acks, errors) leave
-together at the end of the batch: the ZeroMQ I/O thread is woken once for them (21–25 instead of 28–30
-CPU µs per push in that thread); models leave at once, so unread pulls never pile up model copies.
+while the surplus frames of an oversized message are discarded). Every reply leaves as soon as it is
+made, so its device computes while the PS serves the rest of the batch (acks held to the end of the
+batch saved the ZeroMQ I/O thread a few µs per push but left devices and PS taking turns); a model
+leaving at once also means unread pulls never pile up model copies.
 """
 from __future__ import annotations
 
@@ -101,7 +102,6 @@ class ZmqServer:
         """Run the loop in the calling thread until stop()."""
         ps, recv, send, poll = self.ps, self._recv, self._send, zmq.zmq_poll
         items = [(self.sock, zmq.POLLIN)]
-        out = []
         try:
             while not self._stop.is_set():
                 ready = poll(items, 100)
@@ -113,15 +113,9 @@ class ZmqServer:
                             except zmq.Again:
                                 break
                             reply = ps.process(peer, body, principal)
-                            if reply is None:
-                                continue
-                            if len(reply) > 1:   # a model: out now, so unread pulls never pile up copies
-                                self._flush(out)
+                            if reply is not None:   # at once: the device computes while we go on
                                 send(peer, reply)
-                            else:
-                                out.append((peer, reply))
                     ps.tick()   # held replies after a stop or a silent round member
-                    self._flush(out)
         except BaseException as err:  # surfaced to the engine, which ends the run cleanly
             self.error = err
             raise
@@ -158,11 +152,6 @@ class ZmqServer:
             lock.acquire()
         if dropped > 10_000:   # libzmq queued them all (~64 B each); give that memory back to the OS
             _malloc_trim()
-
-    def _flush(self, out: list) -> None:
-        for peer, frames in out:
-            self._send(peer, frames)
-        out.clear()
 
     def _send(self, peer: bytes, frames: list) -> None:
         """Send without blocking; a full queue (peer not reading) or a vanished peer drops the reply."""

@@ -51,7 +51,8 @@ def test_the_export_is_portable_nothing_from_this_host(tmp_path):
     assert all(s["build"] == {"context": "./build", "dockerfile": "Dockerfile"} for s in data["services"].values())
     assert len({s["image"] for s in data["services"].values()}) == 1
     build = tmp_path / "proj" / "build"
-    assert (build / "Dockerfile").exists() and (build / "pyproject.toml").exists()
+    assert (build / "Dockerfile").exists() and (build / "pyproject.toml").exists() and (build / "setup.py").exists()
+    assert (build / "edgebed" / "ps" / "_fastpush.c").exists() and not list(build.rglob("*.so"))
     assert (build / "edgebed" / "device_agent" / "agent.py").exists()
     assert not list(build.rglob("__pycache__"))
     assert not (tmp_path / "proj" / "docker-compose.override.yml").exists()

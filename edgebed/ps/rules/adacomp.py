@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..aggregate import apply_sparse, as_index, count_updates, per_param_staleness, staleness_lr
+from ..aggregate import adacomp_apply, lr_table
 from .base import Applied, CompressingParams, UpdateRule
 
 
@@ -27,23 +27,17 @@ class AdaComp(UpdateRule):
         super().__init__(theta, lr)
         self.counts = np.zeros(theta.size, dtype=np.uint32)   # updates applied to each Θ_k
         self.snapshots: dict[int, np.ndarray] = {}            # device → counts at its last pull
+        self._lr_table = lr_table(lr)                           # α/max(σ, 1) for the small σ
 
     def on_pull(self, device, version):
         self.snapshots[device] = self.counts.copy()
 
     def apply(self, device, staleness, values, indices):
-        ix = np.arange(self.theta.size) if indices is None else as_index(indices)   # dense: every Θ_k
-        snap = self.snapshots.get(device)
-        if snap is None:   # no pull on record (e.g. after a restart): the global τ for every entry
-            apply_sparse(self.theta, ix, values, staleness_lr(self.lr, staleness))
-            count_updates(self.counts, ix)
-            return Applied(staleness, float(staleness) if ix.size else 0.0, float(staleness) if ix.size else 0.0)
-        sigma = per_param_staleness(self.counts, snap, ix)
-        apply_sparse(self.theta, ix, values, staleness_lr(self.lr, sigma))
-        count_updates(self.counts, ix)
-        # sum/size, not mean(): np.mean's overhead is larger than the sum over 2,122 entries
-        return Applied(staleness, float(sigma.sum()) / sigma.size if sigma.size else 0.0,
-                       float(sigma.max()) if sigma.size else 0.0)
+        # Without a snapshot (no pull on record, e.g. after a restart): the global τ for every entry.
+        total, top = adacomp_apply(self.theta, self.counts, self.snapshots.get(device), indices, values,
+                                   self.lr, staleness, self._lr_table)
+        n = values.size
+        return Applied(staleness, total / n if n else 0.0, float(top))
 
     def forget(self, device):
         self.snapshots.pop(device, None)

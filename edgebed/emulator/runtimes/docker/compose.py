@@ -106,15 +106,16 @@ def offline_override(sc: Scenario) -> dict:
 
 
 def _copy_build_context(dest: Path) -> None:
-    """The Dockerfile, pyproject.toml and the edgebed package (no caches): all the build needs."""
+    """The Dockerfile, pyproject.toml, setup.py and the edgebed package (no caches, no compiled
+    extension built for this host: the image builds its own or runs the numpy path): all the build needs."""
     root = images.PROJECT_ROOT
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for name in ("Dockerfile", "pyproject.toml"):
+    for name in ("Dockerfile", "pyproject.toml", "setup.py"):
         shutil.copy2(root / name, dest / name)
     shutil.copytree(root / "edgebed", dest / "edgebed",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", ".*"))
 
 
 def export_compose(sc: Scenario, out_dir: str | Path, offline: bool = False, context: Optional[str] = None) -> Path:

@@ -1,0 +1,170 @@
+"""The PS's compiled push path (edgebed/ps/_fastpush.c) against the numpy path it replaces: the same
+bits in Θ and AdaComp's counters, the same (Σσ, max σ), the same verdict on bad payloads; and its
+own argument checks, so a caller's mistake raises instead of writing out of bounds."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgebed.ps import aggregate, wire
+from edgebed.ps.rules import RULES
+
+from tests.capabilities import require
+
+N = 5_000
+
+
+def _require_compiled():
+    require(aggregate.FAST, "the compiled push path (edgebed/ps/_fastpush.c)",
+            "a C compiler at install time: `make setup` (pip install -e .) builds it; "
+            "without one the PS runs its numpy path, same results, slower")
+
+
+@pytest.fixture
+def numpy_path(monkeypatch):
+    """Call ``numpy_path(fn)`` to run fn with the compiled path switched off."""
+    def run(fn, *args):
+        with monkeypatch.context() as m:
+            m.setattr(aggregate, "_fast", None)
+            return fn(*args)
+    return run
+
+
+def _push(rng, n, k, scale=1e-2):
+    idx = np.sort(rng.choice(n, size=k, replace=False)).astype(np.uint32)
+    vals = (rng.standard_normal(k) * scale).astype(np.float32)
+    return idx, vals
+
+
+def test_the_compiled_path_is_built():
+    _require_compiled()
+    assert aggregate._fast.check_sparse(np.zeros(0, np.uint32), np.zeros(0, np.float32), 1, 1.0) == 0
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.05, 0.3, 1 / 3])
+@pytest.mark.parametrize("with_snapshot", [True, False])
+@pytest.mark.parametrize("dense", [False, True])
+def test_adacomp_step_same_bits_as_numpy(alpha, with_snapshot, dense, numpy_path):
+    _require_compiled()
+    rng = np.random.default_rng(7)
+    theta = rng.standard_normal(N).astype(np.float32)
+    # counts spanning the lookup table's edge (4,096) and beyond it, σ = 0 and 1 included
+    counts = rng.integers(0, 9_000, N).astype(np.uint32)
+    snap = (counts - np.minimum(counts, rng.integers(0, 6_000, N).astype(np.uint32))).astype(np.uint32)
+    snap[:50] = counts[:50]          # σ = 0 → α exactly
+    snap[50:100] = counts[50:100] - 1
+    table = aggregate.lr_table(alpha)
+    a_theta, a_counts = theta.copy(), counts.copy()
+    b_theta, b_counts = theta.copy(), counts.copy()
+    for step in range(6):
+        if dense:
+            idx, vals = None, (rng.standard_normal(N) * 1e-2).astype(np.float32)
+        else:
+            idx, vals = _push(rng, N, 300 if step else 0)   # an empty push first
+        s = snap if with_snapshot else None
+        got = aggregate.adacomp_apply(a_theta, a_counts, s, idx, vals, alpha, 37 + step, table)
+        want = numpy_path(aggregate.adacomp_apply, b_theta, b_counts, s, idx, vals, alpha, 37 + step, table)
+        assert tuple(got) == tuple(want)
+        assert a_theta.tobytes() == b_theta.tobytes()
+        assert np.array_equal(a_counts, b_counts)
+    assert not np.array_equal(a_theta, theta)   # something was applied
+
+
+def test_sparse_sgd_same_bits_as_numpy(numpy_path):
+    _require_compiled()
+    rng = np.random.default_rng(3)
+    theta = rng.standard_normal(N).astype(np.float32)
+    a, b = theta.copy(), theta.copy()
+    for lr in (0.1, 0.01 / 7, 1e-3 / 3, 0.05):
+        idx, vals = _push(rng, N, 500)
+        aggregate.apply_sparse(a, idx, vals, lr)
+        numpy_path(aggregate.apply_sparse, b, idx, vals, lr)
+        assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("rule", ["adacomp", "comp-asgd"])
+def test_ps_process_same_theta_and_records_either_path(rule, numpy_path):
+    """Whole pushes through ParameterServer.process, with pulls between them: same Θ, same rows."""
+    _require_compiled()
+    from edgebed.ps.server import Hooks, ParameterServer, PSConfig
+
+    def run():
+        rows = []
+        theta = np.random.default_rng(0).standard_normal(N).astype(np.float32)
+        ps = ParameterServer(PSConfig(n_devices=3, welcome=lambda d: {}, class_of=lambda d: "x"), theta,
+                             RULES[rule](theta, 0.05), Hooks(record=lambda t, r: rows.append(dict(r))))
+        rng = np.random.default_rng(1)
+        sessions = [wire.decode(ps.process(b"p", wire.encode(wire.Hello(d)))).session for d in range(3)]
+        versions = [0, 0, 0]
+        for i in range(60):
+            d = i % 3
+            if i % 2 == 0:
+                versions[d] = wire.decode(ps.process(b"p", wire.encode(wire.Pull(sessions[d])))).version
+            idx, vals = _push(rng, N, 50)
+            reply = wire.decode(ps.process(b"p", wire.encode(wire.Push(sessions[d], i, versions[d], vals, idx))))
+            assert isinstance(reply, wire.Ack) and reply.applied
+        for r in rows:
+            r.pop("wall_time")
+        return ps.theta.copy(), rows
+
+    theta_c, rows_c = run()
+    theta_n, rows_n = numpy_path(run)
+    assert theta_c.tobytes() == theta_n.tobytes()
+    assert repr(rows_c) == repr(rows_n)   # repr: NaN (virtual time, loss) equals NaN there
+    updates = [r for r in rows_c if "sigma_max" in r]
+    assert len(updates) == 60
+    if rule == "adacomp":
+        assert max(r["sigma_max"] for r in updates) > 1   # per-parameter σ was exercised
+
+
+BAD = {
+    "unsorted": (np.array([1, 3, 2], np.uint32), np.ones(3, np.float32), aggregate.NOT_INCREASING),
+    "duplicate": (np.array([1, 3, 3], np.uint32), np.ones(3, np.float32), aggregate.NOT_INCREASING),
+    "index too large": (np.array([1, 2, 10], np.uint32), np.ones(3, np.float32), aggregate.INDEX_TOO_LARGE),
+    "nan": (np.array([1, 2, 3], np.uint32), np.array([1, np.nan, 1], np.float32), aggregate.NOT_FINITE),
+    "inf": (np.array([1, 2, 3], np.uint32), np.array([1, 1, -np.inf], np.float32), aggregate.NOT_FINITE),
+    "nan beats too large": (np.array([1, 2, 3], np.uint32), np.array([5e6, 1, np.nan], np.float32),
+                            aggregate.NOT_FINITE),
+    "too large": (np.array([1, 2, 3], np.uint32), np.array([1, -2e6, 1], np.float32), aggregate.TOO_LARGE),
+    "at the limit": (np.array([1, 2, 3], np.uint32), np.array([1e6, -1e6, 0], np.float32), aggregate.ENTRIES_OK),
+    "fine": (np.array([0, 2, 9], np.uint32), np.array([1, 2, 3], np.float32), aggregate.ENTRIES_OK),
+    "empty": (np.zeros(0, np.uint32), np.zeros(0, np.float32), aggregate.ENTRIES_OK),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_check_entries_same_verdict_either_path(case, numpy_path):
+    _require_compiled()
+    idx, vals, want = BAD[case]
+    assert aggregate.check_entries(idx, vals, 10, 1e6) == want
+    assert numpy_path(aggregate.check_entries, idx, vals, 10, 1e6) == want
+
+
+def test_compiled_functions_refuse_bad_arguments():
+    _require_compiled()
+    f = aggregate._fast
+    theta, counts = np.zeros(10, np.float32), np.zeros(10, np.uint32)
+    table = aggregate.lr_table(0.1, 16)
+    with pytest.raises(ValueError, match="out of range"):
+        f.adacomp(theta, counts, None, np.array([3, 10], np.uint32), np.ones(2, np.float32), 0.1, 0, table)
+    with pytest.raises(ValueError, match="indices for"):
+        f.adacomp(theta, counts, None, np.array([3], np.uint32), np.ones(2, np.float32), 0.1, 0, table)
+    with pytest.raises(ValueError, match="same length"):
+        f.adacomp(theta, counts[:5], None, None, np.ones(10, np.float32), 0.1, 0, table)
+    with pytest.raises(ValueError, match="dense push"):
+        f.adacomp(theta, counts, None, None, np.ones(9, np.float32), 0.1, 0, table)
+    with pytest.raises(ValueError, match="out of range"):
+        f.sgd_sparse(theta, np.array([11], np.uint32), np.ones(1, np.float32), 0.1)
+    with pytest.raises(TypeError):   # Θ must be writable
+        f.sgd_sparse(bytes(40), np.array([1], np.uint32), np.ones(1, np.float32), 0.1)
+    assert not theta.any() and not counts.any()   # nothing was written
+
+
+def test_non_contiguous_arrays_take_the_numpy_path():
+    """A strided view has no simple buffer: the dispatch sends it to numpy instead of failing."""
+    theta = np.zeros(20, np.float32)
+    vals = np.ones(10, np.float32)[::2]
+    idx = np.arange(0, 10, dtype=np.uint32)[::2]
+    aggregate.apply_sparse(theta, idx, vals, 0.5)
+    assert theta[[0, 2, 4, 6, 8]].tolist() == [-0.5] * 5
+    assert aggregate.check_entries(idx, vals, 20, 1e6) == aggregate.ENTRIES_OK
