@@ -1,7 +1,10 @@
 """PS benchmark: apply cost per update for each rule at n outstanding workers, and PS ingest throughput
 against raw pyzmq loopback throughput measured in the same run.
 
-    python -m benchmarks.bench_ps [--quick]      → benchmarks/results/ps.json and ps.md
+    python -m benchmarks.bench_ps [--quick] [--rounds 9]  → benchmarks/results/ps.json and ps.md
+    python -m benchmarks.bench_ps --parts FILE             → µs of process()'s parts (ps-process-parts.json)
+    python -m benchmarks.bench_ps --budget FILE            → ratio to raw for a process() of fixed cost
+                                                              (ps-process-budget.json)
 
 Apply cost = wall time of ``ParameterServer.process`` on a pre-encoded push (decode + checks + rule +
 bookkeeping + record hook), with n devices each holding an outstanding pull, in a round-robin
@@ -10,7 +13,8 @@ does not inflate. Ingest = pushes/s through the real ZmqServer with clients in a
 device with a pull on record; also with the PS's compiled push path switched off (its numpy path) and
 with a canned-Ack ``process`` (the loop's ceiling); baseline = the same frames through a bare ROUTER
 that answers a 1-frame ack; all also as CPU µs per message of the serving process (getrusage: serve +
-ZeroMQ I/O threads). PS and raw runs alternate for
+ZeroMQ I/O threads); each with the CPUs shared and pinned (server process on CPU 0, client on CPU 1:
+see SERVER_CPUS). PS and raw runs alternate for
 ``--rounds`` rounds and the medians are compared, so a change in the host's load during the run hits
 both sides (single runs here varied 2× from one minute to the next). Goals (issue 15): AdaComp
 ≥ 10,000 pushes/s and ≥ 80 % of raw pyzmq, dense ≥ 90 %; the load average is recorded with the run.
@@ -26,6 +30,7 @@ import os
 import resource
 import statistics
 import time
+from typing import Optional
 from pathlib import Path
 
 import numpy as np
@@ -140,14 +145,53 @@ def process_parts(rule: str = "adacomp", number: int = 20_000, repeats: int = 5)
     return {"rule": rule, "compiled_path": aggregate.FAST, "entries": int(v.size), "us_per_call": us}
 
 
+def budget(costs=(0, 5, 10, 15, 20), rounds: int = 3, seconds: float = 3.0, sockets: int = 8) -> dict:
+    """How cheap must ``process`` be? AdaComp-sized pushes through the serve loop with a ``process``
+    that spins ``cost`` µs and answers a canned Ack, against raw pyzmq, alternating for ``rounds``."""
+    ctx = mp.get_context("spawn")
+    out = []
+    for _ in range(rounds):
+        q, stop, eq = ctx.Queue(), ctx.Event(), ctx.Queue()
+        router = ctx.Process(target=_raw_router, args=(eq, stop))
+        router.start()
+        cl = ctx.Process(target=_client, args=(eq.get(), "adacomp", sockets, seconds, q, False))
+        cl.start()
+        raw = q.get()
+        cl.join()
+        stop.set()
+        eq.get()
+        router.join()
+        row = {"raw_zmq_msgs_per_s": raw, "by_cost": []}
+        for cost in costs:
+            rate, cpu, _ = _serve_ps("adacomp", seconds, sockets, stub=True, busy_us=cost)
+            row["by_cost"].append({"process_us": cost, "pushes_per_s": rate, "of_raw": rate / raw,
+                                   "cpu_us_per_push": cpu * 1e6})
+        out.append(row)
+    return {"rounds": out}
+
+
 def _cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
-def _client(endpoint: str, rule: str, sockets: int, seconds: float, q, handshake: bool) -> None:
+def _pin(cpus: Optional[set]) -> None:
+    """Every thread of this process (ZeroMQ's I/O threads too) onto ``cpus``; None: leave as is."""
+    if cpus is None:
+        return
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:   # the thread ended meanwhile
+            pass
+
+
+def _client(endpoint: str, rule: str, sockets: int, seconds: float, q, handshake: bool,
+            cpus: Optional[set] = None) -> None:
     """Each DEALER is one device: hello (if the peer is a PS), then push → ack → push ... with fresh
-    sequence numbers; the gradient arrays are shared, only the small header is re-encoded."""
+    sequence numbers; the gradient arrays are shared, only the small header is re-encoded.
+    ``cpus``: run on these only."""
+    _pin(cpus)
     ctx = zmq.Context()
     layers, size = initial_theta("cnn", 0)[1], 211_690
     v, idx = payload(rule, layers, size, np.random.default_rng(0))
@@ -181,7 +225,8 @@ def _client(endpoint: str, rule: str, sockets: int, seconds: float, q, handshake
     q.put(done / elapsed)
 
 
-def _raw_router(endpoint_q, stop) -> None:
+def _raw_router(endpoint_q, stop, cpus: Optional[set] = None) -> None:
+    _pin(cpus)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     port = sock.bind_to_random_port("tcp://127.0.0.1")
@@ -204,13 +249,20 @@ def _raw_router(endpoint_q, stop) -> None:
     ctx.term()
 
 
-def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3) -> dict:
+# ``pinned``: the serving process (PS or raw ROUTER, with its ZeroMQ I/O thread) on CPU 0, the client
+# process on CPU 1 — a server with one core of its own, its devices elsewhere. Unpinned, the four busy
+# threads share both cores as the scheduler places them, and the rate of the very same raw run varied
+# 20,000–26,000 msgs/s from one run to the next here.
+SERVER_CPUS, CLIENT_CPUS = {0}, {1}
+
+
+def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3, pinned: bool = False) -> dict:
     """PS and raw runs alternating ``rounds`` times; medians of rates and CPU per message."""
-    runs = [_ingest_once(rule, seconds, sockets) for _ in range(rounds)]
+    runs = [_ingest_once(rule, seconds, sockets, pinned) for _ in range(rounds)]
     keys = ("ps_pushes_per_s", "raw_zmq_msgs_per_s", "ps_cpu_us_per_push", "raw_cpu_us_per_msg",
             "stub_pushes_per_s", "stub_cpu_us_per_push", "numpy_pushes_per_s", "numpy_cpu_us_per_push")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
-    return {**runs[0], **med, "applied": sum(r["applied"] for r in runs), "seconds_each": seconds,
+    return {**runs[0], **med, "applied": sum(r["applied"] for r in runs), "seconds_each": seconds, "pinned": pinned,
             "ps_over_raw": med["ps_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
             "stub_over_raw": med["stub_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
             "numpy_over_raw": med["numpy_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
@@ -218,7 +270,7 @@ def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3) -> dict
 
 
 def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
-              numpy_path: bool = False) -> tuple[float, float, int]:
+              numpy_path: bool = False, busy_us: float = 0.0, pinned: bool = False) -> tuple[float, float, int]:
     """(pushes/s, CPU µs per push of this process, pushes applied) through the real ZmqServer.
 
     Every device has a pull on record (AdaComp keeps a snapshot of its counters for each, as in a
@@ -226,7 +278,8 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
     would drown the push path this measures. ``stub``: ``process`` answers every push with a canned
     Ack without decoding it — the serve loop and ZeroMQ alone, the ceiling of any ``process``.
     ``numpy_path``: the real PS with its compiled push path switched off (``aggregate._fast = None``),
-    the numpy code it falls back to."""
+    the numpy code it falls back to. ``busy_us`` (with ``stub``): the canned Ack after spinning that
+    long on the serve thread, a ``process`` that costs exactly that much. ``pinned``: see SERVER_CPUS."""
     from edgebed.ps import aggregate
     from edgebed.ps.serve import ZmqServer
     ctx = mp.get_context("spawn")
@@ -236,9 +289,15 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
     if stub:
         real, ack = ps.process, wire.encode(wire.Ack(1))
 
+        clock, busy = time.perf_counter, busy_us * 1e-6
+
         def canned(peer, frames, principal=None):
             if len(frames) == 1:   # hello
                 return real(peer, frames, principal)
+            if busy:
+                until = clock() + busy
+                while clock() < until:
+                    pass
             ps.version += 1
             return ack
         ps.process = canned
@@ -247,8 +306,11 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
         aggregate._fast = None
     try:
         server = ZmqServer(ps, "tcp://127.0.0.1:0").start()
+        if pinned:
+            _pin(SERVER_CPUS)
         q = ctx.Queue()
-        cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, True))
+        cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, True,
+                                               CLIENT_CPUS if pinned else None))
         cpu0 = _cpu_s()
         cl.start()
         rate = q.get()
@@ -257,25 +319,27 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
         server.stop()
     finally:
         aggregate._fast = fast
+        if pinned:
+            _pin(set(range(os.cpu_count())))
     return rate, cpu, ps.version
 
 
-def _ingest_once(rule: str, seconds: float, sockets: int) -> dict:
+def _ingest_once(rule: str, seconds: float, sockets: int, pinned: bool = False) -> dict:
     """Pushes/s through the real PS (serve thread in this process), the same with its numpy path, the
     same serve loop with a stub ``process``, then a bare ROUTER (other process); clients in a separate
     process."""
     from edgebed.ps import aggregate
     ctx = mp.get_context("spawn")
     layers, size = initial_theta("cnn", 0)[1], 211_690
-    ps_rate, ps_cpu, applied = _serve_ps(rule, seconds, sockets)
-    numpy_rate, numpy_cpu, _ = _serve_ps(rule, seconds, sockets, numpy_path=True)
-    stub_rate, stub_cpu, _ = _serve_ps(rule, seconds, sockets, stub=True)
+    ps_rate, ps_cpu, applied = _serve_ps(rule, seconds, sockets, pinned=pinned)
+    numpy_rate, numpy_cpu, _ = _serve_ps(rule, seconds, sockets, numpy_path=True, pinned=pinned)
+    stub_rate, stub_cpu, _ = _serve_ps(rule, seconds, sockets, stub=True, pinned=pinned)
     q = ctx.Queue()
     stop, eq = ctx.Event(), ctx.Queue()
-    router = ctx.Process(target=_raw_router, args=(eq, stop))
+    router = ctx.Process(target=_raw_router, args=(eq, stop, SERVER_CPUS if pinned else None))
     router.start()
     endpoint = eq.get()
-    cl = ctx.Process(target=_client, args=(endpoint, rule, sockets, seconds, q, False))
+    cl = ctx.Process(target=_client, args=(endpoint, rule, sockets, seconds, q, False, CLIENT_CPUS if pinned else None))
     cl.start()
     raw_rate = q.get()
     cl.join()
@@ -335,7 +399,16 @@ def main(argv=None) -> int:
     ap.add_argument("--process-only", metavar="FILE", help="only process() CPU per push, to FILE (json)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating PS / raw ingest runs per rule")
     ap.add_argument("--parts", metavar="FILE", help="only the µs of process()'s parts, to FILE (json)")
+    ap.add_argument("--budget", metavar="FILE", help="only the ratio to raw for a process() of fixed cost, to FILE (json)")
     args = ap.parse_args(argv)
+    if args.budget:
+        res = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_average_start": os.getloadavg(), **budget()}
+        res["load_average_end"] = os.getloadavg()
+        Path(args.budget).write_text(json.dumps(res, indent=2))
+        for r in res["rounds"]:
+            print(f"raw {r['raw_zmq_msgs_per_s']:.0f}/s: " + ", ".join(
+                f"{c['process_us']} µs → {c['of_raw']:.2f}" for c in r["by_cost"]), flush=True)
+        return 0
     if args.parts:
         res = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_average": os.getloadavg(), **process_parts()}
         Path(args.parts).write_text(json.dumps(res, indent=2))
@@ -359,11 +432,13 @@ def main(argv=None) -> int:
     res["process"] = [process_cpu(rule) for rule in ("asgd", "comp-asgd", "adacomp")]
     print("process CPU µs per push, compiled / numpy: " + ", ".join(
         f"{r['rule']} {r['cpu_us_per_push']:.1f} / {r['numpy_cpu_us_per_push']:.1f}" for r in res["process"]), flush=True)
-    for rule in ("asgd", "adacomp"):
-        r = ingest(rule, seconds, rounds=args.rounds)
-        res["ingest"].append(r)
-        print(f"ingest {rule}: PS {r['ps_pushes_per_s']:.0f}/s vs raw pyzmq {r['raw_zmq_msgs_per_s']:.0f}/s "
-              f"({r['message_bytes']} B messages; medians of {args.rounds} rounds)", flush=True)
+    for pinned in (False, True):
+        for rule in ("asgd", "adacomp"):
+            r = ingest(rule, seconds, rounds=args.rounds, pinned=pinned)
+            res["ingest"].append(r)
+            print(f"ingest {rule}{' pinned' if pinned else ''}: PS {r['ps_pushes_per_s']:.0f}/s vs raw pyzmq "
+                  f"{r['raw_zmq_msgs_per_s']:.0f}/s = {r['ps_over_raw']:.2f} ({r['message_bytes']} B messages; "
+                  f"medians of {args.rounds} rounds)", flush=True)
     res["million_frames"] = million_frames(100_000 if args.quick else 1_000_000)
     print(f"million frames: {res['million_frames']}", flush=True)
     res["load_average_end"] = os.getloadavg()
@@ -381,11 +456,12 @@ def main(argv=None) -> int:
     lines += ["", f"Ingest, medians of {args.rounds} alternating rounds of {seconds:g} s: the real PS (compiled push "
               "path), the real PS on its numpy path, the serve loop with a canned Ack, a bare pyzmq ROUTER; "
               "8 client DEALERs in another process, one push in flight each, every device with a pull on "
-              "record (per-round ratios in brackets):", "",
-              "| rule | message B | PS pushes/s | raw pyzmq msgs/s | PS/raw (goal) | PS CPU µs/push | raw CPU µs/msg "
+              "record; CPUs: both shared as the scheduler places the threads, or pinned (server process on "
+              "CPU 0, client on CPU 1). Per-round ratios in brackets:", "",
+              "| rule | CPUs | message B | PS pushes/s | raw pyzmq msgs/s | PS/raw (goal) | PS CPU µs/push | raw CPU µs/msg "
               "| numpy path pushes/s (of raw), CPU µs/push | canned Ack pushes/s (of raw), CPU µs/push |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['rule']} | {r['message_bytes']} | {r['ps_pushes_per_s']:.0f} | {r['raw_zmq_msgs_per_s']:.0f} "
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['rule']} | {'pinned' if r['pinned'] else 'shared'} | {r['message_bytes']} | {r['ps_pushes_per_s']:.0f} | {r['raw_zmq_msgs_per_s']:.0f} "
               f"| {r['ps_over_raw']:.2f} (≥ {r['goal_ratio']:.1f}) [{_ratios(r)}] "
               f"| {r['ps_cpu_us_per_push']:.1f} | {r['raw_cpu_us_per_msg']:.1f} "
               f"| {r['numpy_pushes_per_s']:.0f} ({r['numpy_over_raw']:.2f}) [{_ratios(r, 'numpy_over_raw')}], "

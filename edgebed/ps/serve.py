@@ -7,7 +7,7 @@ Back-pressure: every peer has a send queue of at most ``SEND_HWM`` messages. A r
 (the peer isn't reading) is dropped and counted (``ps.errors["unread-reply"]``), and the peer is
 ``busy``: its pulls are answered with a small ``busy`` Error instead of a model until a reply gets
 through again. Messages are received frame by frame, so a message of a million frames costs a
-million small receives, never a million frames in memory (0.81 s of the serve loop for a million
+million small receives, never a million frames in memory (0.71 s of the serve loop for a million
 empty frames, benchmarks/results/ps.json; most of it libzmq's per-frame work, and no socket option
 limits the frames of a message).
 

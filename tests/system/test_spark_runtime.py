@@ -305,6 +305,37 @@ class TestLocalSession:
         per_entry = (updates["bytes_in"] / updates["entries"]).median()
         assert per_entry < 4.0, per_entry        # q8: ~1 B a value + varint indices (v1: 8 B an entry)
 
+    @pytest.mark.timeout(180)
+    def test_pacing_gives_each_class_its_configured_rate_on_spark(self, session, tmp_path, monkeypatch):
+        """Pacing runs in the Spark tasks as in local processes: a fast and a slow device (cycles of
+        25 and 100 ms: 4:1) push at their configured rates, and the verdict says so."""
+        from edgebed.emulator import runtimes
+        from edgebed.emulator.engine import Engine
+        from edgebed.scenario import parse_scenario
+        monkeypatch.setitem(runtimes._KNOWN, "spark",
+                            ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime", "pip install -e '.[spark]'"))
+        sc_ = parse_scenario({
+            "name": "spark-pacing", "seed": 4, "dataset": {"train_samples": 1000},
+            "model": {"name": "mlp"}, "algorithm": {"name": "adacomp", "lr": 0.05, "c": 0.01},
+            "workers": {"n": 2, "classes": [
+                {"name": "fast", "share": 0.5, "slowdown": 1, "think_time": "20ms"},
+                {"name": "slow", "share": 0.5, "slowdown": 2, "think_time": "90ms"}]},
+            "timing": {"pacing": True, "step_time": "5ms"},
+            "stop": {"wall_time": "25s"}, "eval": {"every": 100000},
+            "runtime": {"name": "spark", "spark": {"master": MASTER}}})
+        result = Engine(sc_, out=tmp_path).run()
+        s = result.summary
+        assert s["status"] == "complete", s
+        f = s["fidelity"]
+        rows = {r["class"]: r for r in f["expected"]}
+        assert rows["fast"]["expected_rate_per_device"] == pytest.approx(40.0, rel=0.01)   # 1 / (5 + 20 ms)
+        assert rows["slow"]["expected_rate_per_device"] == pytest.approx(10.0, rel=0.01)   # 1 / (2·5 + 90 ms)
+        for r in rows.values():
+            assert r["rate_per_device"] == pytest.approx(r["expected_rate_per_device"], rel=0.2), r
+            assert r["share"] == pytest.approx(r["expected_share"], rel=0.2), r
+        assert f["verdict"]["faithful"], f["verdict"]["summary"]
+        assert set(f["pacing"]) == {"fast", "slow"}, f["pacing"]   # both agents reported their pacing
+
 
 def _evals(path) -> list[float]:
     from edgebed.rundir import read_table

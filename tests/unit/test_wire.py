@@ -91,3 +91,76 @@ def test_flat_header_falls_back_for_non_plain_values():
     """A numpy integer is no plain int: the JSON path decides (and refuses it, as before)."""
     with pytest.raises(TypeError):
         wire.encode(wire.Ack(np.int64(3)))
+
+
+# -- the canonical push header: read by one regular expression, the same Push as the generic path ------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _generic(frames):
+    """decode with the canonical-push shortcut switched off."""
+    saved, wire._PUSH_V1 = wire._PUSH_V1, None
+    try:
+        return wire.decode(frames)
+    except wire.WireError as err:
+        return ("error", err.code, str(err))
+    finally:
+        wire._PUSH_V1 = saved
+
+
+def _fast(frames):
+    try:
+        return wire.decode(frames)
+    except wire.WireError as err:
+        return ("error", err.code, str(err))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return a == b
+    if type(a) is not type(b):
+        return False
+    for name in ("session", "seq", "version"):
+        if getattr(a, name) != getattr(b, name):
+            return False
+    if repr(a.loss) != repr(b.loss):   # NaN == NaN, and -0.0 is not 0.0
+        return False
+    for name in ("values", "indices"):
+        x, y = getattr(a, name), getattr(b, name)
+        if (x is None) != (y is None) or (x is not None and (x.dtype != y.dtype or x.tobytes() != y.tobytes())):
+            return False
+    return True
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(session=st.text(alphabet="0123456789abcdefXYZ_-", min_size=1, max_size=20),
+       seq=st.integers(0, 2**63 - 1), version=st.integers(0, 2**63 - 1),
+       loss=st.one_of(st.floats(allow_nan=True, allow_infinity=False), st.just(-0.0), st.just(float("nan"))),
+       n=st.integers(0, 6), sparse=st.booleans())
+def test_canonical_pushes_decode_as_the_generic_path_does(session, seq, version, loss, n, sparse):
+    vals = np.arange(n, dtype=np.float32) - 2.5
+    idx = np.arange(n, dtype=np.uint32) * 3 if sparse else None
+    frames = [bytes(memoryview(f)) for f in wire.encode(wire.Push(session, seq, version, vals, idx, loss))]
+    fast, generic = _fast(frames), _generic(frames)
+    assert _same(fast, generic), (fast, generic)
+    assert wire._PUSH_V1.fullmatch(frames[0]) or seq >= 10**18 or version >= 10**18, frames[0]
+
+
+HEADER = b'EB\x01\x05{"session":"s1","seq":1,"version":0,"loss":%s,"arrays":[["values","<f4",[2]]%s]}'
+
+
+@pytest.mark.parametrize("loss", [b"null", b"-0", b"0", b"12", b"-3.5", b"1e999", b"-1E+400", b"2.5e-3",
+                                  b"123456789012345678901", b"1.0", b"NaN", b"Infinity", b"01", b"1.", b".5"])
+@pytest.mark.parametrize("tail, arrays", [
+    (b"", [b"\0" * 8]),                                    # dense, fits
+    (b"", [b"\0" * 4]),                                    # dense, too short
+    (b',["indices","<u4",[2]]', [b"\0" * 8, b"\0" * 8]),   # sparse, fits
+    (b',["indices","<u4",[2]]', [b"\0" * 8, b"\0" * 12]),  # indices too long
+    (b',["indices","<u4",[2]]', [b"\0" * 8]),              # a frame missing
+    (b"", [b"\0" * 8, b"\0" * 8]),                         # a frame too many
+])
+def test_near_canonical_headers_get_the_generic_answer(loss, tail, arrays):
+    """Whatever the shortcut matches or not, the answer (message or refusal) is the generic path's."""
+    frames = [HEADER % (loss, tail), *arrays]
+    assert _same(_fast(frames), _generic(frames)), (_fast(frames), _generic(frames))
