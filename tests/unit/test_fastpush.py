@@ -168,3 +168,8 @@ def test_non_contiguous_arrays_take_the_numpy_path():
     aggregate.apply_sparse(theta, idx, vals, 0.5)
     assert theta[[0, 2, 4, 6, 8]].tolist() == [-0.5] * 5
     assert aggregate.check_entries(idx, vals, 20, 1e6) == aggregate.ENTRIES_OK
+
+
+def test_the_run_manifest_says_which_push_path_ran():
+    from edgebed.rundir import host_facts
+    assert host_facts()["ps_push_path"] == ("compiled" if aggregate.FAST else "numpy")
