@@ -42,7 +42,7 @@ def check_entries(indices: np.ndarray | None, values: np.ndarray, n: int, limit:
     increasing (so unique) and < n (None: a dense push); ``values``: finite and within ±``limit``.
     Returns the first failing test as ENTRIES_OK … TOO_LARGE (a NaN anywhere is NOT_FINITE, even next
     to a too large value). Sparse float32 pushes take one C pass; dense ones one BLAS pass (Σv²)."""
-    if (_fast is not None and indices is not None and values.dtype == np.float32
+    if (_fast is not None and indices is not None and values.dtype == np.float32 and indices.dtype == np.uint32
             and values.flags.c_contiguous and indices.flags.c_contiguous):
         return _fast.check_sparse(indices, values, n, limit)
     if indices is not None:

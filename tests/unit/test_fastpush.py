@@ -173,3 +173,10 @@ def test_non_contiguous_arrays_take_the_numpy_path():
 def test_the_run_manifest_says_which_push_path_ran():
     from edgebed.rundir import host_facts
     assert host_facts()["ps_push_path"] == ("compiled" if aggregate.FAST else "numpy")
+
+
+def test_other_index_dtypes_take_the_numpy_path():
+    """The C check reads uint32: int64 indices (a caller's, never the wire's) must not reach it."""
+    idx = np.array([1, 2, 2**32 + 3], dtype=np.int64)   # as uint32 the last would read 3: sorted, in range
+    vals = np.ones(3, np.float32)
+    assert aggregate.check_entries(idx, vals, 10, 1e6) == aggregate.INDEX_TOO_LARGE
