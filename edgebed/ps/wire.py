@@ -369,7 +369,7 @@ _ABSENT = object()   # a header field that is not there
 
 # The header of every v1 push an edgebed device sends, byte for byte as ``encode`` writes it, is
 # read by one regular expression instead of the JSON scanner and the generic field and array checks
-# (4.5 → about 2.5 µs a push; the PS decodes every one). It only matches what the generic path accepts
+# (4.5 → 2.3 µs a push, benchmarks/results/ps-process-parts.json as of commit d9dfe8e and now). It only matches what the generic path accepts
 # — a plain session id, ints of at most 18 digits, a loss of at most 20 + 20 digits, the two array
 # specs — and ``_canonical_push`` builds the very Push the generic path would, or hands the message
 # back to it (frame lengths that don't fit, an infinite loss): every refusal and its wording stay the
