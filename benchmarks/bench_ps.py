@@ -251,8 +251,7 @@ def _raw_router(endpoint_q, stop, cpus: Optional[set] = None) -> None:
 
 # ``pinned``: the serving process (PS or raw ROUTER, with its ZeroMQ I/O thread) on CPU 0, the client
 # process on CPU 1 — a server with one core of its own, its devices elsewhere. Unpinned, the four busy
-# threads share both cores as the scheduler places them, and the rate of the very same raw run varied
-# 20,000–26,000 msgs/s from one run to the next here.
+# threads share both cores as the scheduler places them, so the PS's CPU also slows its load generator.
 SERVER_CPUS, CLIENT_CPUS = {0}, {1}
 
 
