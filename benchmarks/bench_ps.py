@@ -93,16 +93,23 @@ def apply_cost(rule: str, n: int, pushes: int, seed: int = 0) -> dict:
             "cpu_mean_us": statistics.fmean(cpu) * 1e6}
 
 
+def _one_device(rule: str):
+    """A PS with one device that said hello and has a pull on record (AdaComp computes σ_k from its
+    snapshot), and the push payload: (ps, session, values, indices)."""
+    ps, layers, size = make_ps(rule, 1)
+    session = wire.decode(ps.process(b"p", frames_bytes(wire.Hello(0)))).session
+    ps.rule.on_pull(0, 0)
+    v, idx = payload(rule, layers, size, np.random.default_rng(0))
+    return ps, session, v, idx
+
+
 def process_cpu(rule: str, pushes: int = 3000, repeats: int = 3) -> dict:
     """CPU µs (thread_time) per push of ``process`` on the ingest path: one device with a pull on
     record (AdaComp computes σ_k from its snapshot), fresh sequence numbers; the compiled push path
     and the numpy one alternating. Best of ``repeats`` runs each: CPU time is what a busy host
     inflates least, the minimum what it inflates least of all."""
     from edgebed.ps import aggregate
-    ps, layers, size = make_ps(rule, 1)
-    session = wire.decode(ps.process(b"p", frames_bytes(wire.Hello(0)))).session
-    ps.rule.on_pull(0, 0)
-    v, idx = payload(rule, layers, size, np.random.default_rng(0))
+    ps, session, v, idx = _one_device(rule)
     frames = iter([[memoryview(f) for f in frames_bytes(wire.Push(session, i, 0, v, idx))]
                    for i in range(2 * pushes * repeats)])
     best, fast = {"compiled": math.inf, "numpy": math.inf}, aggregate._fast
@@ -125,10 +132,7 @@ def process_parts(rule: str = "adacomp", number: int = 20_000, repeats: int = 5)
     parts timed alone, best of ``repeats`` × ``number`` (timeit), with the compiled path in use."""
     import timeit
     from edgebed.ps import aggregate
-    ps, layers, size = make_ps(rule, 1)
-    session = wire.decode(ps.process(b"p", frames_bytes(wire.Hello(0)))).session
-    ps.rule.on_pull(0, 0)
-    v, idx = payload(rule, layers, size, np.random.default_rng(0))
+    ps, session, v, idx = _one_device(rule)
     frames = [memoryview(f) for f in frames_bytes(wire.Push(session, 1, 0, v, idx))]
     msg = wire.decode(frames)
     pushes = iter([[memoryview(f) for f in frames_bytes(wire.Push(session, i, 0, v, idx))]
@@ -136,7 +140,7 @@ def process_parts(rule: str = "adacomp", number: int = 20_000, repeats: int = 5)
     parts = {
         "process (whole)": lambda: ps.process(b"p", next(pushes)),
         "wire.decode": lambda: wire.decode(frames, ps.config.max_message_bytes),
-        "check_entries": lambda: aggregate.check_entries(msg.indices, msg.values, size, 1e6),
+        "check_entries": lambda: aggregate.check_entries(msg.indices, msg.values, ps.theta.size, 1e6),
         "rule.apply": lambda: ps.rule.apply(0, 1, msg.values, msg.indices),
         "wire.encode(Ack)": lambda: wire.encode(wire.Ack(ps.version, applied=True)),
         "meter.received": lambda: ps.meter.received("push", 17_000, 0),
@@ -148,19 +152,9 @@ def process_parts(rule: str = "adacomp", number: int = 20_000, repeats: int = 5)
 def budget(costs=(0, 5, 10, 15, 20), rounds: int = 3, seconds: float = 3.0, sockets: int = 8) -> dict:
     """How cheap must ``process`` be? AdaComp-sized pushes through the serve loop with a ``process``
     that spins ``cost`` µs and answers a canned Ack, against raw pyzmq, alternating for ``rounds``."""
-    ctx = mp.get_context("spawn")
     out = []
     for _ in range(rounds):
-        q, stop, eq = ctx.Queue(), ctx.Event(), ctx.Queue()
-        router = ctx.Process(target=_raw_router, args=(eq, stop))
-        router.start()
-        cl = ctx.Process(target=_client, args=(eq.get(), "adacomp", sockets, seconds, q, False))
-        cl.start()
-        raw = q.get()
-        cl.join()
-        stop.set()
-        eq.get()
-        router.join()
+        raw, _ = _raw_once("adacomp", seconds, sockets)
         row = {"raw_zmq_msgs_per_s": raw, "by_cost": []}
         for cost in costs:
             rate, cpu, _ = _serve_ps("adacomp", seconds, sockets, stub=True, busy_us=cost)
@@ -168,6 +162,22 @@ def budget(costs=(0, 5, 10, 15, 20), rounds: int = 3, seconds: float = 3.0, sock
                                    "cpu_us_per_push": cpu * 1e6})
         out.append(row)
     return {"rounds": out}
+
+
+def _raw_once(rule: str, seconds: float, sockets: int, pinned: bool = False) -> tuple[float, float]:
+    """(msgs/s, CPU s per message of the router process) through a bare ROUTER in another process."""
+    ctx = mp.get_context("spawn")
+    q, stop, eq = ctx.Queue(), ctx.Event(), ctx.Queue()
+    router = ctx.Process(target=_raw_router, args=(eq, stop, SERVER_CPUS if pinned else None))
+    router.start()
+    cl = ctx.Process(target=_client, args=(eq.get(), rule, sockets, seconds, q, False, CLIENT_CPUS if pinned else None))
+    cl.start()
+    rate = q.get()
+    cl.join()
+    stop.set()
+    cpu = eq.get()
+    router.join()
+    return rate, cpu
 
 
 def _cpu_s() -> float:
@@ -300,7 +310,7 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
             ps.version += 1
             return ack
         ps.process = canned
-    fast = aggregate._fast
+    fast, cpus = aggregate._fast, os.sched_getaffinity(0)
     if numpy_path:
         aggregate._fast = None
     try:
@@ -319,7 +329,7 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
     finally:
         aggregate._fast = fast
         if pinned:
-            _pin(set(range(os.cpu_count())))
+            _pin(cpus)
     return rate, cpu, ps.version
 
 
@@ -328,23 +338,11 @@ def _ingest_once(rule: str, seconds: float, sockets: int, pinned: bool = False) 
     same serve loop with a stub ``process``, then a bare ROUTER (other process); clients in a separate
     process."""
     from edgebed.ps import aggregate
-    ctx = mp.get_context("spawn")
     layers, size = initial_theta("cnn", 0)[1], 211_690
     ps_rate, ps_cpu, applied = _serve_ps(rule, seconds, sockets, pinned=pinned)
     numpy_rate, numpy_cpu, _ = _serve_ps(rule, seconds, sockets, numpy_path=True, pinned=pinned)
     stub_rate, stub_cpu, _ = _serve_ps(rule, seconds, sockets, stub=True, pinned=pinned)
-    q = ctx.Queue()
-    stop, eq = ctx.Event(), ctx.Queue()
-    router = ctx.Process(target=_raw_router, args=(eq, stop, SERVER_CPUS if pinned else None))
-    router.start()
-    endpoint = eq.get()
-    cl = ctx.Process(target=_client, args=(endpoint, rule, sockets, seconds, q, False, CLIENT_CPUS if pinned else None))
-    cl.start()
-    raw_rate = q.get()
-    cl.join()
-    stop.set()
-    raw_cpu = eq.get()
-    router.join()
+    raw_rate, raw_cpu = _raw_once(rule, seconds, sockets, pinned)
     v, idx = payload(rule, layers, size, np.random.default_rng(0))
     nbytes = wire.frames_nbytes(wire.encode(wire.Push("0123456789abcdef", 1, 0, v, idx)))
     return {"rule": rule, "message_bytes": nbytes, "client_sockets": sockets, "applied": applied,
