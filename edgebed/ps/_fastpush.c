@@ -30,35 +30,24 @@
  *   2  the last (largest) index is >= n
  *   3  a value is NaN or ±Inf
  *   4  a value is outside ±limit
- * In this order of precedence, as ParameterServer._check_payload words them. indices may be None
- * (a dense push: only the values are checked). */
+ * In this order of precedence, as ParameterServer._check_payload words them. Sparse pushes only
+ * (a dense one takes aggregate.check_entries' BLAS pass). */
 static PyObject *check_sparse(PyObject *self, PyObject *args) {
-    PyObject *idx_obj;
-    Py_buffer vb;
+    Py_buffer ib, vb;
     Py_ssize_t n;
     double limit;
-    if (!PyArg_ParseTuple(args, "Oy*nd", &idx_obj, &vb, &n, &limit))
+    if (!PyArg_ParseTuple(args, "y*y*nd", &ib, &vb, &n, &limit))
         return NULL;
+    const uint32_t *ix = (const uint32_t *)ib.buf;
     const float *v = (const float *)vb.buf;
-    Py_ssize_t m = vb.len / (Py_ssize_t)sizeof(float);
-    int code = 0;
-    if (idx_obj != Py_None) {
-        Py_buffer ib;
-        if (PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0) {
-            PyBuffer_Release(&vb);
-            return NULL;
-        }
-        const uint32_t *ix = (const uint32_t *)ib.buf;
-        Py_ssize_t k = ib.len / (Py_ssize_t)sizeof(uint32_t);
-        int unsorted = 0;   /* branch-free, so the compiler vectorises both loops */
-        for (Py_ssize_t j = 1; j < k; j++)
-            unsorted |= ix[j] <= ix[j - 1];
-        if (unsorted)
-            code = 1;
-        else if (k > 0 && (Py_ssize_t)ix[k - 1] >= n)
-            code = 2;
-        PyBuffer_Release(&ib);
-    }
+    Py_ssize_t k = ib.len / (Py_ssize_t)sizeof(uint32_t), m = vb.len / (Py_ssize_t)sizeof(float);
+    int code = 0, unsorted = 0;   /* branch-free, so the compiler vectorises both loops */
+    for (Py_ssize_t j = 1; j < k; j++)
+        unsorted |= ix[j] <= ix[j - 1];
+    if (unsorted)
+        code = 1;
+    else if (k > 0 && (Py_ssize_t)ix[k - 1] >= n)
+        code = 2;
     if (code == 0) {
         /* NaN fails both comparisons, ±Inf the bound: one pass finds any bad value (compared in
            double, as the numpy path's float(v.min()) is) */
@@ -76,6 +65,7 @@ static PyObject *check_sparse(PyObject *self, PyObject *args) {
                 }
         }
     }
+    PyBuffer_Release(&ib);
     PyBuffer_Release(&vb);
     return PyLong_FromLong(code);
 }
@@ -89,6 +79,23 @@ static Py_ssize_t items(Py_buffer *b, Py_ssize_t size, const char *name) {
     return b->len / size;
 }
 
+/* 0 if `ib` holds one uint32 index < n per value of `vb`, else -1 with ValueError set: what keeps a
+ * caller's mistake from writing outside θ. */
+static int check_indices(Py_buffer *ib, Py_buffer *vb, Py_ssize_t n) {
+    if (ib->len != vb->len) {
+        PyErr_Format(PyExc_ValueError, "%zd indices for %zd values", ib->len / 4, vb->len / 4);
+        return -1;
+    }
+    const uint32_t *ix = (const uint32_t *)ib->buf;
+    for (Py_ssize_t j = 0; j < ib->len / 4; j++) {
+        if ((Py_ssize_t)ix[j] >= n) {
+            PyErr_Format(PyExc_ValueError, "index %u out of range (theta has %zd entries)", ix[j], n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* sgd_sparse(theta, indices, values, lr) -> None
  *   θ[k] ← θ[k] − v·lr for each sent k, lr one float32 for all (ASGD, Comp-ASGD: α/τ).
  *   The same bits as aggregate.apply_sparse's numpy path: step = float32(v · float32(lr)), then
@@ -100,21 +107,11 @@ static PyObject *sgd_sparse(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *ret = NULL;
     Py_ssize_t n = items(&tb, 4, "theta"), k = items(&ib, 4, "indices"), m = items(&vb, 4, "values");
-    if (n < 0 || k < 0 || m < 0)
+    if (n < 0 || k < 0 || m < 0 || check_indices(&ib, &vb, n) < 0)
         goto done;
-    if (k != m) {
-        PyErr_Format(PyExc_ValueError, "%zd indices for %zd values", k, m);
-        goto done;
-    }
     float *theta = (float *)tb.buf;
     const uint32_t *ix = (const uint32_t *)ib.buf;
     const float *v = (const float *)vb.buf;
-    for (Py_ssize_t j = 0; j < k; j++) {
-        if ((Py_ssize_t)ix[j] >= n) {
-            PyErr_Format(PyExc_ValueError, "index %u out of range (theta has %zd entries)", ix[j], n);
-            goto done;
-        }
-    }
     for (Py_ssize_t j = 0; j < k; j++) {
         float step = v[j] * lr;
         theta[ix[j]] = theta[ix[j]] - step;
@@ -159,16 +156,8 @@ static PyObject *adacomp(PyObject *self, PyObject *args) {
     }
     const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
     if (have_idx) {
-        if (ib.len != vb.len) {
-            PyErr_Format(PyExc_ValueError, "%zd indices for %zd values", ib.len / 4, m);
+        if (check_indices(&ib, &vb, n) < 0)
             goto done;
-        }
-        for (Py_ssize_t j = 0; j < m; j++) {
-            if ((Py_ssize_t)ix[j] >= n) {
-                PyErr_Format(PyExc_ValueError, "index %u out of range (theta has %zd entries)", ix[j], n);
-                goto done;
-            }
-        }
     } else if (m != n) {
         PyErr_Format(PyExc_ValueError, "dense push of %zd values for theta of %zd", m, n);
         goto done;
@@ -220,7 +209,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"check_sparse", check_sparse, METH_VARARGS, "check_sparse(indices|None, values, n, limit) -> 0 fine, "
+    {"check_sparse", check_sparse, METH_VARARGS, "check_sparse(indices, values, n, limit) -> 0 fine, "
      "1 not increasing, 2 index >= n, 3 NaN/Inf, 4 outside ±limit"},
     {"sgd_sparse", sgd_sparse, METH_VARARGS, "sgd_sparse(theta, indices, values, lr): θ[k] -= v·lr"},
     {"adacomp", adacomp, METH_VARARGS, "adacomp(theta, counts, snapshot|None, indices|None, values, alpha, "
