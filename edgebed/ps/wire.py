@@ -386,13 +386,12 @@ def _canonical_push(m: re.Match, frames: Sequence) -> Optional[Push]:
     session, seq, version, loss, n_values, n_indices = m.groups()
     if len(frames) != (3 if n_indices is not None else 2):
         return None
-    values = frames[1] if type(frames[1]) is not np.ndarray else frames[1].data
-    values = memoryview(values)
+    values = _frame_buffer(frames[1])
     if values.nbytes != 4 * int(n_values):
         return None
     indices = None
     if n_indices is not None:
-        indices = memoryview(frames[2] if type(frames[2]) is not np.ndarray else frames[2].data)
+        indices = _frame_buffer(frames[2])
         if indices.nbytes != 4 * int(n_indices):
             return None
         indices = np.frombuffer(indices, dtype=_U4)
@@ -439,6 +438,12 @@ def _decode_packed(cls: type[Message], enc, specs, frames, max_bytes: int) -> di
     return out
 
 
+def _frame_buffer(frame) -> memoryview:
+    """A received frame (bytes, memoryview, ZeroMQ buffer, or an ndarray handed over in-process) as
+    the memoryview its array is read from."""
+    return memoryview(frame) if type(frame) is not np.ndarray else memoryview(frame.data)
+
+
 def _decode_arrays(cls: type[Message], specs, frames) -> dict:
     if not isinstance(specs, list) or len(specs) != len(frames):
         raise WireError("frame-count", f"header announces {len(specs) if isinstance(specs, list) else '?'} "
@@ -459,7 +464,7 @@ def _decode_arrays(cls: type[Message], specs, frames) -> dict:
         dtype = _DTYPES.get(dt) if type(dt) is str else None
         if dtype is None:
             raise WireError("bad-dtype", f"{name}: dtype {dt!r} is not one of {sorted(ALLOWED_DTYPES)}")
-        buf = memoryview(frame) if type(frame) is not np.ndarray else memoryview(frame.data)
+        buf = _frame_buffer(frame)
         if count * dtype.itemsize != buf.nbytes:
             raise WireError("bad-length", f"{name}: shape {shape} × {dtype.itemsize} B ≠ frame of {buf.nbytes} B")
         arr = np.frombuffer(buf, dtype=dtype)
