@@ -271,6 +271,10 @@ class Scenario(_Strict):
     checkpoint: CheckpointSpec = CheckpointSpec()
     security: SecuritySpec = SecuritySpec()
     timing: TimingSpec = TimingSpec()
+    numerics: Literal["portable", "native"] = Field(
+        "portable", description="which CPU kernels compute gradients and evaluations (`edgebed/numerics.py`): "
+        "`portable`, the same bits on every x86-64 host with AVX2 (Intel or AMD) for the same torch; "
+        "`native`, the host's fastest kernels, repeatable on the same host type only")
 
     @model_validator(mode="after")
     def _compression_applies(self):

@@ -1,8 +1,16 @@
 """Suite-wide fixtures."""
 import multiprocessing.forkserver
+import os
 import signal
 
 import pytest
+
+from edgebed import numerics
+
+# The whole suite computes under the portable numerics profile (edgebed/numerics.py), set before any
+# torch operation runs in this process, so in-process runs (the golden tables) and every child
+# process give the same bits on every x86-64 host with AVX2.
+os.environ.update(numerics.environment("portable"))
 
 # Started in the background by a non-interactive shell (`make test &` in a script), pytest inherits
 # SIGINT ignored, and so would every run it starts: Python then installs no KeyboardInterrupt

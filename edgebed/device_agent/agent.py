@@ -134,6 +134,8 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     if configure_socket is None:
         from ..ps.auth import client_from_env
         configure_socket = client_from_env()
+    from .. import numerics
+    numerics.apply_from_env()   # the engine's profile (EDGEBED_NUMERICS), before torch runs here
     import torch
     torch.set_num_threads(1)
     from .link import AppLink

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import pandas as pd
-from .. import __version__
+from .. import __version__, numerics
 from ..models import initial_theta
 from ..ps.evaluator import Collector
 from ..ps.rules import RULES, flat
@@ -88,6 +88,8 @@ class Engine:
     # -- set-up --------------------------------------------------------------------------------
     def _prepare(self):
         sc = self.sc
+        # before anything here runs a torch operation (timing calibration, Θ's initialisation)
+        self.numerics = numerics.enter(sc.numerics)
         runtime_cls = get_runtime(sc.runtime.name)
         path = self._setup_path = self.resume or new_run_dir(self.out, sc.name)
         try:
@@ -101,6 +103,14 @@ class Engine:
         if self.resume:
             if problems:
                 raise ScenarioError("\n".join(f"{path}: {p}" for p in problems))
+            manifest = read_json(path, "manifest.json")
+            before = (manifest.get("numerics") or {}).get("id")
+            if before != self.numerics["id"]:
+                warn(f"resumed with numerics {numerics.describe(self.numerics)}, recorded with "
+                     f"{numerics.describe(manifest.get('numerics'))}: the rows before and after this resume "
+                     "are not bit-for-bit comparable with one uninterrupted run")
+                write_json_atomic(path / "manifest.json", {
+                    **manifest, "numerics_resumed": [*manifest.get("numerics_resumed", []), self.numerics]})
             write_json_atomic(path / "summary.json", {"status": "running", "resumed": True, "engine": _me()})
             return path, runtime
         if problems:
@@ -110,7 +120,7 @@ class Engine:
         write_json_atomic(path / "manifest.json", {
             "edgebed": __version__, "scenario": sc.name, "seed": sc.seed, "source": self.source,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runtime": sc.runtime.name,
-            "applied": runtime.applied(), "host": host_facts(),
+            "applied": runtime.applied(), "host": host_facts(), "numerics": self.numerics,
             "timing": {k: v for k, v in self.timing.items() if k != "expected"},
             "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
         })
@@ -243,7 +253,7 @@ class Engine:
                                                            "attempt": attempt})
 
             def agent_env(d: int) -> dict:
-                env = {"EDGEBED_ATTEMPT": str(attempt)}
+                env = {"EDGEBED_ATTEMPT": str(attempt), **numerics.environment(sc.numerics)}
                 if sc.security.curve:
                     from ..ps import auth
                     env[auth.ENV_KEY] = str(auth.device_key_path(path, d).resolve())
@@ -254,9 +264,10 @@ class Engine:
             for d in sorted(pending_freeze):
                 handles[d].freeze()
             ps._event(-1, "start", f"{len(handles)} agents on runtime {runtime.name}")
-            if applied.get("warning"):   # e.g. no netem: said once, recorded in events and manifest
-                ps._event(-1, "warning", applied["warning"])
-                warn(applied["warning"])
+            for warning in (applied.get("warning"), self.numerics.get("problem")):
+                if warning:   # e.g. no netem, no portable numerics: said once, in events and manifest
+                    ps._event(-1, "warning", warning)
+                    warn(warning)
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
             clock.running()
             if sc.stop.wall_time is not None:

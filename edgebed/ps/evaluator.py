@@ -108,6 +108,8 @@ def _worker(scenario_dict: dict, inbox, outbox) -> None:
     # its own queue keeps it blocked forever once the engine is gone (kill -9); the engine may be
     # PID 1 (the PS container of a compose project), so the parent's PID is given, not guessed
     die_with_parent(parent=mp.parent_process().pid if mp.parent_process() else None)
+    from .. import numerics
+    numerics.apply_from_env()   # the engine's profile, before torch runs here
     import torch
     torch.set_num_threads(1)
     try:

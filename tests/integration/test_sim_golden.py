@@ -1,10 +1,13 @@
-"""The virtual clock's tables for the gradient rules stay bit-identical to those recorded at commit
-63d2d44 (before the device protocol was rewritten as one state machine): long study runs computed
-with that code must stay comparable with new ones.
+"""The virtual clock's tables for the gradient rules stay bit-identical to the recorded ones, on every
+host that computes the portable numerics profile's reference gradient (``edgebed/numerics.py``).
 
-The fixture (``tests/fixtures/sim_golden.json``) holds each scenario and a SHA-256 per column of its
-``updates``, ``evals`` and ``events`` tables (wall-clock columns excluded). Re-record only on purpose:
-``.venv/bin/python tests/integration/test_sim_golden.py --record``.
+The fixture (``tests/fixtures/sim_golden.json``) holds the numerics fingerprint it was recorded under
+(``_numerics``: profile portable) and, per scenario, a SHA-256 per column of its ``updates``, ``evals``
+and ``events`` tables (wall-clock columns excluded). The tables were first recorded at commit 63d2d44
+(native numerics, on another host type) and re-recorded under ``portable``; they are the same on any
+x86-64 host with AVX2 for the same torch and numpy. A host that computes another reference gradient
+fails with the fingerprint mismatch named, never a column list that hides why. Re-record only on
+purpose: ``.venv/bin/python tests/integration/test_sim_golden.py --record``.
 """
 from __future__ import annotations
 
@@ -83,10 +86,24 @@ def run_tables(scenario: dict, out: Path) -> dict:
             "ingress_bytes": result.summary["ingress_bytes"], "updates": result.summary["updates"]}
 
 
+def same_numerics(recorded: dict) -> None:
+    """Fails, naming why, unless this process computes the fixture's reference gradient."""
+    from edgebed import numerics
+    here = numerics.enter("portable")
+    if here["reference_gradient"] != recorded["reference_gradient"] or here["torch"] != recorded["torch"]:
+        pytest.fail(f"numerics fingerprint mismatch: this host computes reference gradient "
+                    f"{here['reference_gradient']} under portable (torch {here['torch']}, {here['cpu_capability']} "
+                    f"kernels, CPU {here['cpu']}); the fixture was recorded with {recorded['reference_gradient']} "
+                    f"(torch {recorded['torch']}, CPU {recorded['cpu']}). {here['problem'] or ''} "
+                    "The tables can't be compared bit for bit on this host.")
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_sim_tables_bit_identical_to_recorded(name, tmp_path):
-    golden = json.loads(FIXTURE.read_text())[name]
+    fixture = json.loads(FIXTURE.read_text())
+    same_numerics(fixture["_numerics"])
+    golden = fixture[name]
     assert golden["scenario"] == SCENARIOS[name], "the scenario changed: re-record on purpose, or restore it"
     got = run_tables(golden["scenario"], tmp_path)
     assert got["rows"] == golden["rows"]
@@ -99,7 +116,8 @@ def test_sim_tables_bit_identical_to_recorded(name, tmp_path):
 
 def record() -> None:
     import tempfile
-    out = {}
+    from edgebed import numerics
+    out = {"_numerics": numerics.enter("portable")}
     with tempfile.TemporaryDirectory() as tmp:
         for name, sc in SCENARIOS.items():
             out[name] = {"scenario": sc, **run_tables(sc, Path(tmp) / name)}

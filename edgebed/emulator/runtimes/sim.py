@@ -148,6 +148,13 @@ class SimRuntime(Runtime):
         self._batched = None
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
 
+    def check(self) -> list[str]:
+        problems = super().check()
+        if self.spec.threads > 1 and self.scenario.numerics == "portable":
+            problems.append(f"runtime.sim.threads: {self.spec.threads} with numerics: portable — multi-threaded "
+                            "kernels split their sums by the thread count; use threads: 1, or numerics: native")
+        return problems
+
     def applied(self) -> dict:
         return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
                 "stop_wall_time": "virtual", "compute": f"max_batch={self.spec.max_batch}"}

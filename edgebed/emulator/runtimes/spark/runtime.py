@@ -29,7 +29,7 @@ import numpy as np
 import pyspark  # noqa: F401  (the registry offers this runtime only when pyspark imports)
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .session import (SparkRun, SparkSetupError, check_gpu_request, master_problem, open_session, parse_master,
+from .session import (SparkRun, SparkSetupError, check_gpu_request, master_problem, numerics_conf, open_session, parse_master,
                              task_slots)
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime
 from .barrier import BarrierStage, SparkAgentHandle
@@ -251,7 +251,7 @@ class SparkRuntime(Runtime):
         return open_session(self.spec.master, tasks=self.tasks, app_name=f"edgebed-{self.scenario.name}",
                             run_dir=self.run_dir, gpus_per_task=self.spec.gpus_per_task,
                             discovery_script=self.spec.gpu_discovery_script, log_level=self.spec.log_level,
-                            ui=self.spec.ui, conf=self.spec.spark_conf(),
+                            ui=self.spec.ui, conf={**numerics_conf(self.scenario.numerics), **self.spec.spark_conf()},
                             local_ip=self.spec.driver_host, slot_timeout=self.spec.slot_timeout)
 
     def training_rdd(self, sc):

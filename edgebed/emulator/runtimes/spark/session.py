@@ -191,6 +191,13 @@ def build_conf(master: Master, *, app_name: str, gpus_per_task: float = 0.0,
     return conf
 
 
+def numerics_conf(profile: str) -> dict[str, str]:
+    """The executors' environment for a numerics profile (``edgebed/numerics.py``): Python workers
+    start with it, before torch runs there."""
+    from ....numerics import environment
+    return {f"spark.executorEnv.{k}": v for k, v in environment(profile).items()}
+
+
 def write_discovery_script(directory: Path) -> Path:
     """Write the nvidia-smi GPU discovery script into ``directory`` (executable) and return its path."""
     path = Path(directory) / "gpu_discovery.sh"

@@ -1,0 +1,94 @@
+"""What the portable numerics profile costs per SGD step (``edgebed/numerics.py``), against native.
+
+Each round starts one fresh process per profile (a profile is fixed per process: its variables must
+precede torch's first operation), alternating the order, and times one device's gradient computation
+(``Trainer.gradient``: Θ copied in, forward, backward, gradient out) for the MLP and the paper CNN,
+batch 10, one thread, in CPU seconds of that process (``time.process_time``), so other load on the
+machine inflates the numbers less than wall time would. The ratio portable / native is taken within
+each round. Results: ``benchmarks/results/numerics.json``.
+
+    .venv/bin/python -m benchmarks.bench_numerics [--rounds 5] [--steps 300]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from edgebed import numerics
+
+OUT = Path(__file__).resolve().parent / "results" / "numerics.json"
+CHILD = """
+import json, sys, time
+import numpy as np
+from edgebed import numerics
+fp = numerics.enter(sys.argv[1])
+import torch
+torch.set_num_threads(1)
+from edgebed.device_agent.trainer import Trainer
+from edgebed.models import initial_theta
+steps = int(sys.argv[2])
+rng = np.random.default_rng(0)
+x = rng.integers(0, 256, size=(600, 28, 28), dtype=np.uint8)
+y = rng.integers(0, 10, size=600).astype(np.uint8)
+out = {"fingerprint": fp}
+for model in ("mlp", "cnn"):
+    theta, _ = initial_theta(model, 1)
+    tr = Trainer(model, x, y, 10, 1, 0)
+    for _ in range(20):
+        tr.gradient(theta)                       # warm-up: first-call allocations, kernel set-up
+    t0 = time.process_time()
+    for _ in range(steps):
+        tr.gradient(theta)
+    out[model] = (time.process_time() - t0) / steps * 1e3
+print(json.dumps(out))
+"""
+
+
+def one(profile: str, steps: int) -> dict:
+    env = numerics.child_env("native", {k: v for k, v in os.environ.items() if k not in numerics.PINS})
+    out = subprocess.run([sys.executable, "-c", CHILD, profile, str(steps)], env=env, check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    rounds, fps = [], {}
+    for r in range(args.rounds):
+        order = ("native", "portable") if r % 2 == 0 else ("portable", "native")
+        got = {p: one(p, args.steps) for p in order}
+        fps = {p: got[p]["fingerprint"] for p in got}
+        row = {f"{p}_{m}_ms": round(got[p][m], 4) for p in got for m in ("mlp", "cnn")}
+        row.update({f"ratio_{m}": round(got["portable"][m] / got["native"][m], 3) for m in ("mlp", "cnn")})
+        rounds.append(row)
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v}" for k, v in row.items()), file=sys.stderr)
+    summary = {k: {"median": statistics.median(r[k] for r in rounds), "min": min(r[k] for r in rounds),
+                   "max": max(r[k] for r in rounds)} for k in rounds[0]}
+    load = os.getloadavg()
+    result = {
+        "what": "CPU ms per SGD step (Trainer.gradient, batch 10, one thread) under each numerics profile",
+        "date": time.strftime("%Y-%m-%d"), "steps_per_model": args.steps,
+        "load_average_at_end": [round(x, 2) for x in load], "cores": os.cpu_count(),
+        "summary": summary, "rounds": rounds,
+        "fingerprints": {p: {k: fp[k] for k in ("id", "profile", "cpu_capability", "onednn", "mkl", "torch", "cpu",
+                                                "reference_gradient", "reproducible")}
+                         for p, fp in fps.items()},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
