@@ -331,6 +331,8 @@ def cmd_study_status(args) -> int:
         text.append(f"tuning grid: {t['complete']} of {t['total']} runs"
                     + (f"; α not chosen yet for {', '.join(t['untuned'])}" if t["untuned"] else "; α chosen for every cell"))
     text += lines(st["cells"], study.spec.seed_list)
+    if st.get("numerics"):
+        text.append(f"numerics: {st['numerics']['text']}")
     if st["missing_core_hours"]:
         text.append(f"{st['total'] - st['complete']} runs to go: about {st['missing_core_hours']:g} core-hours at the "
                     f"median {st['median_run_s']:,.0f} s of the runs complete here (wall time, one run per core)")

@@ -168,6 +168,35 @@ def describe(fp: Optional[dict]) -> str:
     return f"{fp['profile']} · {fp['id']} · torch {fp['torch']} · {fp['cpu_capability']}"
 
 
+def of_run(path) -> Optional[dict]:
+    """The fingerprint a run recorded: a run directory's ``manifest.json``, or a compact result's
+    ``summary.json`` (``compact.numerics``); None for runs from before fingerprints."""
+    from pathlib import Path
+    for name, keys in (("manifest.json", ("numerics",)), ("summary.json", ("compact", "numerics"))):
+        try:
+            value = json.loads((Path(path) / name).read_text())
+        except (OSError, ValueError):
+            continue
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value:
+            return value
+    return None
+
+
+def summarize(fingerprints: list) -> dict:
+    """How many runs have each fingerprint: ``{"groups": {description: count}, "mixed": bool, "text"}``.
+    Runs of different fingerprints (or none recorded) are not comparable bit for bit."""
+    groups: dict[str, int] = {}
+    for fp in fingerprints:
+        groups[describe(fp)] = groups.get(describe(fp), 0) + 1
+    text = "; ".join(f"{n} run{'s' * (n != 1)} {d}" for d, n in groups.items())
+    mixed = len(groups) > 1
+    if mixed:
+        text += " — runs of different numerics are not comparable bit for bit (their statistics still are)"
+    return {"groups": groups, "mixed": mixed, "text": text}
+
+
 def _check_name(profile: str) -> None:
     if profile not in PROFILES:
         raise ValueError(f"unknown numerics profile {profile!r}; choose one of {', '.join(PROFILES)}")

@@ -66,6 +66,7 @@ def compact_of(run: Run) -> tuple[dict, pd.DataFrame]:
         "push_bytes_per_update": float(up["bytes_in"].mean()) if not up.empty else None,
         "paper_bytes_per_update": per,
         "paper_bytes_model": "edgebed.analysis.paper_bytes (pickle protocol 2 of index/value lists)",
+        "numerics": rundir.read_json(run.path, "manifest.json").get("numerics"),   # None: before fingerprints
     }
     evals = run.evals.sort_values("update", kind="stable").reset_index(drop=True)
     evals["paper_bytes"] = evals["update"].astype(float) * per

@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from .. import numerics
 from ..analysis import plots, tables, targets as tg
 from ..analysis.compact import load_any
 from ..analysis.metrics import class_shares, ingress_ratio, summarize
@@ -313,6 +314,7 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
              "average the seeds that reached it."]
     if status.get("protocol") and len(dirs) == 1:
         intro.append(f"Protocol: {status['protocol']}.")
+    intro.append("Numerics: " + numerics.summarize([numerics.of_run(r.path) for v in runs.values() for _, r in v])["text"] + ".")
     if window > 1:
         intro.append(f"Per-target tables read the moving average of test accuracy over {window} "
                      "evaluations (trailing): the first evaluation where it reaches the target; the "

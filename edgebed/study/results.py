@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .. import numerics
 from ..rundir import read_json, write_json_atomic
 from .runner import Study, _done, _entry, cell_dir, compact_done, complete_run, results_dir
 
@@ -146,6 +147,7 @@ def progress(study: Study, results: Optional[Path], out: Optional[Path] = None) 
     walls = [w for w in (read_json(run, "summary.json").get("wall_time_s") for run in found)
              if isinstance(w, (int, float)) and w > 0]
     out_dict["median_run_s"] = float(np.median(walls)) if walls else None
+    out_dict["numerics"] = numerics.summarize([numerics.of_run(run) for run in found]) if found else None
     missing = out_dict["total"] - out_dict["complete"]
     out_dict["missing_core_hours"] = (round(missing * out_dict["median_run_s"] / 3600, 1)
                                       if walls and missing else None)
