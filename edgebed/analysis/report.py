@@ -14,6 +14,7 @@ import pandas as pd
 
 from . import breakdown, html, plots, tables
 from .metrics import RunSummary, class_shares, ratios_vs, summarize
+from .. import numerics
 from ..rundir import read_json
 from .runs import ReportError, Run, check_target, load_runs
 
@@ -222,6 +223,9 @@ def write_report(runs: list[Path], out: Optional[Path] = None, target: float = 0
         classes_csv = tables.write_csv(pd.concat(frames, ignore_index=True), out_dir / "classes.csv")
 
     notes = _notes(summaries, target)
+    mix = numerics.summarize([numerics.of_run(r.path) for r in loaded])
+    if mix["mixed"]:
+        notes.append(f"numerics: {mix['text']}")
     if "accuracy_vs_updates" not in plot_files:
         notes.append("no run has evaluations, so no accuracy plots were drawn")
     md_path = out_dir / "report.md"

@@ -1,0 +1,84 @@
+"""Numerics profiles (edgebed/numerics.py): child environments, fingerprints, and what reports say."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from edgebed import numerics
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_portable_child_gets_every_pin_and_the_profile():
+    env = numerics.child_env("portable", {"PATH": "/bin"})
+    assert {k: env[k] for k in numerics.PINS} == numerics.PINS
+    assert env[numerics.ENV] == "portable" and env["PATH"] == "/bin"
+
+
+def test_native_child_of_a_portable_process_loses_the_pins_but_keeps_a_users_own_settings():
+    inherited = numerics.child_env("native", {**numerics.environment("portable"), "PATH": "/bin"})
+    assert not set(numerics.PINS) & set(inherited) and inherited[numerics.ENV] == "native"
+    own = numerics.child_env("native", {"ATEN_CPU_CAPABILITY": "default", "PATH": "/bin"})
+    assert own["ATEN_CPU_CAPABILITY"] == "default"   # not put there by edgebed: native runs what it says
+
+
+def test_unknown_profile_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="portable, native"):
+        numerics.environment("fast")
+
+
+def test_summarize_says_when_runs_are_not_comparable_bit_for_bit():
+    a = {"profile": "portable", "id": "aaa", "torch": "2.13.0", "cpu_capability": "AVX2"}
+    b = {**a, "profile": "native", "id": "bbb", "cpu_capability": "AVX512"}
+    same = numerics.summarize([a, a])
+    assert not same["mixed"] and same["groups"] == {numerics.describe(a): 2}
+    mixed = numerics.summarize([a, b, None])
+    assert mixed["mixed"] and "not comparable bit for bit" in mixed["text"]
+    assert "3" not in mixed["text"].split(" run")[0] and "not recorded" in mixed["text"]
+
+
+def test_of_run_reads_a_run_dirs_manifest_and_a_compact_results_summary(tmp_path):
+    fp = {"profile": "portable", "id": "abc"}
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "manifest.json").write_text(json.dumps({"numerics": fp}))
+    (tmp_path / "compact").mkdir()
+    (tmp_path / "compact" / "summary.json").write_text(json.dumps({"compact": {"numerics": fp}}))
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "manifest.json").write_text("{}")
+    assert numerics.of_run(tmp_path / "full") == fp == numerics.of_run(tmp_path / "compact")
+    assert numerics.of_run(tmp_path / "old") is None
+
+
+def test_fingerprint_under_portable_matches_the_recorded_reference_on_this_host():
+    fp = numerics.enter("portable")
+    assert fp["cpu_capability"] == "AVX2" and fp["onednn"] is False and fp["threads"] == 1
+    assert fp["reproducible"], fp["problem"]   # an x86-64 host with AVX2: it must compute the reference
+    assert fp["id"] == numerics.enter("portable")["id"]   # the same process, the same fingerprint
+
+
+LATE = """
+import os, json
+import torch
+torch.ones(3).add_(1)                         # a torch operation before the profile: kernels are chosen
+from edgebed import numerics
+native = torch.backends.cpu.get_cpu_capability()
+try:
+    numerics.apply("portable")
+    print(json.dumps({"native": native, "error": None}))
+except numerics.NumericsError as err:
+    print(json.dumps({"native": native, "error": str(err)}))
+"""
+
+
+def test_portable_is_refused_once_torch_runs_other_kernels_in_the_process():
+    env = {k: v for k, v in os.environ.items() if k not in numerics.PINS and k != numerics.ENV}
+    out = subprocess.run([sys.executable, "-c", LATE], env=env, capture_output=True, text=True, timeout=60)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if got["native"] == "AVX2":   # an AVX2-only host: its own kernels are the portable ones
+        assert got["error"] is None
+    else:
+        assert "already runs" in got["error"] and "edgebed run" in got["error"]
