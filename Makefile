@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SCENARIO ?= scenarios/quickstart.yaml
 
-.PHONY: setup run test provision bench clean
+.PHONY: setup run test check provision bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,6 +23,12 @@ provision:
 
 test: setup provision
 	$(PY) -m pytest
+
+# The fast lane, no root and no engines: lint, the layer contracts, unit + contract tests.
+check: setup
+	$(VENV)/bin/ruff check edgebed tests benchmarks
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q tests/unit tests/contract -m "not slow"
 
 bench: setup
 	$(PY) -m benchmarks.bench_ps

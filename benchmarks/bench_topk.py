@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from edgebed.compression.ops import keep_count, top_c, top_c_per_layer, topk_indices
+from edgebed.compression.ops import keep_count, top_c, top_c_per_layer
 from edgebed.data import load_bundled, normalize
 from edgebed.models import build_model, grad_flat, initial_theta
 
@@ -34,7 +34,6 @@ def argpartition_topk(x: np.ndarray, k: int) -> np.ndarray:
 
 def bool_index_topk(x: np.ndarray, k: int) -> np.ndarray:
     """topk_indices as it was before 2026-11-24: the nonzero values gathered by boolean indexing."""
-    n = x.size
     a = np.abs(x)
     v = a[a != 0]
     if v.size > k:

@@ -1,5 +1,4 @@
 """Contract of UpdateRule: every registered rule honours the interface the PS relies on."""
-import math
 
 import numpy as np
 import pytest

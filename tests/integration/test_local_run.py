@@ -1,9 +1,7 @@
 """End to end on the local runtime: real agent processes, real ZeroMQ sockets, real training."""
-import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from edgebed.emulator.engine import Engine

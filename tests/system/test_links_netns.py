@@ -1,6 +1,5 @@
 """Kernel link shaping (edgebed.emulator.runtimes.docker.links) on a veth pair between two network namespaces."""
 import json
-import os
 import subprocess
 import sys
 import time

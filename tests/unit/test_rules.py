@@ -1,6 +1,5 @@
 """Update rules against hand-computed examples, and the PS's staleness bookkeeping."""
 import numpy as np
-import pytest
 
 from edgebed.compression import TopC, TopCPerLayer, keep_count, topk_indices
 from edgebed.models import Layer

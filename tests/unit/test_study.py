@@ -15,7 +15,7 @@ import yaml
 from edgebed import rundir
 from edgebed.study.report import write_study_report
 from edgebed.cli import main
-from edgebed.study.runner import StudyError, expand, load_study, run_study
+from edgebed.study.runner import StudyError, load_study, run_study
 from edgebed.scenario import dump_scenario
 
 NAN = math.nan

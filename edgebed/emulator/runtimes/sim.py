@@ -179,7 +179,6 @@ class SimRuntime(Runtime):
         torch.set_num_threads(self.spec.threads)
         from ...data import load_dataset, partition
         from ...device_agent.link import AppLink
-        from ...compression.downlink import PulledModel
         from ...device_agent.trainer import Trainer
         sc = self.scenario
         seed = sc.seed

@@ -19,10 +19,9 @@ import signal
 import socket
 import sys
 import threading
-import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Callable, Literal, Optional, Union
 from urllib.parse import urlsplit
 
 import numpy as np
