@@ -10,7 +10,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="edgebed.device_agent", description=__doc__)
     ap.add_argument("--ps", required=True, help="PS endpoint, e.g. tcp://127.0.0.1:5555")
     ap.add_argument("--device", type=int, required=True, help="device id 0..n-1")
-    ap.add_argument("--attempt", type=int, default=0)
+    ap.add_argument("--attempt", type=int, default=None,
+                    help="session attempt number (default: EDGEBED_ATTEMPT from the environment, else 0)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a PS reply")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
