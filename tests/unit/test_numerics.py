@@ -82,3 +82,30 @@ def test_portable_is_refused_once_torch_runs_other_kernels_in_the_process():
         assert got["error"] is None
     else:
         assert "already runs" in got["error"] and "edgebed run" in got["error"]
+
+
+def test_a_host_without_avx2_is_told_its_tables_compare_only_with_its_own_type(monkeypatch):
+    # ARM or an x86-64 without AVX2 can't run the portable kernels: the fingerprint says so plainly.
+    monkeypatch.setattr(numerics, "_host_has_avx2", lambda: False)
+    monkeypatch.setattr(numerics, "_cpu_model", lambda: "Some ARM core")
+    fp = numerics.fingerprint("portable")
+    assert fp["problem"] and "has no AVX2" in fp["problem"] and "Some ARM core" in fp["problem"]
+    assert "same host type" in fp["problem"]
+
+
+def test_a_host_computing_another_reference_is_named_with_both_hashes(monkeypatch):
+    here = numerics.enter("portable")
+    monkeypatch.setattr(numerics, "_reference_hash", lambda: "0123456789abcdef")
+    fp = numerics.fingerprint("portable")
+    assert fp["reproducible"] is False
+    recorded = numerics.PORTABLE_REFERENCE[fp["torch"].split("+")[0]]
+    assert "0123456789abcdef" in fp["problem"] and recorded in fp["problem"]
+    # its id differs from this (reproducing) host's, so `study status` and `report` keep the runs apart
+    assert fp["id"] != here["id"]
+    assert numerics.summarize([fp, here])["mixed"]
+
+
+def test_another_torch_version_has_no_reference_and_says_so(monkeypatch):
+    monkeypatch.setattr(numerics, "PORTABLE_REFERENCE", {})
+    fp = numerics.fingerprint("portable")
+    assert fp["reproducible"] is None and "no portable reference recorded" in fp["problem"]
