@@ -19,8 +19,8 @@ from edgebed.compression.downlink import ModelDownlink
 from edgebed.data import load_bundled
 from edgebed.device_agent.trainer import Trainer
 from edgebed.models import initial_theta
-from edgebed.ps import wire
-from edgebed.ps.codec import Codec
+from edgebed import wire
+from edgebed.wire.codec import Codec
 
 OUT = Path(__file__).parent / "results" / "encodings.json"
 ENCODINGS = {

@@ -38,7 +38,7 @@ import zmq
 
 from edgebed.compression import TopC, TopCPerLayer
 from edgebed.models import initial_theta
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.ps.rules import RULES
 from edgebed.ps.server import Hooks, ParameterServer, PSConfig
 

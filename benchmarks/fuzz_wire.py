@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
-from edgebed.ps import wire  # noqa: E402
+from edgebed import wire  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 

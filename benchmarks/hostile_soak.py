@@ -33,7 +33,7 @@ import zmq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from edgebed.ps import wire  # noqa: E402
+from edgebed import wire  # noqa: E402
 from edgebed.rundir import read_json, read_table  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

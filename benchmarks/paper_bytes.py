@@ -16,7 +16,7 @@ import numpy as np
 
 from edgebed.analysis import paper_bytes as pb
 from edgebed.compression import make_compressor
-from edgebed.ps import wire
+from edgebed import wire
 
 OUT = Path(__file__).parent / "results" / "paper_bytes.json"
 

@@ -30,7 +30,7 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from edgebed.ps import wire  # noqa: E402
+from edgebed import wire  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -49,7 +49,7 @@ COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
         "pushes": ("count", "push messages received from the device"),
     },
     "traffic_by_type": {
-        "message_type": ("name", "wire message type (hello, pull, push, bye, ...; see ps/wire.py)"),
+        "message_type": ("name", "wire message type (hello, pull, push, bye, ...; see wire/__init__.py)"),
         "in_bytes": ("B", "payload bytes received by the PS in messages of this type"),
         "in_msgs": ("count", "messages of this type received"),
         "out_bytes": ("B", "payload bytes sent by the PS in messages of this type"),

@@ -80,7 +80,7 @@ class CompressionSpec(_Strict):
     quantize: Literal["none", "q8"] = Field("none", description="q8: 8-bit stochastic quantization of "
                                             "the sent values, one scale per layer (needs encoding: compact)")
     encoding: Literal["v1", "compact"] = Field("v1", description="pushes: v1 = uint32 indices + float32 "
-                                               "values; compact = wire v2 (ps/codec.py)")
+                                               "values; compact = wire v2 (wire/codec.py)")
     values: Literal["f32", "f16", "bf16"] = Field("f32", description="compact push values")
     indices: Literal["auto", "varint", "bitmap"] = Field("auto", description="compact push indices "
                                                          "(auto: the smaller per push)")
@@ -100,7 +100,7 @@ class CompressionSpec(_Strict):
                 raise ValueError(f"{', '.join(bad)} change(s) the push encoding: set encoding: compact "
                                  "(v1 always sends uint32 indices and float32 values)")
         if self.zstd:
-            from .ps.codec import zstandard
+            from .wire.codec import zstandard
             if zstandard is None:
                 raise ValueError("zstd: true needs the zstandard package: pip install 'edgebed[zstd]'")
         return self
@@ -111,7 +111,7 @@ class CompressionSpec(_Strict):
 
     def push_codec(self):
         """The wire codec of pushes (None: version 1)."""
-        from .ps.codec import Codec
+        from .wire.codec import Codec
         return Codec(self.values, self.indices, self.zstd) if self.encoding == "compact" else None
 
     def downlink(self):
@@ -119,7 +119,7 @@ class CompressionSpec(_Strict):
         if not self.compact_pulls:
             return None
         from .compression.downlink import ModelDownlink
-        from .ps.codec import Codec
+        from .wire.codec import Codec
         return ModelDownlink(Codec(self.pull, "auto", self.zstd), self.pull_delta)
 
 

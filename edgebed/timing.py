@@ -143,7 +143,7 @@ def message_sizes(model: str, algorithm: str, c: float, seed: int = 0) -> Messag
     """Exact sizes from encoding real messages for this model and update rule (imports torch)."""
     from .compression import make_compressor
     from .models import initial_theta
-    from .ps import wire
+    from . import wire
     from .ps.rules import RULES
     theta, layers = initial_theta(model, seed)
     update = make_compressor(RULES[algorithm].compressor, c, layers).compress(

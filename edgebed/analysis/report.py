@@ -13,10 +13,12 @@ from typing import Optional
 import pandas as pd
 
 from . import breakdown, html, plots, tables
+from .run_page import run_page
 from .metrics import RunSummary, class_shares, ratios_vs, summarize
 from .. import numerics
 from ..rundir import read_json
 from .runs import ReportError, Run, check_target, load_runs
+from .sections import fidelity_tables, fidelity_text, wire_vs_payload
 
 __all__ = ["ReportError", "ReportResult", "write_report", "choose_baseline", "default_out_dir"]
 
@@ -84,28 +86,6 @@ def _notes(summaries: list[RunSummary], target: float) -> list[str]:
     return notes
 
 
-def wire_vs_payload(run: Run) -> Optional[pd.DataFrame]:
-    """Per speed class: bytes the PS counted (message payload) next to the bytes the kernel counted on
-    the devices' uplinks (TCP/IP headers, retransmissions, handshakes included). None unless the run
-    has kernel counters (Docker runtime)."""
-    kernel = read_json(run.path, "kernel_traffic.json")
-    if not kernel.get("classes"):
-        return None
-    payload = read_json(run.path, "traffic.json").get("by_class", {})
-    rows = []
-    for klass, k in kernel["classes"].items():
-        ps_in = payload.get(klass, {}).get("in_bytes", 0)
-        rows.append({"class": klass, "devices": k.get("devices"), "ps_payload_in_mb": ps_in / 1e6,
-                     "kernel_uplink_mb": k["uplink_bytes"] / 1e6,
-                     "overhead_pct": 100.0 * (k["uplink_bytes"] - ps_in) / ps_in if ps_in else float("nan")})
-    ps = kernel.get("ps", {})
-    total_in = sum(v.get("in_bytes", 0) for v in payload.values())
-    rows.append({"class": "PS interface", "devices": None, "ps_payload_in_mb": total_in / 1e6,
-                 "kernel_uplink_mb": ps.get("ingress_bytes", 0) / 1e6,
-                 "overhead_pct": 100.0 * (ps.get("ingress_bytes", 0) - total_in) / total_in if total_in else float("nan")})
-    return pd.DataFrame(rows)
-
-
 def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
               plot_files: dict[str, Path], target: float, baseline: Optional[str]) -> str:
     lines = ["# edgebed report", "", f"Target accuracy: {100 * target:g} %."]
@@ -126,37 +106,6 @@ def _markdown(runs: list[Run], table: str, notes: list[str], classes: str,
     for kind, p in plot_files.items():
         lines += [f"![{kind.replace('_', ' ')}]({p.name})", ""]
     return "\n".join(lines)
-
-
-def fidelity_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
-    """summary.json's ``fidelity`` section as (caption, numeric frame) pairs; none for a run with one
-    class and no runtime measurements, where it has nothing to compare."""
-    from ..emulator.fidelity import expected_caption, expected_frame
-    fid = run.summary.get("fidelity") or {}
-    out = []
-    if fid.get("expected"):   # realized next to what the scenario's timing implies, per class
-        out.append((expected_caption(fid), expected_frame(fid)))
-    elif len(fid.get("classes", [])) > 1:   # older runs: the compute-only configured ratio
-        out.append(("Update rate per class relative to the slowest: configured compute speed vs realized "
-                    "(think time and link transfers lower the realized ratio).",
-                    pd.DataFrame(fid["classes"])[["class", "configured_speed_ratio", "realized_rate_ratio",
-                                                  "updates_per_device_per_s", "think_time_s"]]))
-    if fid.get("uplink"):
-        out.append((f"Uplink: {fid['uplink_measured_as']}; where a push does not fill a window the peak is "
-                     "a lower bound.",
-                     pd.DataFrame(fid["uplink"])[["class", "configured_mbit", "peak_mbit_mean", "peak_mbit_min",
-                                                  "peak_mbit_max", "window_filled"]]))
-    return out
-
-
-def fidelity_text(run: Run) -> list[str]:
-    fid = run.summary.get("fidelity") or {}
-    verdict, cpu = fid.get("verdict"), fid.get("host_cpu")
-    out = [f"Verdict: {verdict['summary']}."] if verdict else []
-    if not cpu:
-        return out
-    return out + [f"Host CPU: {100 * cpu['busy_mean']:.0f} % busy on average, saturated (> 95 %) in "
-            f"{100 * cpu['saturated_share']:.0f} % of {cpu['samples']} samples."]
 
 
 def _fidelity_lines(run: Run) -> list[str]:
@@ -233,7 +182,6 @@ def write_report(runs: list[Path], out: Optional[Path] = None, target: float = 0
     tmp = md_path.with_name(".report.md.tmp")
     tmp.write_text(text)
     tmp.replace(md_path)
-    from .run_page import run_page
     page = html.write(out_dir / "report.html", run_page(
         loaded, summaries, ratios, base_name, target, plot_files, notes, shares if classes_md else {}))
     return ReportResult(out_dir, md_path, table_csv, plot_files, table_md, base_name, summaries,

@@ -14,6 +14,7 @@ from . import tables
 from .html import Section, figure, render, table
 from .metrics import RunSummary
 from .runs import Run
+from .sections import fidelity_tables, fidelity_text, wire_vs_payload
 from ..units import fmt_bytes
 
 CAPTIONS = {
@@ -62,7 +63,6 @@ def run_page(runs: list[Run], summaries: list[RunSummary], ratios: dict, baselin
              target: float, plots: dict[str, Path], notes: list[str],
              shares: dict[str, pd.DataFrame]) -> str:
     """The whole page as HTML text."""
-    from .report import fidelity_tables, fidelity_text, wire_vs_payload
     one = len(runs) == 1
     title = f"edgebed report: {runs[0].name}" if one else f"edgebed report: {len(runs)} runs"
     intro = [_describe(r) for r in runs]

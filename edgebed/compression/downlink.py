@@ -13,8 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..ps import codec as _codec
-from ..ps import wire
+from ..wire import codec as _codec
+from .. import wire
 
 _WIDTH = {"f32": 4, "f16": 2, "bf16": 2}
 

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 import numpy as np
 import zmq
 
-from ..ps import wire
+from .. import wire
 
 
 class PSUnreachable(RuntimeError):
@@ -126,13 +126,13 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     (env EDGEBED_PS_TIMEOUT, default 60) or forgets the session (restarted from a checkpoint), the
     device says hello again with attempt+1 for up to EDGEBED_RECONNECT_FOR s (default 300) before
     giving up; the push in flight is dropped. ``configure_socket`` defaults to CURVE client keys
-    when EDGEBED_CURVE_KEY names a key file (secure mode, ``ps/auth.py``)."""
+    when EDGEBED_CURVE_KEY names a key file (secure mode, ``wire/auth.py``)."""
     if attempt is None:
         attempt = int(os.environ.get("EDGEBED_ATTEMPT", "0"))
     timeout = timeout or float(os.environ.get("EDGEBED_PS_TIMEOUT", "60"))
     give_up_after = float(os.environ.get("EDGEBED_RECONNECT_FOR", "300"))
     if configure_socket is None:
-        from ..ps.auth import client_from_env
+        from ..wire.auth import client_from_env
         configure_socket = client_from_env()
     from .. import numerics
     numerics.apply_from_env()   # the engine's profile (EDGEBED_NUMERICS), before torch runs here

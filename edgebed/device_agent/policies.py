@@ -19,7 +19,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ..ps import wire
+from .. import wire
 from ..ps.averaging import adaptive_exchange_due, divergence, easgd_exchange
 
 PULL = "pull"

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..compression import make_compressor
-from ..ps import wire
+from .. import wire
 from ..timing import draw_delay, wait_enabled
 from .policies import PULL, Upload, make_policy
 

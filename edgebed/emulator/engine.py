@@ -255,7 +255,7 @@ class Engine:
             def agent_env(d: int) -> dict:
                 env = {"EDGEBED_ATTEMPT": str(attempt), **numerics.environment(sc.numerics)}
                 if sc.security.curve:
-                    from ..ps import auth
+                    from ..wire import auth
                     env[auth.ENV_KEY] = str(auth.device_key_path(path, d).resolve())
                 return env
             specs = [AgentSpec(d, class_of(d), endpoint, env=agent_env(d)) for d in range(sc.workers.n)]

@@ -27,7 +27,7 @@ from typing import Optional
 
 import zmq
 
-from . import wire
+from .. import wire
 from .server import ParameterServer
 
 BATCH = 64      # messages served per lock acquisition (bounds how long the engine waits for ps.lock)

@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import wire
+from .. import wire
 from .aggregate import ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries
 from .rules import UpdateRule
 from .traffic import TrafficMeter

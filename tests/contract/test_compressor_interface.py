@@ -6,8 +6,8 @@ import pytest
 
 from edgebed.compression import SELECTIONS, make_compressor
 from edgebed.models import initial_theta
-from edgebed.ps import wire
-from edgebed.ps.codec import Codec
+from edgebed import wire
+from edgebed.wire.codec import Codec
 from edgebed.ps.rules import ASGD
 from edgebed.ps.server import Hooks, ParameterServer, PSConfig
 

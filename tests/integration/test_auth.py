@@ -13,7 +13,8 @@ import pytest
 import zmq
 
 from edgebed.device_agent.agent import Channel, PSUnreachable
-from edgebed.ps import auth, wire
+from edgebed import wire
+from edgebed.wire import auth
 from edgebed.ps.rules import RULES
 from edgebed.ps.serve import ZmqServer
 from edgebed.ps.server import ParameterServer, PSConfig

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from edgebed.emulator.engine import Engine
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.ps.server import ParameterServer
 from edgebed.scenario import parse_scenario
 

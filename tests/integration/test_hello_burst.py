@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import zmq
 
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.ps.rules import ASGD
 from edgebed.ps.serve import ZmqServer
 from edgebed.ps.server import ParameterServer, PSConfig

@@ -21,7 +21,7 @@ import zmq
 
 from edgebed import procs
 from edgebed.emulator import cleanup
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.rundir import read_json, read_table
 from tests.integration.runproc import end_run, run_dir, start_run, update_parts, wait_for
 

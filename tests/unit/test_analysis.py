@@ -292,7 +292,8 @@ def test_bad_paths_raise_report_error_naming_the_path(trio, tmp_path):
 
 def test_report_puts_kernel_bytes_next_to_ps_payload(tmp_path):
     """Docker runs carry kernel counters: the report shows on-the-wire vs payload bytes per class."""
-    from edgebed.analysis.report import wire_vs_payload, write_report
+    from edgebed.analysis.report import write_report
+    from edgebed.analysis.sections import wire_vs_payload
     from edgebed.analysis.runs import load_run
     path = make_run(tmp_path, "dock", evals=[(10, 0.5)])
     (path / "traffic.json").write_text(json.dumps({"by_class": {"fast": {"in_bytes": 1_000_000}}}))

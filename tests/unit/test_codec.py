@@ -7,8 +7,9 @@ import pytest
 
 from edgebed.compression import TopCPerLayer, make_compressor
 from edgebed.models import Layer
-from edgebed.ps import codec, wire
-from edgebed.ps.codec import Codec
+from edgebed.wire import codec
+from edgebed import wire
+from edgebed.wire.codec import Codec
 
 N = 211_690   # the paper CNN
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from edgebed.compression.downlink import ModelDownlink, PulledModel
-from edgebed.ps import wire
-from edgebed.ps.codec import Codec
+from edgebed import wire
+from edgebed.wire.codec import Codec
 
 
 def through_wire(msg):

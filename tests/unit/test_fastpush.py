@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgebed.ps import aggregate, wire
+from edgebed import wire
+from edgebed.ps import aggregate
 from edgebed.ps.rules import RULES
 
 from tests.capabilities import require

@@ -8,7 +8,7 @@ from edgebed.data import load_bundled
 from edgebed.device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Rejoin, Send, Wait
 from edgebed.device_agent.trainer import Trainer
 from edgebed.models import initial_theta
-from edgebed.ps import wire
+from edgebed import wire
 
 pytestmark = pytest.mark.timeout(60)
 

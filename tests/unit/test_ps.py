@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.ps.rules import AdaComp, ASGD
 from edgebed.ps.server import Hooks, ParameterServer, PSConfig
 

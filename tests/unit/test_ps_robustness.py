@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgebed.ps import checkpoint, wire
+from edgebed import wire
+from edgebed.ps import checkpoint
 from edgebed.ps.rules import RULES
 from edgebed.ps.server import Hooks, ParameterServer, PSConfig
 

@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-from edgebed.ps import wire
+from edgebed import wire
 
 
 def roundtrip(msg):

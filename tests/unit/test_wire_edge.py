@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.ps.rules import RULES
 from edgebed.ps.server import ParameterServer, PSConfig
 

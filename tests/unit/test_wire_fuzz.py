@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.ps.rules import RULES
 from edgebed.ps.server import ParameterServer, PSConfig
 

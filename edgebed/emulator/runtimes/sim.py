@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Send, Wait
-from ...ps import wire
+from ... import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
 from ...timing import DEFAULT_STEP_TIME, kernel_rate_time

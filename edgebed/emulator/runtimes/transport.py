@@ -82,7 +82,7 @@ class SocketTransport:
         from ...ps.serve import ZmqServer
         self.curve = None
         if curve_keys is not None:
-            from ...ps import auth
+            from ...wire import auth
             self.curve = auth.CurveServer(auth.generate(curve_keys, n_devices)).start()
         self.server = ZmqServer(ps, bind, configure_socket=self.curve.configure_socket if self.curve else None,
                                 device_of=self.curve.device_of if self.curve else None).start()

@@ -27,7 +27,7 @@ need the model (index range, length of a dense push, NaN/Inf) are the PS handler
 Version 2 (compact encodings, opt-in per scenario: ``compression.encoding: compact``) changes only
 Push and Model: instead of their value/index frames they carry ONE frame ``payload`` (dtype ``|u1``)
 and the header gains ``enc`` describing how it is packed (varint/bitmap indices, f32/f16/bf16/q8
-values, optional zstd — ``ps/codec.py``). A v2 Model may be a delta: ``enc.b`` = the version of the
+values, optional zstd — ``wire/codec.py``). A v2 Model may be a delta: ``enc.b`` = the version of the
 model the device holds, ``indices`` the entries that changed; the device adds the values to its copy
 (``compression/downlink.py``). ``decode`` unpacks v2 into the same Push/Model fields as v1 (float32
 values, uint32 indices), so nothing behind it sees the encoding. Messages without a codec are still
