@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SCENARIO ?= scenarios/quickstart.yaml
 
-.PHONY: setup run test check provision bench clean
+.PHONY: setup run test check docs provision bench clean
 
 setup: $(VENV)/.installed
 
@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml setup.py edgebed/ps/_fastpush.c
 	python3 -m venv $(VENV)
 	# torch first, pinned: its CPU wheel lies on disk here; anything else pulls a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[all,test]'
+	$(PY) -m pip install -q -e '.[all,test,docs]'
 	touch $@
 
 run: setup
@@ -29,6 +29,11 @@ check: setup
 	$(VENV)/bin/ruff check edgebed tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q tests/unit tests/contract -m "not slow"
+
+# The documentation site (MkDocs), strict: a broken link, a missing page or a warning fails the build.
+# Generated pages (scenario reference, CLI, results, API) are made during the build by docs/gen/.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict
 
 bench: setup
 	$(PY) -m benchmarks.bench_ps

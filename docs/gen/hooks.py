@@ -1,0 +1,50 @@
+"""MkDocs hook: a link from a page to a repository file outside docs/ (``../edgebed/ps/wire.py``,
+``../../benchmarks/results/ps.json``) becomes the file's path in code, since the site has no copy of it.
+
+Only links whose target exists in the repository are rewritten; a link to a missing file is left as it
+is, so the strict build still fails on it. One exception: a link to a page another branch is writing
+(``nav.PENDING``) shows as its text until that page is in docs/, then as the link it is.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nav import PENDING  # noqa: E402
+_LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def repo_link(target: str, page_src: str) -> str | None:
+    """The repository path a relative link from docs/<page_src> points to, when it leaves docs/ and the
+    file or folder exists; otherwise None."""
+    if re.match(r"[a-z]+:|/", target):
+        return None
+    resolved = ((DOCS / page_src).parent / target).resolve()
+    try:
+        resolved.relative_to(DOCS)
+        return None                     # inside docs/: MkDocs checks it
+    except ValueError:
+        pass
+    try:
+        rel = resolved.relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+    return rel if resolved.exists() else None
+
+
+def on_page_markdown(markdown, page, config, files):
+    def repl(m):
+        text, target = m.group(1), m.group(2)
+        if target in PENDING and not (DOCS / target).is_file():
+            return text
+        rel = repo_link(target, page.file.src_uri)
+        if rel is None:
+            return m.group(0)
+        if text.strip("`") == rel or text.strip("`").endswith(Path(rel).name):
+            return f"`{rel}`"
+        return f"{text} (`{rel}`)"
+    return _LINK.sub(repl, markdown)

@@ -1,0 +1,103 @@
+"""The docs cite only files that are committed, and the README's numbers are the committed files' own.
+
+Results pages are generated from committed result files (docs/gen/results.py): every file a page names
+as its source, every figure it embeds and every page it links to must exist. The hand-written pages
+(the measurement log, the lab notebook, ...) name result files by path: each must exist too.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS / "gen"))
+import results  # noqa: E402
+
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s#]+)(?:#[^)]*)?\)")
+_REPO_PATH = re.compile(r"`((?:benchmarks|scenarios|edgebed|tests|docs)/[\w./-]*\w)`")
+
+
+def _resolve(page: str, target: str) -> str:
+    parts = []
+    for part in (PurePosixPath(page).parent / target).parts:
+        if part == "..":
+            parts.pop() if parts else parts.append("..")
+        elif part != ".":
+            parts.append(part)
+    return "/".join(parts)
+
+
+def _missing_repo_paths(text: str, root: Path = ROOT) -> list[str]:
+    return sorted({p for p in _REPO_PATH.findall(text)
+                   if not any(c in p for c in "<*{") and not (root / p).exists()})
+
+
+def problems_of(pages, root: Path = ROOT) -> list[str]:
+    """What is wrong with generated pages: a cited file, a copied figure or a linked page missing."""
+    generated = {p.path for p in pages} | {a for p in pages for a in p.assets}
+    problems = []
+    for page in pages:
+        problems += [f"{page.path}: cites {c}, which is not committed" for c in page.cites if not (root / c).exists()]
+        problems += [f"{page.path}: copies {src}, which is missing" for src in page.assets.values() if not src.is_file()]
+        problems += [f"{page.path}: names {p}, which is not committed" for p in _missing_repo_paths(page.text, root)]
+        for target in _LINK.findall(page.text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            resolved = _resolve(page.path, target)
+            if resolved not in generated and not (DOCS / resolved).is_file():
+                problems.append(f"{page.path}: links to {target} ({resolved}), which no page or file provides")
+    return problems
+
+
+def test_results_pages_cite_only_committed_files():
+    pages = results.pages()
+    assert any(p.path == "results/index.md" for p in pages)
+    assert sum(p.path.startswith("results/benchmarks/") for p in pages) >= 10
+    assert sum(p.path.startswith("results/tuning-") for p in pages) >= 2
+    problems = problems_of(pages)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_results_page_citing_a_missing_file_is_caught(tmp_path, monkeypatch):
+    """The check above can fail: a study report whose figure is gone leaves a dangling link."""
+    study = tmp_path / "benchmarks" / "results" / "studies" / "s"
+    (study / "report").mkdir(parents=True)
+    (study / "report" / "report.md").write_text("# Study s\n\n![accuracy](gone.png)\n")
+    monkeypatch.setattr(results, "ROOT", tmp_path)
+    monkeypatch.setattr(results, "STUDIES", tmp_path / "benchmarks" / "results" / "studies")
+    page = results.study_page("s", study / "report")
+    assert problems_of([page], tmp_path) == ["results/s.md: links to gone.png (results/gone.png), "
+                                             "which no page or file provides"]
+
+
+def test_hand_written_pages_name_only_existing_files():
+    problems = []
+    for md in sorted(DOCS.glob("*.md")):
+        problems += [f"docs/{md.name}: names {p}, which does not exist" for p in _missing_repo_paths(md.read_text())]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_readme_is_short_and_its_numbers_are_the_committed_files():
+    readme = (ROOT / "README.md").read_text()
+    assert 150 <= len(readme.splitlines()) <= 250
+    readme = " ".join(readme.split())
+    # the headline: the compression-tuned report's 97 % line for AdaComp c = 0.01
+    report = (ROOT / "benchmarks/results/studies/compression-tuned/report/report.md").read_text()
+    section = report[report.index("## To 97 %"):]
+    line = next(ln for ln in section.splitlines() if ln.startswith("| adacomp c=0.01 |"))
+    m = re.search(r"([\d.]+)× = ([\d.]+)× per update × ([\d.]+) updates \[([\d.]+)–([\d.]+)×", line)
+    ratio, per_update, updates, lo, hi = m.groups()
+    paper = line.rstrip(" |").rsplit("|", 1)[1].strip()
+    for number in (f"{ratio}× less PS ingress", f"{per_update}× smaller pushes", f"{updates}× fewer updates",
+                   f"{lo}–{hi}×", f"{paper} in the paper's byte encoding"):
+        assert number in readme, f"README's headline should read {number!r} (from the committed report)"
+    # the cost of portable numerics
+    summary = json.loads((ROOT / "benchmarks/results/numerics.json").read_text())["summary"]
+    for model, label in (("mlp", "MLP"), ("cnn", "paper CNN")):
+        assert f"{label} {summary[f'ratio_{model}']['median']:.2f}×" in readme
