@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import html
 
 
 def _subcommands(parser: argparse.ArgumentParser):
@@ -35,7 +36,7 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
                 name += " (optional)"
             if a.nargs in ("+", "*"):
                 name += " …"
-        detail = (a.help or "").replace("|", "\\|")
+        detail = html.escape(a.help or "", quote=False).replace("|", "\\|")
         if a.choices and not isinstance(a, argparse._SubParsersAction):
             detail += f" Choices: {', '.join(f'`{c}`' for c in a.choices)}."
         if (a.option_strings and a.default not in (None, False, argparse.SUPPRESS, 0, "")
@@ -48,6 +49,7 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
 def _section(parser: argparse.ArgumentParser, path: list[str], help_: str, level: int) -> list[str]:
     out = [f"{'#' * level} `{' '.join(path)}`", ""]
     if help_:
+        help_ = html.escape(help_, quote=False)
         out += [help_[0].upper() + help_[1:] + ("" if help_.endswith(".") else "."), ""]
     out += ["```", parser.format_usage().strip().removeprefix("usage: "), "```", ""]
     rows = _arguments(parser)

@@ -1,5 +1,6 @@
 """MkDocs hook: a link from a page to a repository file outside docs/ (``../edgebed/ps/wire.py``,
-``../../benchmarks/results/ps.json``) becomes the file's path in code, since the site has no copy of it.
+``../../benchmarks/results/ps.json``) becomes the file's path in code, since the site has no copy of it;
+an image from outside docs/ (a committed figure) is embedded in the page.
 
 Only links whose target exists in the repository are rewritten; a link to a missing file is left as it
 is, so the strict build still fails on it. One exception: a link to a page another branch is writing
@@ -7,6 +8,7 @@ is, so the strict build still fails on it. One exception: a link to a page anoth
 """
 from __future__ import annotations
 
+import base64
 import re
 import sys
 from pathlib import Path
@@ -16,6 +18,8 @@ DOCS = ROOT / "docs"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nav import PENDING  # noqa: E402
 _LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s#]+)(#[^)\s]*)?\)")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+_MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 
 def repo_link(target: str, page_src: str) -> str | None:
@@ -36,7 +40,18 @@ def repo_link(target: str, page_src: str) -> str | None:
     return rel if resolved.exists() else None
 
 
+def _embed(m, page_src: str) -> str:
+    """An image from the repository outside docs/ (a committed figure): embedded in the page."""
+    rel = repo_link(m.group(2), page_src)
+    path = ROOT / rel if rel else None
+    if path is None or path.suffix.lower() not in _MIME or path.stat().st_size > 2_000_000:
+        return m.group(0)
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f"![{m.group(1)}](data:{_MIME[path.suffix.lower()]};base64,{data})"
+
+
 def on_page_markdown(markdown, page, config, files):
+    markdown = _IMAGE.sub(lambda m: _embed(m, page.file.src_uri), markdown)
     def repl(m):
         text, target = m.group(1), m.group(2)
         if target in PENDING and not (DOCS / target).is_file():

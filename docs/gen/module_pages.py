@@ -50,14 +50,12 @@ def rst_to_markdown(doc: str) -> str:
                 i += 1
             while block and not block[-1].strip():
                 block.pop()
-            out += ["", "```", textwrap.dedent("\n".join(block)).strip("\n"), "```", ""]
+            out += ["", "```text", textwrap.dedent("\n".join(block)).strip("\n"), "```", ""]
             continue
-        out.append(line)
+        line = re.sub(r":(?:func|class|mod|meth|attr|data):`~?([^`]+)`", r"`\1`", line)
+        out.append(line.replace("``", "`"))
         i += 1
-    md = "\n".join(out)
-    md = re.sub(r":(?:func|class|mod|meth|attr|data):`~?([^`]+)`", r"`\1`", md)
-    md = md.replace("``", "`")
-    return md
+    return "\n".join(out)
 
 
 def _source(mod) -> str:
@@ -105,6 +103,7 @@ def layers_page() -> str:
                   "spaces modules of one layer that may.", ""]
         ignored = contract.get("ignore_imports", [])
         if ignored:
-            lines += ["Arrows still allowed, each a known exception to remove (the redesign's list):", ""]
+            lines += ["Arrows the contract still allows (`ignore_imports`; `pyproject.toml` gives the reason "
+                      "for each):", ""]
             lines += [f"- `{arrow}`" for arrow in ignored] + [""]
     return "\n".join(lines)

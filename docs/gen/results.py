@@ -166,6 +166,33 @@ def _slug(p: Path) -> str:
     return rel.replace("/", "--")
 
 
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return str(v) if abs(v) < 1e5 else f"{v:,}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v).replace("|", "/").replace("\n", " ")
+
+
+def _json_tables(data) -> list[str]:
+    """A benchmark file's scalar fields, and its ``summary`` (a mapping of mappings), as tables."""
+    if not isinstance(data, dict):
+        return []
+    out = []
+    scalars = {k: v for k, v in data.items()
+               if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 200 and k not in ("what",)}
+    if scalars:
+        out += ["| field | value |", "|---|---|"] + [f"| `{k}` | {_cell(v)} |" for k, v in scalars.items()] + [""]
+    summary = data.get("summary")
+    if isinstance(summary, dict) and summary and all(isinstance(v, dict) for v in summary.values()):
+        cols = list(dict.fromkeys(c for v in summary.values() for c in v))
+        if all(not isinstance(v.get(c), (dict, list)) for v in summary.values() for c in cols):
+            out += ["`summary`:", "", "| | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+            out += [f"| `{k}` | " + " | ".join(_cell(v.get(c, "")) for c in cols) + " |" for k, v in summary.items()]
+            out.append("")
+    return out
+
+
 def benchmark_page(p: Path) -> Page:
     rel, slug = _rel(p), _slug(p)
     what, date = _summary(p)
@@ -191,10 +218,16 @@ def benchmark_page(p: Path) -> Page:
         lang = "json" if p.suffix in (".json", ".jsonl") else "text"
         if p.suffix == ".json":
             try:
-                text = json.dumps(json.loads(text), indent=1, ensure_ascii=False)
+                data = json.loads(text)
+                lines += _json_tables(data)
+                text = json.dumps(data, indent=1, ensure_ascii=False)
             except ValueError:
                 pass
-        lines += [f"```{lang}", text.rstrip(), "```"]
+        body = [f"```{lang}", *text.rstrip().splitlines(), "```"]
+        if p.suffix == ".json" and len(text.splitlines()) > 40:      # the tables above come first
+            lines += ['??? note "The whole file"', ""] + ["    " + ln if ln else "" for ln in body]
+        else:
+            lines += body
     return Page(f"results/benchmarks/{slug}.md", "\n".join(lines) + "\n", assets, cites)
 
 
@@ -260,7 +293,8 @@ def index_page(studies: list[Page], benches: list[tuple[Path, Page]], tunings: l
         slug = Path(page.path).stem
         status = _status(STUDIES / slug) if not slug.endswith("-earlier-1seed") else {}
         done = f"{status['complete']} of {status['total']}" if status else "—"
-        lines.append(f"| `{slug}` | {done} | {status.get('protocol', '—')} | {status.get('updated', '—')} | "
+        updated = status.get("updated", "—")[:16].replace("T", " ")
+        lines.append(f"| `{slug}` | {done} | {status.get('protocol', '—')} | {updated} | "
                      f"[{slug}]({slug}.md) |")
     if tunings:
         lines += ["", "## Tuning of α", "", "| study | page |", "|---|---|"]

@@ -101,3 +101,29 @@ def test_the_readme_is_short_and_its_numbers_are_the_committed_files():
     summary = json.loads((ROOT / "benchmarks/results/numerics.json").read_text())["summary"]
     for model, label in (("mlp", "MLP"), ("cnn", "paper CNN")):
         assert f"{label} {summary[f'ratio_{model}']['median']:.2f}×" in readme
+
+
+def test_generated_reference_pages_come_from_their_sources():
+    """CLI page from the parser (every verb), wire page from the wire module's docstring (its frame
+    layout as a code block), layer page from pyproject.toml (every layer)."""
+    import tomllib
+
+    import cli_ref
+    import module_pages
+
+    from edgebed.cli import build_parser
+    cli = cli_ref.page()
+    verbs = [n for n, _, _ in cli_ref._subcommands(build_parser())]
+    assert {"run", "report", "validate", "study", "clean"} <= set(verbs)
+    assert all(f"## `edgebed {v}`" in cli for v in verbs)
+    assert "runs/&lt;name&gt;-&lt;time&gt;/" in cli        # help text with <...> survives as text
+
+    wire = module_pages.wire_page()
+    assert "```text\nframe 0   header:" in wire and "Hello(device, speed_class, attempt)" in wire
+    assert "``" not in wire.replace("```", "")
+
+    layers = module_pages.layers_page()
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    for layer in contract["layers"]:
+        for module in layer.replace("|", ":").split(":"):
+            assert module.strip().removeprefix("edgebed.") in layers
