@@ -97,6 +97,14 @@ def test_the_readme_is_short_and_its_numbers_are_the_committed_files():
     for number in (f"{ratio}× less PS ingress", f"{per_update}× smaller pushes", f"{updates}× fewer updates",
                    f"{lo}–{hi}×", f"{paper} in the paper's byte encoding"):
         assert number in readme, f"README's headline should read {number!r} (from the committed report)"
+    # the reproducibility promise, checked on a second host
+    hosts = json.loads((ROOT / "benchmarks/results/numerics-hosts.json").read_text())
+    other = next(h for h in hosts["hosts"] if not h["recording_host"])
+    n = hosts["scenarios"]
+    assert f"the {n} golden scenarios" in readme
+    assert f"{other['portable']['golden_identical']} of {n}, with the same fingerprint id" in readme
+    assert other["portable"]["fingerprint"]["id"] == hosts["hosts"][0]["portable"]["fingerprint"]["id"]
+    assert f"under `native` {other['native']['golden_identical']} of {n}" in readme
     # the cost of portable numerics
     summary = json.loads((ROOT / "benchmarks/results/numerics.json").read_text())["summary"]
     for model, label in (("mlp", "MLP"), ("cnn", "paper CNN")):
