@@ -28,19 +28,21 @@ def index_from_readme() -> str:
     """The site's home page is the README (one source): its links to docs/ pages become site links,
     the generated pages it names in plain text become links, other repository links become paths."""
     text = (ROOT / "README.md").read_text().replace("](docs/", "](")
+    text = re.sub(r"\]\(benchmarks/results/studies/([\w.-]+)/report/report\.md\)", r"](results/\1.md)", text)
     text = re.sub(r"\]\((?![a-z]+:|#)([^)]+)\)", lambda m: m.group(0) if (HERE.parent / m.group(1)).exists()
-                  or m.group(1) in nav.PENDING else f"](../{m.group(1)})", text)
-    for plain, page in (("Architecture, layer contract", "[Architecture](architecture.md), [layer contract](layers.md)"
-                         if (HERE.parent / "architecture.md").is_file() else "[Layer contract](layers.md)"),
-                        ("Scenario reference", "[Scenario reference](scenario-reference.md)"),
-                        ("CLI reference", "[CLI reference](cli.md)"),
-                        ("Wire protocol", "[Wire protocol](wire.md)"),
-                        ("Results", "[Results](results/index.md)"),
-                        ("Python API", "[Python API](api.md)"),
-                        ("security |", "[security](security.md) |" if (HERE.parent / "security.md").is_file()
-                         else "security |")):
-        text = text.replace(f"| {plain}", f"| {page}", 1) if not plain.endswith("|") \
-            else text.replace(f", {plain}", f", {page}", 1)
+                  or m.group(1) in nav.PENDING or m.group(1).startswith("results/") else f"](../{m.group(1)})", text)
+    architecture = (HERE.parent / "architecture.md").is_file()
+    security = (HERE.parent / "security.md").is_file()
+    for plain, linked in (
+            ("| Architecture, layer contract", "| [Architecture](architecture.md), [layer contract](layers.md)"
+             if architecture else "| Architecture, [layer contract](layers.md)"),
+            ("| Scenario reference", "| [Scenario reference](scenario-reference.md)"),
+            ("| CLI reference", "| [CLI reference](cli.md)"),
+            ("| Wire protocol", "| [Wire protocol](wire.md)"),
+            ("| Results (", "| [Results](results/index.md) ("),
+            (", Python API", ", [Python API](api.md)"),
+            (", security |", ", [security](security.md) |" if security else ", security |")):
+        text = text.replace(plain, linked, 1)
     return text
 
 
