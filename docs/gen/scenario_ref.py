@@ -230,8 +230,13 @@ _SECTIONS = [
 
 
 def page() -> str:
-    """The Markdown of docs/scenario-reference.md."""
+    """The Markdown of docs/scenario-reference.md; refuses (and so fails the docs build) while a key has
+    no description."""
     ks = keys()
+    missing = [k.path for k in ks if not k.description]
+    if missing:
+        raise ValueError(f"scenario keys without a description: {missing}. Add a row to scenarios/README.md's "
+                         "key table (full dotted path in backticks) or description= to the field")
     by_section: dict[str, list[Key]] = {}
     for k in ks:
         top = k.path.split(".")[0].rstrip("[]") if "." in k.path else ""
@@ -262,7 +267,7 @@ def page() -> str:
         lines += [f"## {title}", "", "| key | type | unit | default | description |", "|---|---|---|---|---|"]
         previous = None
         for k in by_section[top]:
-            desc = k.description.replace("|", "\\|") if k.description else "**undocumented**"
+            desc = k.description.replace("|", "\\|")
             desc, previous = ("as above" if desc == previous else desc), desc
             if k.takers:
                 desc = f"*{', '.join(k.takers)}*: {desc}"
