@@ -183,9 +183,21 @@ def _one_line(text: str) -> str:
     return re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", " ".join(text.split()))
 
 
+def algorithm_params() -> dict[str, type[BaseModel]]:
+    """Each algorithm's own parameter model, by name, read off the scenario's ``algorithm`` union (so
+    this does not depend on where the rule registry lives)."""
+    from edgebed.scenario import Scenario
+    models, _ = _models_in(Scenario.model_fields["algorithm"].annotation)
+    out = {}
+    for model in models:
+        (name,) = typing.get_args(model.model_fields["name"].annotation) or (model.__name__,)
+        out[name] = model
+    return out
+
+
 def keys() -> list[Key]:
     """Every key, in the schema's order, with type, unit, default and description."""
-    from edgebed.ps.rules import RULES
+    rules = algorithm_params()
     guide = {}
     for names, meaning in guide_rows():
         for n in names:
@@ -203,14 +215,13 @@ def keys() -> list[Key]:
         takers: tuple[str, ...] = ()
         if path.startswith("algorithm.") and path != "algorithm.name":
             name = path.split(".", 1)[1]
-            takers = tuple(n for n, cls in RULES.items() if name in cls.Params.model_fields)
-            defaults = {_default_of(cls.Params.model_fields[name]) for n, cls in RULES.items()
-                        if n in takers}
+            takers = tuple(n for n, cls in rules.items() if name in cls.model_fields)
+            defaults = {_default_of(rules[n].model_fields[name]) for n in takers}
             if len(defaults) > 1:
-                default = "; ".join(f"{n}: {_default_of(RULES[n].Params.model_fields[name])}" for n in takers)
+                default = "; ".join(f"{n}: {_default_of(rules[n].model_fields[name])}" for n in takers)
         if path == "algorithm.name":     # one Literal per rule: the union's names, the section's default
             from edgebed.scenario import Scenario
-            tp = " \\| ".join(f"`{n}`" for n in RULES)
+            tp = " \\| ".join(f"`{n}`" for n in rules)
             section = Scenario.model_fields["algorithm"]
             value = section.default_factory() if section.default_factory else section.default
             default = f"`{value.name}`" if isinstance(value, BaseModel) else _default_of(section)
