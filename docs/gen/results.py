@@ -247,6 +247,7 @@ def tuning_page(csv_path: Path) -> Page:
     tuned = yaml.safe_load(tuned_file.read_text()) if tuned_file.is_file() else {}
     chosen = tuned.get("chosen", {}) or {}
     lrs = sorted({float(r["lr"]) for r in rows})
+    horizon = tuned.get("horizon")
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     lines = [f"# Tuning of `{study}`", "",
              f"- generated from `{_rel(csv_path)}` (every cell × α × seed, written by `edgebed study tune`)"]
@@ -255,7 +256,8 @@ def tuning_page(csv_path: Path) -> Page:
         lines.append(f"- the rule and the chosen α: `{_rel(tuned_file)}` — rule `{tuned.get('rule', '?')}`, "
                      f"horizon {tuned.get('horizon', '?'):,} updates, seeds {tuned.get('seeds', '?')}")
         cites.append(_rel(tuned_file))
-    lines += ["", "Validation score (mean over the tuning seeds, %); a run that ended early says why.", "",
+    lines += ["", "Validation score (mean over the tuning seeds, %); a run that ended before the horizon says "
+              "when and why (a diverging α turns Θ to NaN, the PS refuses its pushes, no device is left).", "",
               "| cell | " + " | ".join(f"α = {lr:g}" for lr in lrs) + " | chosen α |",
               "|---|" + "---|" * (len(lrs) + 1)]
     for cell in cells:
@@ -263,13 +265,11 @@ def tuning_page(csv_path: Path) -> Page:
         for lr in lrs:
             runs = [r for r in rows if r["cell"] == cell and float(r["lr"]) == lr]
             scores = [float(r["score"]) for r in runs if r["score"] not in ("", "nan", "None")]
-            if not runs:
-                out.append("—")
-            elif scores and len(scores) == len(runs):
-                out.append(f"{100 * sum(scores) / len(scores):.1f}")
-            else:
-                ended = "; ".join(sorted({r["ended"] for r in runs}))
-                out.append(f"{100 * sum(scores) / len(scores):.1f} ({ended})" if scores else f"no score ({ended})")
+            early = [r for r in runs if r.get("updates") and horizon and int(r["updates"]) < horizon]
+            text = f"{100 * sum(scores) / len(scores):.1f}" if scores else "no score" if runs else "—"
+            if early:
+                text += " (" + "; ".join(sorted({f"ended at {int(r['updates']):,}: {r['ended']}" for r in early})) + ")"
+            out.append(text)
         lines.append(f"| {cell} | " + " | ".join(out) + f" | {chosen.get(cell, '—')} |")
     return Page(f"results/tuning-{study}.md", "\n".join(lines) + "\n", {}, cites)
 
