@@ -83,6 +83,21 @@ def _status(study_dir: Path) -> dict:
     return json.loads(f.read_text()) if f.is_file() else {}
 
 
+def _csv_block(path: Path, link: str) -> list[str]:
+    """A committed CSV as a folded table (as it is: every column, every row) with a link to the file."""
+    import csv
+    rows = list(csv.reader(path.read_text().splitlines()))
+    if not rows:
+        return []
+    head, body = rows[0], rows[1:]
+    esc = lambda v: v.replace("|", "/")   # noqa: E731
+    out = [f'??? note "{path.name}: {len(body)} rows × {len(head)} columns"', "",
+           f"    [{path.name}]({link}) (the file, `{_rel(path)}`)", "",
+           "    | " + " | ".join(esc(h) for h in head) + " |", "    |" + "---|" * len(head)]
+    out += ["    | " + " | ".join(esc(v) for v in r) + " |" for r in body]
+    return out + [""]
+
+
 def study_page(slug: str, report_dir: Path) -> Page:
     study_dir = STUDIES / slug.removesuffix("-earlier-1seed")
     status = _status(study_dir) if not slug.endswith("-earlier-1seed") else {}
@@ -118,6 +133,13 @@ def study_page(slug: str, report_dir: Path) -> Page:
             cites.append(_rel(report_dir / f))
     head += [f"- {f}" for f in facts] + ["", "## The report", ""]
     body = _rewrite_images(_intro_as_list(_demote(report_text)), report_dir, "results", slug, assets)
+    csvs = sorted(report_dir.glob("*.csv"))
+    if csvs:
+        body += "\n\n## The tables as committed\n\nEvery CSV `edgebed study report` wrote beside the report, as it is.\n\n"
+        for f in csvs:
+            assets[f"results/{slug}/{f.name}"] = f
+            cites.append(_rel(f))
+            body += "\n".join(_csv_block(f, f"{slug}/{f.name}")) + "\n"
     return Page(f"results/{slug}.md", "\n".join(head) + body + "\n", assets, cites)
 
 
