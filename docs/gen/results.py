@@ -162,8 +162,10 @@ def _summary(p: Path) -> tuple[str, str]:
     """A result file's own one-line description and date, where it carries them."""
     if p.suffix != ".json":
         if p.suffix == ".md":
-            first = next((ln for ln in p.read_text().splitlines() if ln.strip()), "")
-            return first.lstrip("# ").strip(), ""
+            lines = [ln for ln in p.read_text().splitlines() if ln.strip()]
+            first = next((ln for ln in lines if ln.startswith("#")), None) or \
+                next((ln for ln in lines if not ln.startswith("|")), "")
+            return first.lstrip("# ").strip()[:160], ""
         return "", ""
     try:
         d = json.loads(p.read_text())
