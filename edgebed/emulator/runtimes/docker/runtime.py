@@ -251,7 +251,7 @@ class DockerRuntime(Runtime):
 
     def _fork_agents(self, specs: list[AgentSpec], handles: list) -> None:
         """``agents: forked``: fork each agent from the preloaded fork server into its container."""
-        from ..local import fork_agent
+        from ..forkserver import fork_agent
         log_dir = self.run_dir / "logs"
         log_dir.mkdir(exist_ok=True)
         for spec, h in zip(specs, handles):
