@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgebed.emulator import cleanup
+from edgebed.emulator.runtimes.docker import clean as docker_clean
 from edgebed.emulator.runtimes.base import AgentSpec
 from edgebed.emulator.runtimes.docker.runtime import DockerRuntime
 from edgebed.scenario import parse_scenario
@@ -76,7 +76,7 @@ def run(kind: str, n: int, timeout: float) -> dict:
     finally:
         t1 = time.monotonic()
         rt.cleanup()
-        assert cleanup.leftovers(rt.run_id) == {"containers": [], "networks": []}
+        assert docker_clean.leftovers(rt.run_id) == {"containers": [], "networks": []}
         print(f"  teardown of {n}: {time.monotonic() - t1:.1f} s", flush=True)
 
 

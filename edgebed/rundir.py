@@ -217,7 +217,7 @@ def new_run_dir(out: str | Path, name: str, now: Optional[float] = None) -> Path
     return path
 
 
-def host_facts() -> dict:
+def host_facts(ps_push_path: str) -> dict:
     import importlib.metadata as md
 
     def ver(pkg: str) -> Optional[str]:
@@ -232,12 +232,11 @@ def host_facts() -> dict:
             mem = int(f.readline().split()[1]) * 1024
     except OSError:
         pass
-    from .ps.aggregate import FAST   # here: rundir is imported by modules the PS imports
     return {
         "hostname": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
         "cores": os.cpu_count(), "memory_bytes": mem,
         # which code applied the pushes (the same bits either way; see edgebed/ps/_fastpush.c)
-        "ps_push_path": "compiled" if FAST else "numpy",
+        "ps_push_path": ps_push_path,
         "packages": {p: ver(p) for p in ("edgebed", "torch", "numpy", "pyzmq", "pyarrow", "pandas",
                                           "pydantic", "pyroute2", "docker", "pyspark")},
     }

@@ -139,22 +139,6 @@ class MessageSizes:
     ack: int
 
 
-def message_sizes(model: str, algorithm: str, c: float, seed: int = 0) -> MessageSizes:
-    """Exact sizes from encoding real messages for this model and update rule (imports torch)."""
-    from .compression import make_compressor
-    from .models import initial_theta
-    from . import wire
-    from .ps.rules import RULES
-    theta, layers = initial_theta(model, seed)
-    update = make_compressor(RULES[algorithm].compressor, c, layers).compress(
-        np.random.default_rng(seed).standard_normal(theta.size).astype(np.float32))
-    size = lambda m: wire.frames_nbytes(wire.encode(m))  # noqa: E731
-    session = "0" * 32
-    return MessageSizes(size(wire.Pull(session)), size(wire.Model(10**6, theta)),
-                        size(wire.Push(session, 10**6, 10**6, update.values, update.indices, 1.0)),
-                        size(wire.Ack(10**6, True, False)))
-
-
 def expected_timing(classes: list[dict], counts: list[int], sizes: MessageSizes, step_time: float,
                     link_model: str = "network", wait: Optional[dict] = None, dilation: float = 1.0) -> list[dict]:
     """Per speed class (``SpeedClass`` dicts with their device ``counts``): expected seconds of each
@@ -195,13 +179,12 @@ def expected_timing(classes: list[dict], counts: list[int], sizes: MessageSizes,
     return [{k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
 
 
-def scenario_expected(sc, step_time: float, link_model: str, sizes: Optional[MessageSizes] = None,
+def scenario_expected(sc, step_time: float, link_model: str, sizes: MessageSizes,
                       dilation: float = 1.0) -> list[dict]:
-    """``expected_timing`` for a ``Scenario`` (sizes encoded from its model and rule unless given)."""
+    """``expected_timing`` for a ``Scenario`` (``sizes``: ``emulator.calibration.message_sizes``)."""
     from .scenario import class_assignment
     assign = class_assignment(sc)
     counts = [assign.count(i) for i in range(len(sc.workers.classes))]
-    sizes = sizes or message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
     return expected_timing([c.model_dump(mode="json") for c in sc.workers.classes], counts, sizes,
                            step_time, link_model, sc.timing.wait.model_dump(mode="json"), dilation)
 
@@ -254,37 +237,6 @@ def free_cores() -> float:
     except OSError:
         load = 0.0
     return max(0.25, n - load)
-
-
-def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, seed: int = 0,
-                        steps: int = 30) -> float:
-    """Median seconds of one SGD step (gradient + compression, one thread) on this host now."""
-    import time
-
-    import torch
-
-    from .compression import make_compressor
-    from .device_agent.trainer import Trainer
-    from .models import get_flat
-    from .ps.rules import RULES
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        rng = np.random.default_rng(seed)
-        x = rng.integers(0, 255, (max(64, batch_size * 4), 28, 28), dtype=np.uint8)
-        y = rng.integers(0, 10, len(x), dtype=np.uint8)
-        tr = Trainer(model, x, y, batch_size, seed, 0)
-        comp = make_compressor(RULES[algorithm].compressor, c, tr.layers)
-        theta = get_flat(tr.model)
-        comp.compress(tr.gradient(theta)[0])   # warm-up
-        times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            comp.compress(tr.gradient(theta)[0])
-            times.append(time.perf_counter() - t0)
-        return float(np.median(times))
-    finally:
-        torch.set_num_threads(threads)
 
 
 # -- realized against expected -------------------------------------------------------------------

@@ -87,16 +87,14 @@ def per_update(model: str, algorithm: str, c: float) -> float:
 
     By the rule's compressor: dense (asgd, every averaging rule) → the dense list; top-c of each
     tensor (adacomp); top-c over the whole model (comp-asgd)."""
-    from ..compression import keep_count
+    from ..compression import SELECTORS
     from ..ps.rules import RULES
     layers = _layers(model)
-    total = sum(size for _, size in layers)
     kind = RULES[algorithm].compressor if algorithm in RULES else "dense"
-    if kind == "top-c-per-layer":
-        return expected_sparse(layers, [keep_count(size, c) for _, size in layers])
-    if kind == "top-c":
-        return expected_sparse(((0, total),), [keep_count(total, c)])
-    return float(dense_bytes(total))
+    kept = SELECTORS[kind].kept(c, layers)
+    if kept is None:
+        return float(dense_bytes(sum(size for _, size in layers)))
+    return expected_sparse(*kept)
 
 
 def real_pickle_size(indices, values) -> int:

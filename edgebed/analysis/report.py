@@ -16,6 +16,7 @@ from . import breakdown, html, plots, tables
 from .run_page import run_page
 from .metrics import RunSummary, class_shares, ratios_vs, summarize
 from .. import numerics
+from ..ps.rules import BASELINE
 from ..rundir import read_json
 from .runs import ReportError, Run, check_target, load_runs
 from .sections import fidelity_tables, fidelity_text, wire_vs_payload
@@ -43,16 +44,17 @@ class ReportResult:
 
 
 def choose_baseline(runs: list[Run], baseline: Optional[str]) -> Run:
-    """The run named ``baseline`` (dir name or path), else the first ASGD run, else the first run."""
+    """The run named ``baseline`` (dir name or path), else the first run of the baseline rule (ASGD,
+    ``rules.BASELINE``), else the first run."""
     if baseline is None:
-        return next((r for r in runs if r.algorithm == "asgd"), runs[0])
+        return next((r for r in runs if r.algorithm == BASELINE), runs[0])
     wanted = Path(baseline)
     for r in runs:
         if baseline in (r.name, r.path.name) or (wanted.exists() and wanted.resolve() == r.path.resolve()):
             return r
     names = ", ".join(r.name for r in runs)
     raise ReportError(f"baseline {baseline!r} is not one of the runs given ({names}); pass one of "
-                      "those names, or leave --baseline out to use the first asgd run")
+                      f"those names, or leave --baseline out to use the first {BASELINE} run")
 
 
 def default_out_dir(runs: list[Run], now: Optional[float] = None) -> Path:

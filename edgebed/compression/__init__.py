@@ -19,21 +19,18 @@ import numpy as np
 from .compressors import Compressor, ErrorFeedback, Quantize8, Sparse, TopC, TopCPerLayer
 from .ops import keep_count, topk_indices
 
-SELECTIONS = ("dense", "top-c", "top-c-per-layer")
+# The selections an update rule names (``UpdateRule.compressor``): registry key → class.
+SELECTORS: dict[str, type[Compressor]] = {cls.name: cls for cls in (Compressor, TopC, TopCPerLayer)}
+SELECTIONS = tuple(SELECTORS)
 
 
 def make_compressor(name: str, c: float, layers: Sequence, error_feedback: bool = False,
                     momentum: float = 0.0, quantize: str = "none",
                     rng: np.random.Generator | None = None) -> Compressor:
     """The device's compressor: selection ``name`` (an update rule's), then q8, then error feedback."""
-    if name == "dense":
-        comp = Compressor()
-    elif name == "top-c":
-        comp = TopC(c)
-    elif name == "top-c-per-layer":
-        comp = TopCPerLayer(c, layers)
-    else:
+    if name not in SELECTORS:
         raise ValueError(f"unknown compressor {name!r}; use one of {', '.join(SELECTIONS)}")
+    comp = SELECTORS[name].build(c, layers)
     if quantize == "q8":
         comp = Quantize8(comp, layers, rng if rng is not None else np.random.default_rng())
     elif quantize != "none":
@@ -46,4 +43,4 @@ def make_compressor(name: str, c: float, layers: Sequence, error_feedback: bool 
 
 
 __all__ = ["Compressor", "ErrorFeedback", "Quantize8", "Sparse", "TopC", "TopCPerLayer", "keep_count",
-           "make_compressor", "topk_indices", "SELECTIONS"]
+           "make_compressor", "topk_indices", "SELECTIONS", "SELECTORS"]

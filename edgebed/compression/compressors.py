@@ -27,9 +27,22 @@ class Sparse:
         return int(self.values.size)
 
 
+Bounds = Sequence[tuple[int, int]]   # (offset, size) of each weight tensor and bias vector in Θ
+
+
 class Compressor:
     """Dense: every entry, float32."""
     name = "dense"
+
+    @classmethod
+    def build(cls, c: float, layers: Sequence) -> "Compressor":
+        """This selection at ratio ``c`` for a model of ``layers`` (``models.Layer``: offset, size)."""
+        return cls()
+
+    @staticmethod
+    def kept(c: float, bounds: Bounds) -> Optional[tuple[Bounds, list[int]]]:
+        """Where the sent entries fall: (segments of Θ, entries kept in each); None: all of them."""
+        return None
 
     def compress(self, grad: np.ndarray) -> Sparse:
         return Sparse(np.ascontiguousarray(grad, dtype=np.float32), None)
@@ -45,6 +58,15 @@ class TopC(Compressor):
     def __init__(self, c: float):
         self.c = c
 
+    @classmethod
+    def build(cls, c: float, layers: Sequence) -> "Compressor":
+        return cls(c)
+
+    @staticmethod
+    def kept(c: float, bounds: Bounds) -> Optional[tuple[Bounds, list[int]]]:
+        total = sum(size for _, size in bounds)
+        return ((0, total),), [ops.keep_count(total, c)]
+
     def compress(self, grad: np.ndarray) -> Sparse:
         idx = ops.top_c(grad, self.c)
         return Sparse(grad[idx].astype(np.float32), idx)
@@ -57,6 +79,14 @@ class TopCPerLayer(Compressor):
     def __init__(self, c: float, layers: Sequence):
         self.c = c
         self.bounds = [(l.offset, l.size) for l in layers]
+
+    @classmethod
+    def build(cls, c: float, layers: Sequence) -> "Compressor":
+        return cls(c, layers)
+
+    @staticmethod
+    def kept(c: float, bounds: Bounds) -> Optional[tuple[Bounds, list[int]]]:
+        return bounds, [ops.keep_count(size, c) for _, size in bounds]
 
     def compress(self, grad: np.ndarray) -> Sparse:
         idx = ops.top_c_per_layer(grad, self.c, self.bounds)

@@ -1,4 +1,4 @@
-"""Imported last by the agents' fork server (``emulator/runtimes/local.py`` PRELOAD): keep the
+"""Imported last by the agents' fork server (``emulator/runtimes/forkserver.py`` PRELOAD): keep the
 preloaded pages shared copy-on-write in every forked agent.
 
 CPython's cyclic garbage collector writes to the header of every object it traverses. In a forked

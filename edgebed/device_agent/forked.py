@@ -2,7 +2,7 @@
 
 Kept apart from the runtimes on purpose: multiprocessing imports the target's module in every child,
 so this module imports nothing the fork server has not preloaded (see ``PRELOAD`` in
-``emulator/runtimes/local.py``).
+``emulator/runtimes/forkserver.py``).
 """
 from __future__ import annotations
 

@@ -21,10 +21,6 @@ from typing import Iterable, Optional
 
 from .. import procs
 
-RUN_LABEL = "edgebed.run"            # = images.LABEL + ".run" (not imported: images needs docker)
-RUN_DIR_LABEL = "edgebed.run_dir"
-
-
 def _read_json(path: Path) -> Optional[dict]:
     try:
         return json.loads(path.read_text())
@@ -62,81 +58,6 @@ def mark_killed(run_dir: Path) -> Optional[str]:
     return "killed"
 
 
-def _kill_forked_agents(record: dict) -> list[int]:
-    """SIGKILL the host processes of ``agents: forked`` devices that are still alive. A pid is only
-    killed if it is still inside its container's cgroup (so a reused pid is never hit); a paused
-    container is thawed by its removal, which delivers the kill."""
-    killed = []
-    for c in record.get("containers", {}).values():
-        pid, cid = c.get("agent_pid"), c.get("id")
-        if not pid or not cid:
-            continue
-        try:
-            if cid not in Path(f"/proc/{pid}/cgroup").read_text():
-                continue
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except (OSError, ProcessLookupError):
-            continue
-    return killed
-
-
-def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dict:
-    """Remove the containers and networks labelled ``edgebed.run=<run_id>`` and any edgebed qdisc left
-    on the host-side veths listed in ``record`` (docker.json). Returns what was removed."""
-    from .runtimes.docker import links
-    label = f"edgebed.run={run_id}"
-    report = {"containers": [], "networks": [], "qdiscs": [], "errors": []}
-    if client is None:
-        import docker
-        client = docker.from_env(timeout=120)
-    report["agents"] = _kill_forked_agents(record or {})
-    def remove(c):
-        try:
-            c.remove(force=True)          # force: kills running and paused (frozen) containers
-            return c.id[:12], None
-        except Exception as err:
-            return None, None if "No such container" in str(err) else f"container {c.id[:12]}: {err}"
-    from concurrent.futures import ThreadPoolExecutor
-    found = client.containers.list(all=True, sparse=True, filters={"label": label})
-    with ThreadPoolExecutor(8) as pool:      # removals are independent; dockerd serialises what it must
-        for removed, error in pool.map(remove, found):
-            if removed:
-                report["containers"].append(removed)
-            if error:
-                report["errors"].append(error)
-    for n in client.networks.list(filters={"label": label}):
-        try:
-            n.remove()
-            report["networks"].append(n.name)
-        except Exception as err:
-            report["errors"].append(f"network {n.name}: {err}")
-    # Qdiscs inside a container's namespace and on its veth vanish with the container; this catches
-    # a veth that outlived a failed removal.
-    for c in (record or {}).get("containers", {}).values():
-        for q in c.get("qdiscs", []):
-            if q.get("where") != "host veth":
-                continue
-            try:
-                idx = links.ifindex(q["ifname"])
-            except Exception:
-                continue
-            if links.unshape(idx):
-                report["qdiscs"].append(q["ifname"])
-    return report
-
-
-def leftovers(run_id: str, client=None) -> dict:
-    """What of run ``run_id`` still exists: container ids, network names (both empty when clean)."""
-    label = f"edgebed.run={run_id}"
-    if client is None:
-        import docker
-        client = docker.from_env(timeout=60)
-    return {"containers": [c.id[:12] for c in client.containers.list(all=True, sparse=True,
-                                                                      filters={"label": label})],
-            "networks": [n.name for n in client.networks.list(filters={"label": label})]}
-
-
 def clean(run_dir: str | Path) -> dict:
     """Remove everything the run in ``run_dir`` recorded; returns a report of what was removed."""
     run_dir = Path(run_dir)
@@ -151,6 +72,7 @@ def clean(run_dir: str | Path) -> dict:
         report["status"] = status
     record = _read_json(run_dir / "docker.json")
     if record and record.get("run_id"):
+        from .runtimes.docker.clean import clean_docker
         try:
             report["docker"] = clean_docker(record["run_id"], record=record)
         except Exception as err:   # engine not reachable: say so, keep what was done
@@ -163,12 +85,13 @@ def clean_all(roots: Iterable[str | Path] = ("runs",), run_id_prefix: str = "", 
     """Clean every edgebed run on this host: run directories under ``roots`` (searched recursively
     for ``summary.json``) and every container/network labelled ``edgebed.run``, restricted to run
     ids that start with ``run_id_prefix``. Returns {"runs": {run id: report}, "errors": [...]}."""
-    from .runtimes.docker.runtime import run_id_of
+    from .runtimes.docker import clean as docker_clean
     out: dict = {"runs": {}, "errors": []}
     dirs: dict[str, Path] = {}
     for root in roots:
         for summary in sorted(Path(root).rglob("summary.json")) if Path(root).is_dir() else ():
-            rid = (_read_json(summary.parent / "docker.json") or {}).get("run_id") or run_id_of(summary.parent)
+            record = _read_json(summary.parent / "docker.json") or {}
+            rid = record.get("run_id") or docker_clean.run_id_of(summary.parent)
             if rid.startswith(run_id_prefix):
                 dirs[rid] = summary.parent
     labelled: dict[str, Optional[Path]] = {}
@@ -177,15 +100,7 @@ def clean_all(roots: Iterable[str | Path] = ("runs",), run_id_prefix: str = "", 
             if client is None:
                 import docker
                 client = docker.from_env(timeout=120)
-            for c in client.containers.list(all=True, sparse=True, filters={"label": RUN_LABEL}):
-                labels = c.attrs.get("Labels") or {}
-                rid = labels.get(RUN_LABEL, "")
-                if rid.startswith(run_id_prefix):
-                    labelled.setdefault(rid, Path(labels[RUN_DIR_LABEL]) if labels.get(RUN_DIR_LABEL) else None)
-            for n in client.networks.list(filters={"label": RUN_LABEL}):
-                rid = (n.attrs.get("Labels") or {}).get(RUN_LABEL, "")
-                if rid.startswith(run_id_prefix):
-                    labelled.setdefault(rid, None)
+            labelled = docker_clean.labelled_runs(client, run_id_prefix)
         except Exception as err:   # no engine: the run directories are still cleaned
             out["errors"].append(f"Docker engine not reachable: {err}")
             docker_objects = False
@@ -197,7 +112,7 @@ def clean_all(roots: Iterable[str | Path] = ("runs",), run_id_prefix: str = "", 
         record = _read_json(run_dir / "docker.json") if run_dir else None
         report = clean(run_dir) if run_dir and run_dir.is_dir() else {"run_dir": str(run_dir or "?")}
         if "docker" not in report:
-            report["docker"] = clean_docker(rid, client=client, record=record)
+            report["docker"] = docker_clean.clean_docker(rid, client=client, record=record)
         out["runs"][rid] = report
     return out
 

@@ -16,6 +16,7 @@ from typing import Callable, Optional
 import pandas as pd
 from .. import __version__, numerics
 from ..models import initial_theta
+from ..ps.aggregate import PUSH_PATH
 from ..ps.evaluator import Collector
 from ..ps.rules import RULES, flat
 from ..ps.server import Hooks, ParameterServer, PSConfig
@@ -120,7 +121,7 @@ class Engine:
         write_json_atomic(path / "manifest.json", {
             "edgebed": __version__, "scenario": sc.name, "seed": sc.seed, "source": self.source,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runtime": sc.runtime.name,
-            "applied": runtime.applied(), "host": host_facts(), "numerics": self.numerics,
+            "applied": runtime.applied(), "host": host_facts(PUSH_PATH), "numerics": self.numerics,
             "timing": {k: v for k, v in self.timing.items() if k != "expected"},
             "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
         })

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .. import timing as tm
+from .calibration import calibrate_step_time, message_sizes
 from ..ps.rules import RULES
 from ..scenario import Scenario, ScenarioError
 
@@ -24,7 +25,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     info: dict = {"pacing": spec.pacing, "tolerance": spec.tolerance, "wait": spec.wait.model_dump(mode="json")}
     real = None
     if spec.step_time == "calibrate" or spec.dilation == "auto":
-        real = tm.calibrate_step_time(sc.model.name, sc.algorithm.batch_size, sc.algorithm.name,
+        real = calibrate_step_time(sc.model.name, sc.algorithm.batch_size, sc.algorithm.name,
                                       sc.algorithm.ratio, sc.seed)
         info["calibrated_step_s"] = round(real, 6)
     if isinstance(spec.step_time, float):
@@ -37,15 +38,15 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
         sc = type(sc).model_validate({**sc.model_dump(mode="json"),
                                       "timing": {**sc.timing.model_dump(mode="json"), "step_time": step}})
     runtime = runtime_cls(sc, path)   # a runtime class, or a factory (the compose PS service passes one)
-    if runtime.name == "sim":
-        step = runtime.step_time      # runtime.sim.step_time wins on the virtual clock
+    if runtime.step_time is not None:
+        step = runtime.step_time      # a runtime's own step time (runtime.sim.step_time) wins
     info["step_time_s"] = step
     info["link_model"] = link_model_of(runtime)
     expected, sizes = None, None
     if RULES[sc.algorithm.name].policy == "gradient":   # the one-gradient-per-pull cycle the timing models
         try:
-            sizes = tm.message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
-            expected = tm.scenario_expected(sc, step, info["link_model"], sizes, getattr(runtime, "dilation", 1.0))
+            sizes = message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
+            expected = tm.scenario_expected(sc, step, info["link_model"], sizes, runtime.dilation)
         except Exception as err:   # the expectation is a report, never a reason not to run
             info["expected_error"] = f"{type(err).__name__}: {err}"
     k = 1.0

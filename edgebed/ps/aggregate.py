@@ -13,6 +13,7 @@ try:
 except ImportError:   # not built (no C compiler at install time): numpy
     _fast = None
 FAST = _fast is not None
+PUSH_PATH = "compiled" if FAST else "numpy"   # for the manifest (rundir.host_facts)
 
 
 def staleness_lr(alpha: float, staleness):

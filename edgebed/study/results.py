@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import numerics
 from ..rundir import read_json, write_json_atomic
-from .runner import Study, _done, _entry, cell_dir, compact_done, complete_run, results_dir
+from .spec import Study
+from .storage import cell_dir, compact_done, complete_run, done_run, results_dir, status_entry
 
 
 def _compact(run: Path, dest: Path) -> None:
@@ -31,7 +32,7 @@ def write_results_status(study: Study, results: Path) -> dict:
     for cell in study.cells:
         for seed in study.spec.seed_list:
             done = compact_done(results, cell, seed, study.scenario(cell, seed))
-            cells.append(_entry(study, cell, seed, status="complete" if done else "not run",
+            cells.append(status_entry(study, cell, seed, status="complete" if done else "not run",
                                 run=str(done.relative_to(results)) if done else None))
     status = {"study": study.spec.name, "file": str(study.path), "description": study.spec.description,
               "target": study.spec.target, "targets": study.spec.targets,
@@ -80,7 +81,7 @@ def import_runs(study: Study, source: Path, results: Path,
         for seed in study.spec.seed_list:
             sc = study.scenario(cell, seed)
             dest = results_dir(results, cell, seed)
-            run = _done(cell_dir(source, cell, seed), sc)
+            run = done_run(cell_dir(source, cell, seed), sc)
             compact = None if run is not None else compact_done(source, cell, seed, sc)
             if run is None and compact is None:
                 if any(cell_dir(source, cell, seed).glob("*/summary.json")) or \

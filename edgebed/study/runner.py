@@ -16,8 +16,6 @@ recorded in status.json and the study goes on.
 """
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
 import itertools
 import os
 import re
@@ -32,89 +30,10 @@ from typing import Any, Callable, Optional
 import yaml
 from pydantic import ValidationError
 
-from ..rundir import is_run_dir, read_json, write_json_atomic
-from ..scenario import Scenario, ScenarioError, parse_scenario, read_yaml
-from .spec import CellSpec, Reference, StudyError, StudySpec, TuningSpec, _format  # noqa: F401 (re-exported)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One point of the study grid (all seeds of it share the cell)."""
-    id: str                         # directory name, unique in the study
-    label: str                      # legend / table label
-    overrides: tuple[str, ...]      # ``key=value`` strings for scenario.apply_override
-    group: str                      # label of the ``cells:`` entry ('' without cells); baseline matching
-    sweep: str                      # label of the sweep point ('' without sweep)
-    reference: Optional[Reference] = None   # published numbers for the cell, if the study gives them
-    baseline: Optional[str] = None          # the cell's own baseline (label or group), if it names one
-
-
-@dataclass(frozen=True)
-class Study:
-    spec: StudySpec
-    path: Path                      # the study file
-    base: dict                      # the base scenario as read
-    base_path: Path
-    cells: list[Cell]
-    cli_set: tuple[str, ...] = ()
-    only: Optional[frozenset] = None   # ids of the cells to run (``select``); None: all of them
-    seeds_only: Optional[tuple] = None  # the seeds to run (``first_seeds``); None: all of them
-    tuned: Optional[dict] = None       # cell label → α chosen by ``study tune`` (studies with tuning:)
-
-    def scenario(self, cell: Cell, seed: int) -> Scenario:
-        """The resolved scenario of one cell × seed: base → study set → cell → sweep → tuned α →
-        seed → --set."""
-        name = f"{self.spec.name}-{cell.id}-s{seed}"[:120]
-        lr = (self.tuned or {}).get(cell.label)
-        tuned = (f"algorithm.lr={lr!r}",) if lr is not None else ()
-        overrides = (*cell.overrides, *tuned, f"seed={seed}", f"name={name}", *self.cli_set)
-        try:
-            return parse_scenario(self.base, str(self.base_path), overrides)
-        except ScenarioError as err:
-            raise StudyError(f"{self.path}: cell {cell.label!r} (seed {seed}) does not give a valid "
-                             f"scenario; fix its values under `set`/`sweep`/`cells`:\n{err}") from None
-
-    def first_seeds(self, k: int) -> "Study":
-        """The same study running only its first ``k`` seeds (a later full invocation resumes); the
-        other seeds stay in status.json as they are on disk, so totals count the whole study."""
-        if k < 1:
-            raise StudyError(f"{self.path}: --seeds {k}: give at least 1")
-        return dataclasses.replace(self, seeds_only=tuple(self.spec.seed_list[:k]))
-
-    @property
-    def run_seeds(self) -> list[int]:
-        """The seeds this invocation runs (all of the study's, unless ``first_seeds``)."""
-        return [s for s in self.spec.seed_list if self.seeds_only is None or s in self.seeds_only]
-
-    def select(self, patterns: tuple[str, ...]) -> "Study":
-        """The same study running only the cells whose label or id matches a glob in ``patterns``
-        (baselines are still looked up among all cells; a later invocation without it resumes)."""
-        chosen = frozenset(c.id for c in self.cells
-                           if any(fnmatch.fnmatchcase(c.label, p) or fnmatch.fnmatchcase(c.id, p) for p in patterns))
-        if not chosen:
-            listed = "\n".join(f"  {c.label}   (id {c.id})" for c in self.cells)
-            raise StudyError(f"{self.path}: --cells {' '.join(patterns)} matches no cell; the cells are:\n{listed}")
-        return dataclasses.replace(self, only=chosen)
-
-    def untuned(self) -> list[str]:
-        """Labels of the selected cells that need a tuned α and have none."""
-        if self.spec.tuning is None:
-            return []
-        return [c.label for c in self.selected if c.label not in (self.tuned or {})]
-
-    @property
-    def selected(self) -> list[Cell]:
-        return [c for c in self.cells if self.only is None or c.id in self.only]
-
-    def baseline_for(self, cell: Cell) -> Optional[Cell]:
-        """The cell ``cell`` is compared with: the baseline cell at the same sweep point."""
-        b = cell.baseline or self.spec.baseline
-        if b is None:
-            return None
-        for c in self.cells:
-            if c.label == b or (c.group == b and c.sweep == cell.sweep):
-                return c
-        return None
+from ..rundir import write_json_atomic
+from ..scenario import Scenario, ScenarioError, read_yaml
+from .spec import Cell, CellSpec, Study, StudyError, StudySpec, _format
+from .storage import cell_dir, complete_run, latest_run, status_entry, tuned_path
 
 
 def _override(key: str, value: Any) -> str:
@@ -206,11 +125,6 @@ def load_study(path: str | Path, cli_set: tuple[str, ...] = ()) -> Study:
     return study
 
 
-def tuned_path(study_path: Path) -> Path:
-    """Where ``study tune`` writes the chosen α of a study: next to the study file."""
-    return study_path.with_name(f"{study_path.stem}.tuned.yaml")
-
-
 def read_tuned(path: Path, spec: StudySpec, cells: list[Cell]) -> Optional[dict]:
     """The chosen α per cell label from ``<study>.tuned.yaml`` (None: not tuned yet)."""
     tp = tuned_path(path)
@@ -254,62 +168,6 @@ def engine_runner(source: str) -> RunCell:
     return EngineRunner(source)
 
 
-def cell_dir(study_dir: Path, cell: Cell, seed: int) -> Path:
-    return Path(study_dir) / "runs" / cell.id / f"seed-{seed}"
-
-
-def latest_run(parent: Path) -> Optional[Path]:
-    """The newest run directory under ``parent`` (names end in a timestamp), or None."""
-    runs = sorted((p for p in parent.glob("*") if is_run_dir(p)), key=lambda p: p.stat().st_mtime)
-    return runs[-1] if runs else None
-
-
-def same_scenario(recorded: dict, scenario: Scenario) -> bool:
-    """Whether a run's recorded (resolved) scenario is ``scenario``, apart from its ``name`` (a label:
-    it names the run directory and nothing else, so one study can take another's runs of the very
-    same experiment — see ``results.import_runs``). The recorded one is resolved again through
-    today's schema first, so a key added since, at its default, does not count as a change (old runs
-    stay valid); a key the schema no longer knows does."""
-    want = {**scenario.to_dict(), "name": None}
-    if {**recorded, "name": None} == want:
-        return True
-    try:
-        return {**Scenario.model_validate(recorded).to_dict(), "name": None} == want
-    except ValidationError:
-        return False
-
-
-def _done(parent: Path, scenario: Scenario) -> Optional[Path]:
-    run = latest_run(parent)
-    if run is None or read_json(run, "summary.json").get("status") != "complete":
-        return None
-    same = same_scenario(yaml.safe_load((run / "scenario.yaml").read_text()) or {}, scenario)
-    return run if same else None
-
-
-def results_dir(results: Path, cell: Cell, seed: int) -> Path:
-    """A cell × seed's compact result under a results directory (see ``analysis/compact.py``)."""
-    return Path(results) / "runs" / cell.id / f"seed-{seed}"
-
-
-def compact_done(results: Optional[Path], cell: Cell, seed: int, scenario: Scenario) -> Optional[Path]:
-    """The committed compact result of this cell × seed, if it is complete and of ``scenario``."""
-    if results is None:
-        return None
-    d = results_dir(results, cell, seed)
-    if not (d / "scenario.yaml").is_file() or read_json(d, "summary.json").get("status") != "complete":
-        return None
-    return d if same_scenario(yaml.safe_load((d / "scenario.yaml").read_text()) or {}, scenario) else None
-
-
-def complete_run(sdir: Optional[Path], results: Optional[Path], cell: Cell, seed: int,
-                 scenario: Scenario) -> Optional[Path]:
-    """A complete run of ``scenario`` for this cell × seed: the latest run directory under the study
-    directory ``sdir``, else the compact result in ``results`` (either may be None: not looked at)."""
-    run = _done(cell_dir(sdir, cell, seed), scenario) if sdir is not None else None
-    return run or compact_done(results, cell, seed, scenario)
-
-
 def _where(run: Path, sdir: Path) -> str:
     """A run's path as status.json records it: relative to the study dir when inside it."""
     try:
@@ -325,7 +183,7 @@ def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
     status entry and whether the user interrupted it."""
     sc = study.scenario(cell, seed)
     parent = cell_dir(sdir, cell, seed)
-    entry = _entry(study, cell, seed)
+    entry = status_entry(study, cell, seed)
     done = complete_run(sdir, results, cell, seed, sc)
     if done is not None:
         entry.update(status="skipped", run=_where(done, sdir))
@@ -361,17 +219,8 @@ def _recorded(study: Study, sdir: Path, cell: Cell, seed: int, results: Optional
     """The status entry of a cell × seed this invocation does not run: its complete run, if any."""
     sc = study.scenario(cell, seed)
     done = complete_run(sdir, results, cell, seed, sc)
-    return _entry(study, cell, seed, status="skipped" if done else "not run",
+    return status_entry(study, cell, seed, status="skipped" if done else "not run",
                   run=_where(done, sdir) if done else None)
-
-
-def _entry(study: Study, cell: Cell, seed: int, **fields) -> dict:
-    """A cell × seed's record in status.json (``status``, ``run``, ``error``, ``wall_time_s`` filled later)."""
-    base = study.baseline_for(cell)
-    return {"cell": cell.id, "label": cell.label, "seed": seed, "overrides": list(cell.overrides),
-            "baseline": base.id if base else None,
-            "reference": cell.reference.model_dump() if cell.reference else None,
-            "status": "", "run": None, "error": None, "wall_time_s": None, **fields}
 
 
 class _EveryMinute:

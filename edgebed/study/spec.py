@@ -4,11 +4,15 @@ See ``emulator/study.py`` for what a study is and ``scenarios/studies/README.md`
 """
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..scenario import ScenarioError
+from ..scenario import Scenario, ScenarioError, parse_scenario
 
 
 class StudyError(ScenarioError):
@@ -118,3 +122,83 @@ def _format(err: ValidationError, source: str) -> str:
             msg += "; give accuracy as a fraction (97.85 % → 0.9785)"
         lines.append(f"{source}: {loc}: {msg}")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the study grid (all seeds of it share the cell)."""
+    id: str                         # directory name, unique in the study
+    label: str                      # legend / table label
+    overrides: tuple[str, ...]      # ``key=value`` strings for scenario.apply_override
+    group: str                      # label of the ``cells:`` entry ('' without cells); baseline matching
+    sweep: str                      # label of the sweep point ('' without sweep)
+    reference: Optional[Reference] = None   # published numbers for the cell, if the study gives them
+    baseline: Optional[str] = None          # the cell's own baseline (label or group), if it names one
+
+
+@dataclass(frozen=True)
+class Study:
+    spec: StudySpec
+    path: Path                      # the study file
+    base: dict                      # the base scenario as read
+    base_path: Path
+    cells: list[Cell]
+    cli_set: tuple[str, ...] = ()
+    only: Optional[frozenset] = None   # ids of the cells to run (``select``); None: all of them
+    seeds_only: Optional[tuple] = None  # the seeds to run (``first_seeds``); None: all of them
+    tuned: Optional[dict] = None       # cell label → α chosen by ``study tune`` (studies with tuning:)
+
+    def scenario(self, cell: Cell, seed: int) -> Scenario:
+        """The resolved scenario of one cell × seed: base → study set → cell → sweep → tuned α →
+        seed → --set."""
+        name = f"{self.spec.name}-{cell.id}-s{seed}"[:120]
+        lr = (self.tuned or {}).get(cell.label)
+        tuned = (f"algorithm.lr={lr!r}",) if lr is not None else ()
+        overrides = (*cell.overrides, *tuned, f"seed={seed}", f"name={name}", *self.cli_set)
+        try:
+            return parse_scenario(self.base, str(self.base_path), overrides)
+        except ScenarioError as err:
+            raise StudyError(f"{self.path}: cell {cell.label!r} (seed {seed}) does not give a valid "
+                             f"scenario; fix its values under `set`/`sweep`/`cells`:\n{err}") from None
+
+    def first_seeds(self, k: int) -> "Study":
+        """The same study running only its first ``k`` seeds (a later full invocation resumes); the
+        other seeds stay in status.json as they are on disk, so totals count the whole study."""
+        if k < 1:
+            raise StudyError(f"{self.path}: --seeds {k}: give at least 1")
+        return dataclasses.replace(self, seeds_only=tuple(self.spec.seed_list[:k]))
+
+    @property
+    def run_seeds(self) -> list[int]:
+        """The seeds this invocation runs (all of the study's, unless ``first_seeds``)."""
+        return [s for s in self.spec.seed_list if self.seeds_only is None or s in self.seeds_only]
+
+    def select(self, patterns: tuple[str, ...]) -> "Study":
+        """The same study running only the cells whose label or id matches a glob in ``patterns``
+        (baselines are still looked up among all cells; a later invocation without it resumes)."""
+        chosen = frozenset(c.id for c in self.cells
+                           if any(fnmatch.fnmatchcase(c.label, p) or fnmatch.fnmatchcase(c.id, p) for p in patterns))
+        if not chosen:
+            listed = "\n".join(f"  {c.label}   (id {c.id})" for c in self.cells)
+            raise StudyError(f"{self.path}: --cells {' '.join(patterns)} matches no cell; the cells are:\n{listed}")
+        return dataclasses.replace(self, only=chosen)
+
+    def untuned(self) -> list[str]:
+        """Labels of the selected cells that need a tuned α and have none."""
+        if self.spec.tuning is None:
+            return []
+        return [c.label for c in self.selected if c.label not in (self.tuned or {})]
+
+    @property
+    def selected(self) -> list[Cell]:
+        return [c for c in self.cells if self.only is None or c.id in self.only]
+
+    def baseline_for(self, cell: Cell) -> Optional[Cell]:
+        """The cell ``cell`` is compared with: the baseline cell at the same sweep point."""
+        b = cell.baseline or self.spec.baseline
+        if b is None:
+            return None
+        for c in self.cells:
+            if c.label == b or (c.group == b and c.sweep == cell.sweep):
+                return c
+        return None

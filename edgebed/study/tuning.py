@@ -22,7 +22,8 @@ from typing import Optional
 import pandas as pd
 import yaml
 
-from .runner import Cell, Study, StudyError, tuned_path
+from .spec import Cell, Study, StudyError
+from .storage import complete_run, tuned_path
 
 
 def tuning_study(study: Study) -> Study:
@@ -111,7 +112,6 @@ def write_tuning(study: Study, table: pd.DataFrame, chosen: dict, missing: list[
 
 def complete_runs(study: Study, out: Path, results: Optional[Path]) -> dict[tuple[str, int], Path]:
     """Complete tuning runs of the same resolved scenario, in the study dir or the results dir."""
-    from .runner import complete_run
     ts = tuning_study(study)
     found = {}
     for cell in ts.cells:

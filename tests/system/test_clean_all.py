@@ -37,6 +37,6 @@ def test_clean_all_removes_labelled_containers_and_networks_of_matching_runs(tmp
         assert len(client.containers.list(all=True, filters={"label": f"edgebed.run={spared}"})) == 1
         assert len(client.networks.list(filters={"label": f"edgebed.run={spared}"})) == 1
     finally:   # only what this test made, by its own labels
-        from edgebed.emulator.cleanup import clean_docker
+        from edgebed.emulator.runtimes.docker.clean import clean_docker
         for rid in (doomed, spared):
             clean_docker(rid, client=client)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from edgebed.emulator import cleanup
+from edgebed.emulator.runtimes.docker import clean as docker_clean
 from edgebed.scenario import parse_scenario
 from tests.capabilities import require_docker, require_root
 
@@ -99,7 +99,7 @@ def test_docker_run_end_to_end_with_crashes(docker_registered, tmp_path, agents)
 
     # teardown left nothing of the run
     record = json.loads((path / "docker.json").read_text())
-    assert cleanup.leftovers(record["run_id"]) == {"containers": [], "networks": []}
+    assert docker_clean.leftovers(record["run_id"]) == {"containers": [], "networks": []}
     assert len(record["cleanup"]["containers"]) == 8
     if agents == "forked":              # the forked agent processes are gone too
         pids = [c["agent_pid"] for c in record["containers"].values()]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from edgebed.emulator import cleanup
+from edgebed.emulator.runtimes.docker import clean as docker_clean
 from edgebed.emulator.runtimes.docker import links
 from edgebed.emulator.runtimes.base import AgentSpec
 from edgebed.scenario import parse_scenario
@@ -127,7 +128,7 @@ def make_runtime():
     for rt in made:
         rt.cleanup()
         # teardown leaves nothing of the run behind: containers, network, host-side qdiscs
-        assert cleanup.leftovers(rt.run_id) == {"containers": [], "networks": []}
+        assert docker_clean.leftovers(rt.run_id) == {"containers": [], "networks": []}
         for c in rt.record["containers"].values():
             for q in c.get("qdiscs", []):
                 if q["where"] == "host veth":
@@ -292,8 +293,8 @@ def test_clean_removes_exactly_the_recorded_run(make_runtime):
     handles[1].freeze()                              # a frozen container is removed too
     report = cleanup.clean(rt.run_dir)
     assert len(report["docker"]["containers"]) == 2 and len(report["docker"]["networks"]) == 1
-    assert cleanup.leftovers(rt.run_id) == {"containers": [], "networks": []}
-    left = cleanup.leftovers(other.run_id)
+    assert docker_clean.leftovers(rt.run_id) == {"containers": [], "networks": []}
+    left = docker_clean.leftovers(other.run_id)
     assert len(left["containers"]) == 1 and len(left["networks"]) == 1
     assert "removed 2 containers, 1 networks" in cleanup.describe(report)
     client = docker.from_env()

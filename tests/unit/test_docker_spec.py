@@ -4,7 +4,8 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from edgebed.emulator.runtimes.docker.runtime import DockerRuntime, DockerSpec, run_id_of
+from edgebed.emulator.runtimes.docker.clean import run_id_of
+from edgebed.emulator.runtimes.docker.runtime import DockerRuntime, DockerSpec
 from edgebed.scenario import parse_scenario
 
 pytestmark = pytest.mark.timeout(30)

@@ -173,7 +173,8 @@ def test_non_contiguous_arrays_take_the_numpy_path():
 
 def test_the_run_manifest_says_which_push_path_ran():
     from edgebed.rundir import host_facts
-    assert host_facts()["ps_push_path"] == ("compiled" if aggregate.FAST else "numpy")
+    assert aggregate.PUSH_PATH == ("compiled" if aggregate.FAST else "numpy")
+    assert host_facts(aggregate.PUSH_PATH)["ps_push_path"] == aggregate.PUSH_PATH   # what the engine records
 
 
 def test_other_index_dtypes_take_the_numpy_path():

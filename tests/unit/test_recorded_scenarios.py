@@ -14,7 +14,8 @@ from edgebed.analysis.compact import load_compact
 from edgebed.api import _classes
 from edgebed.ps.rules import FLAT_KEYS
 from edgebed.scenario import parse_scenario
-from edgebed.study.runner import compact_done, load_study, same_scenario
+from edgebed.study.runner import load_study
+from edgebed.study.storage import compact_done, same_scenario
 from edgebed.study.tuning import complete_runs, tuning_study
 
 pytestmark = pytest.mark.timeout(60)

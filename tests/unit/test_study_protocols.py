@@ -17,8 +17,9 @@ from edgebed.analysis.metrics import moving_average, smoothed_best, smoothed_to_
 from edgebed.study.report import write_study_report
 from edgebed.cli import main
 from edgebed.data import Dataset, DatasetError, validation_split
-from edgebed.study import runner as study_mod
-from edgebed.study.runner import StudyError, load_study, run_study, tuned_path
+from edgebed.study import runner as study_mod, storage
+from edgebed.study.runner import StudyError, load_study, run_study
+from edgebed.study.storage import tuned_path
 from edgebed.study.results import import_runs, progress
 from edgebed.study.tuning import tuning_study
 from tests.unit.test_study import COMPRESSION, CURVES, FakeRunner, write_study
@@ -242,8 +243,8 @@ def test_another_study_takes_the_runs_of_the_same_experiment_from_committed_resu
     study = load_study(path)
     recorded = yaml.safe_load((a / "res/runs/asgd/seed-1/scenario.yaml").read_text())
     assert recorded["name"] != study.scenario(study.cells[0], 1).name
-    assert study_mod.same_scenario(recorded, study.scenario(study.cells[0], 1))
-    assert not study_mod.same_scenario(recorded, study.scenario(study.cells[0], 2))       # another seed
+    assert storage.same_scenario(recorded, study.scenario(study.cells[0], 1))
+    assert not storage.same_scenario(recorded, study.scenario(study.cells[0], 2))       # another seed
     assert main(["study", "import", str(path), str(a / "res"), "--into", str(b / "res")]) == 0
     st = yaml.safe_load((b / "res" / "status.json").read_text())
     assert [(e["cell"], e["seed"], e["status"]) for e in st["cells"]] == [

@@ -92,6 +92,12 @@ class Runtime(ABC):
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
     Spec: ClassVar[type[BaseModel]] = NoSpec   # validates scenario.runtime.<name>
+    # Seconds of one SGD step at slowdown 1 where the runtime decides it itself (the virtual clock:
+    # runtime.sim.step_time); None where the devices' real compute takes its time.
+    step_time: Optional[float] = None
+    # Time dilation the runtime's own link model applies (the virtual clock's kernel-rate links:
+    # runtime.sim.dilation); real-time runtimes are dilated through the scenario instead.
+    dilation: float = 1.0
 
     def __init__(self, scenario: Scenario, run_dir: Path):
         self.scenario = scenario

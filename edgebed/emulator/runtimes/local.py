@@ -10,7 +10,6 @@ each agent as a fresh ``python -m edgebed.device_agent`` instead.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 import subprocess
@@ -22,21 +21,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ... import procs
 from ...rundir import write_json_atomic
-from ...device_agent.forked import agent_main
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
-
-# What the fork server imports once, so forked agents share it copy-on-write. Everything a child
-# touches must be here: the target's module (device_agent.forked, which imports nothing heavy — not
-# pandas, as this module does through rundir) and the CLI, which multiprocessing re-imports in each
-# child as its __main__. Before the target moved out of this module, each agent imported pandas and
-# pyarrow itself: ~50 MiB private memory per agent.
-PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.device_agent.protocol",
-           "edgebed.device_agent.policies", "edgebed.device_agent.trainer",
-           "edgebed.device_agent.link", "edgebed.device_agent.forked", "edgebed.emulator.runtimes.docker.nsjoin",
-           "edgebed.data", "edgebed.models", "edgebed.scenario", "edgebed.cli",
-           "edgebed.device_agent.pacing", "edgebed.timing",
-           "edgebed.procs", "edgebed.device_agent.cow"]   # last: freezes the GC so preloaded pages stay shared
-
+from .forkserver import AGENT_ENV, fork_agent
 
 class LocalSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -81,23 +67,6 @@ class ProcessHandle(AgentHandle):
 
     def freeze(self) -> None:
         self.send_signal(signal.SIGSTOP)
-
-
-AGENT_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def fork_agent(spec: AgentSpec, log_path: str, env: dict, prepare: Optional[tuple] = None):
-    """Start one agent forked from the torch-preloaded fork server; returns the started Process.
-
-    ``prepare=(fn, kwargs)`` runs in the child first — the docker runtime's ``agents: forked`` mode
-    passes ``(nsjoin.enter, nsjoin.target(pid))`` to enter a container's network namespace and cgroups."""
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    p = ctx.Process(target=agent_main, name=f"edgebed-agent-{spec.device}",
-                    args=(spec.ps_address, spec.device, log_path,
-                          {**AGENT_ENV, **env, **spec.environment()}, prepare))
-    p.start()
-    return p
 
 
 class LocalRuntime(Runtime):

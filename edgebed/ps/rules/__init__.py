@@ -14,6 +14,8 @@ from .model_averaging import ModelAveraging
 
 RULES: dict[str, type[UpdateRule]] = {cls.name: cls for cls in (
     ASGD, CompASGD, AdaComp, ModelAveraging, DynamicAveraging, EASGD)}
+# The rule the others are compared with when a report is not told a baseline.
+BASELINE = ASGD.name
 
 # The scenario's ``algorithm`` section: one rule's parameters, chosen by ``name``.
 Algorithm = Annotated[Union[tuple(cls.Params for cls in RULES.values())], Field(discriminator="name")]
@@ -46,6 +48,6 @@ def flat(algorithm: AlgorithmParams) -> dict:
     return {**{k: defaults[k] for k in FLAT_KEYS}, **algorithm.model_dump(mode="json")}
 
 
-__all__ = ["RULES", "Algorithm", "AlgorithmParams", "CompressingParams", "FLAT_KEYS", "takers", "own_keys",
+__all__ = ["RULES", "BASELINE", "Algorithm", "AlgorithmParams", "CompressingParams", "FLAT_KEYS", "takers", "own_keys",
            "flat", "Applied", "UpdateRule", "ASGD", "CompASGD", "AdaComp", "ModelAveraging",
            "DynamicAveraging", "EASGD"]

@@ -4,18 +4,21 @@ from __future__ import annotations
 import os
 import signal as _signal
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
 from ..base import AgentHandle
 
-if TYPE_CHECKING:
-    from .runtime import DockerRuntime
+
+class StatusSource(Protocol):
+    """What a handle asks its runtime (DockerRuntime): a container's state from a batch listing."""
+
+    def container_status(self, container_id: str) -> Optional[str]: ...
 
 
 class ContainerHandle(AgentHandle):
     """One device's container; mirrors Popen. Status comes from the runtime's batch listing."""
 
-    def __init__(self, runtime: "DockerRuntime", device: int, container):
+    def __init__(self, runtime: StatusSource, device: int, container):
         self.runtime = runtime
         self.device = device
         self.container = container
@@ -24,8 +27,7 @@ class ContainerHandle(AgentHandle):
 
     def poll(self) -> Optional[int]:
         if self.returncode is None:
-            self.runtime._refresh_status()
-            st = self.runtime._status.get(self.container.id)
+            st = self.runtime.container_status(self.container.id)
             if st in ("exited", "dead") or st is None:
                 self._read_exit()
         return self.returncode
@@ -74,7 +76,7 @@ class ForkedAgentHandle(ContainerHandle):
     """``agents: forked``: the agent is a host process (forked) inside the container's netns and
     cgroups; exit status comes from the process, freeze is still ``docker pause`` of the container."""
 
-    def __init__(self, runtime: "DockerRuntime", device: int, container, join: dict):
+    def __init__(self, runtime: StatusSource, device: int, container, join: dict):
         super().__init__(runtime, device, container)
         self.join = join
         self.proc = None                # the multiprocessing.Process, once forked

@@ -23,7 +23,6 @@ Where the agent process lives (``runtime.docker.agents``):
 from __future__ import annotations
 
 import os
-import re
 import signal
 import threading
 import time
@@ -36,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...fidelity import PeakRate
 from .... import procs
 from ....rundir import write_json_atomic
-from ... import cleanup as _cleanup
 from . import images, links, nsjoin
+from .clean import clean_docker, run_id_of
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 from .handles import ContainerHandle, ForkedAgentHandle
 
@@ -88,12 +87,6 @@ class DockerSpec(BaseModel):
         "container", description="run the agent inside the container (container) or fork it on the host "
         "from a torch-preloaded parent and move it into the container's netns and cgroups (forked; "
         "needed for hundreds of devices)")
-
-
-def run_id_of(run_dir: Path) -> str:
-    """Docker-safe id of a run, from its directory name (unique per run: name + timestamp)."""
-    rid = re.sub(r"[^a-zA-Z0-9_.-]", "-", Path(run_dir).resolve().name).strip("-.") or "run"
-    return rid[:48]
 
 
 class DockerRuntime(Runtime):
@@ -258,7 +251,7 @@ class DockerRuntime(Runtime):
 
     def _fork_agents(self, specs: list[AgentSpec], handles: list) -> None:
         """``agents: forked``: fork each agent from the preloaded fork server into its container."""
-        from ..local import fork_agent
+        from ..forkserver import fork_agent
         log_dir = self.run_dir / "logs"
         log_dir.mkdir(exist_ok=True)
         for spec, h in zip(specs, handles):
@@ -310,6 +303,12 @@ class DockerRuntime(Runtime):
                 self.record["containers"][str(d)]["cpus"] = cpus
             except Exception as err:
                 self.record["warnings"].append(f"device {d}: CPU quota not applied: {err}")
+
+    def container_status(self, container_id: str) -> Optional[str]:
+        """A container's state from the latest batch listing (at most STATUS_TTL old), None if unlisted;
+        called by each ContainerHandle.poll."""
+        self._refresh_status()
+        return self._status.get(container_id)
 
     def _refresh_status(self) -> None:
         now = time.monotonic()
@@ -413,7 +412,7 @@ class DockerRuntime(Runtime):
                 h.kill()
         self._save_logs()
         self._save()
-        report = _cleanup.clean_docker(self.run_id, client=self.client, record=self.record)
+        report = clean_docker(self.run_id, client=self.client, record=self.record)
         self.record["cleanup"] = report
         self._save()
         self.network = None

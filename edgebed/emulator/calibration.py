@@ -1,0 +1,53 @@
+"""What the timing model needs measured or encoded on this host: the seconds of one SGD step
+(``calibrate_step_time``, a real Trainer) and the exact payload bytes of a cycle's messages
+(``message_sizes``, real wire messages). ``timing_setup`` calls both; ``timing`` stays pure arithmetic.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import timing as tm, wire
+from ..compression import make_compressor
+from ..ps.rules import RULES
+
+
+def message_sizes(model: str, algorithm: str, c: float, seed: int = 0) -> tm.MessageSizes:
+    """Exact sizes from encoding real messages for this model and update rule (imports torch)."""
+    from ..models import initial_theta
+    theta, layers = initial_theta(model, seed)
+    update = make_compressor(RULES[algorithm].compressor, c, layers).compress(
+        np.random.default_rng(seed).standard_normal(theta.size).astype(np.float32))
+    size = lambda m: wire.frames_nbytes(wire.encode(m))  # noqa: E731
+    session = "0" * 32
+    return tm.MessageSizes(size(wire.Pull(session)), size(wire.Model(10**6, theta)),
+                           size(wire.Push(session, 10**6, 10**6, update.values, update.indices, 1.0)),
+                           size(wire.Ack(10**6, True, False)))
+
+
+def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, seed: int = 0,
+                        steps: int = 30) -> float:
+    """Median seconds of one SGD step (gradient + compression, one thread) on this host now."""
+    import torch
+
+    from ..device_agent.trainer import Trainer
+    from ..models import get_flat
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rng = np.random.default_rng(seed)
+        x = rng.integers(0, 255, (max(64, batch_size * 4), 28, 28), dtype=np.uint8)
+        y = rng.integers(0, 10, len(x), dtype=np.uint8)
+        tr = Trainer(model, x, y, batch_size, seed, 0)
+        comp = make_compressor(RULES[algorithm].compressor, c, tr.layers)
+        theta = get_flat(tr.model)
+        comp.compress(tr.gradient(theta)[0])   # warm-up
+        times = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            comp.compress(tr.gradient(theta)[0])
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
+    finally:
+        torch.set_num_threads(threads)
