@@ -1,4 +1,4 @@
-"""Command line: ``edgebed validate | run | runs | report | clean | study | image | compose``.
+"""Command line: ``edgebed validate | run | runs | report | clean | study | image | compose | export``.
 
 Results (tables, summaries, ``--json``) go to stdout; everything else is logged to stderr through
 ``edgebed.console`` (``-q`` warnings only, ``-v`` debug). Exit codes: 0 ok, 1 a run or study that
@@ -420,6 +420,14 @@ def cmd_compose_export(args) -> int:
     return 0
 
 
+def cmd_export_k8s(args) -> int:
+    from .emulator.runtimes import kubernetes
+    written = kubernetes.export(_scenario(args), args.out, **({"image": args.image} if args.image else {}))
+    _out(f"written {len(written)} manifest files to {args.out} (untested on a live cluster; see "
+         f"docs/kubernetes-export.md)\nbuild and push the image, then: kubectl apply -k {args.out}")
+    return 0
+
+
 def _docker_parsers(sub) -> None:
     p = sub.add_parser("image", help="agent container images")
     verbs = p.add_subparsers(dest="image_cmd", required=True)
@@ -437,6 +445,15 @@ def _docker_parsers(sub) -> None:
                    help="also write docker-compose.override.yml: this host's offline image + read-only mounts")
     e.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key")
     e.set_defaults(func=cmd_compose_export)
+    p = sub.add_parser("export", help="export a scenario for another orchestrator")
+    verbs2 = p.add_subparsers(dest="export_cmd", required=True)
+    k = verbs2.add_parser("k8s", help="write Kubernetes manifests: PS Deployment + Service, a StatefulSet per "
+                          "speed class with a NET_ADMIN init container shaping each pod's link")
+    k.add_argument("scenario", help="scenario YAML file")
+    k.add_argument("-o", "--out", required=True, help="output directory")
+    k.add_argument("--image", default=None, help="agent image in your registry (default: edgebed/agent:<version>)")
+    k.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key")
+    k.set_defaults(func=cmd_export_k8s)
     s = verbs.add_parser("serve", help="(inside a compose project) run the PS for compose-started agents")
     s.add_argument("scenario", help="scenario YAML file")
     s.add_argument("--bind", default="tcp://0.0.0.0:5555", help="ZeroMQ endpoint the PS binds")

@@ -245,7 +245,7 @@ class TimingSpec(_Strict):
 
 
 class RuntimeSpec(_Strict):
-    name: Literal["local", "docker", "sim", "spark", "compose"] = "local"
+    name: Literal["local", "docker", "sim", "spark", "compose", "swarm"] = "local"
     local: dict[str, Any] = Field(default_factory=dict)
     # Sections of the other runtimes are free-form here and validated by the runtime itself
     # (its class has a `Spec` pydantic model), so an optional backend adds no import cost.
@@ -253,6 +253,7 @@ class RuntimeSpec(_Strict):
     sim: dict[str, Any] = Field(default_factory=dict)
     spark: dict[str, Any] = Field(default_factory=dict)
     compose: dict[str, Any] = Field(default_factory=dict)   # set by `compose serve` in the PS container
+    swarm: dict[str, Any] = Field(default_factory=dict)
 
 
 class Scenario(_Strict):

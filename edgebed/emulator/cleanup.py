@@ -1,6 +1,7 @@
 """Cleanup: remove what one run recorded — its containers, network and qdiscs, its agent processes.
 
-``edgebed clean <run-dir>`` calls ``clean``. Only what the run directory names is touched: processes
+``edgebed clean <run-dir>`` calls ``clean``. Only what the run directory names is touched (a swarm
+run's services, network and task containers on every node: ``runtimes/swarm/clean.py``): processes
 in ``pids.json`` (and only while PID *and* start time match the record — ``edgebed/procs.py`` — so a
 reused PID or another run's fork-server child is never hit), containers and networks carrying the
 label ``edgebed.run=<run id>`` recorded in ``docker.json``, and the root qdiscs edgebed put on that
@@ -70,6 +71,10 @@ def clean(run_dir: str | Path) -> dict:
     status = mark_killed(run_dir)
     if status:
         report["status"] = status
+    swarm = _read_json(run_dir / "swarm.json")
+    if swarm and swarm.get("label") and swarm.get("manager"):
+        from .runtimes.swarm.clean import clean_swarm
+        report["swarm"] = clean_swarm(swarm)
     record = _read_json(run_dir / "docker.json")
     if record and record.get("run_id"):
         from .runtimes.docker.clean import clean_docker
@@ -148,4 +153,9 @@ def describe(report: dict) -> str:
                      f"{len(d.get('networks', []))} networks, {len(d.get('qdiscs', []))} qdiscs"
                      + (f", killed {len(d['agents'])} forked agents" if d.get("agents") else ""))
         lines += [f"docker error: {e}" for e in d.get("errors", [])]
+    s = report.get("swarm")
+    if s is not None:
+        from .runtimes.swarm.clean import describe as describe_swarm
+        lines.append(describe_swarm(s))
+        lines += [f"swarm error: {e}" for e in s.get("errors", [])]
     return "\n".join(lines) or "nothing recorded to clean"

@@ -16,6 +16,9 @@ _KNOWN = {
                "Install the extras (pip install -e '.[docker]') and start a Docker engine (make provision)."),
     "compose": ("edgebed.emulator.runtimes.docker.compose", "ComposeRuntime",
                 "Use `edgebed compose export` and `docker compose up`: the PS service selects this runtime."),
+    "swarm": ("edgebed.emulator.runtimes.swarm.runtime", "SwarmRuntime",
+              "Install the extras (pip install -e '.[docker]') and point runtime.swarm.manager at a swarm "
+              "manager's engine (docs/runtimes-swarm.md)."),
     "spark": ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime",
               "Install the extras (pip install -e '.[spark]') and Java 17 (apt-get install openjdk-17-jre-headless)."),
 }

@@ -90,20 +90,25 @@ def _netlink_socket_in(netns: str) -> int:
     return out["fd"]
 
 
+def open_iproute(netns: NetnsRef = None):
+    """An ``IPRoute`` socket bound to ``netns`` for as long as the caller keeps it (close() it). It
+    holds the namespace alive, so counters stay readable after the namespace's last process ended."""
+    from pyroute2 import IPRoute
+    path = _netns_path(netns)
+    if path is None:
+        return IPRoute()
+    try:
+        fd = _netlink_socket_in(path)
+    except FileNotFoundError as err:
+        raise LinkError(f"network namespace {path} does not exist (container gone?)") from err
+    return IPRoute(fileno=fd)
+
+
 @contextmanager
 def iproute(netns: NetnsRef = None) -> Iterator["object"]:
     """An ``IPRoute`` socket in the host namespace or in ``netns`` (a pid, a path such as
     ``/proc/PID/ns/net``, a name under /run/netns, or NEW_NETNS)."""
-    from pyroute2 import IPRoute
-    path = _netns_path(netns)
-    if path is None:
-        ipr = IPRoute()
-    else:
-        try:
-            fd = _netlink_socket_in(path)
-        except FileNotFoundError as err:
-            raise LinkError(f"network namespace {path} does not exist (container gone?)") from err
-        ipr = IPRoute(fileno=fd)
+    ipr = open_iproute(netns)
     try:
         yield ipr
     finally:

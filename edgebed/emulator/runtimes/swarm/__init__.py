@@ -1,0 +1,1 @@
+"""Swarm runtime: devices as Docker Swarm tasks, shaped on every node by a link agent."""

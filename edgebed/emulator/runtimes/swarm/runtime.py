@@ -1,0 +1,431 @@
+"""Swarm runtime: devices as Docker Swarm tasks across a swarm's nodes, shaped by a link agent per node.
+
+Per run: an overlay network ``edgebed-<run>`` and one replicated service per speed class
+(``edgebed-<run>-<class>``, one task per device of the class, ``restart-condition none`` so a crashed
+task stays down), placed by the scenario's ``runtime.swarm`` constraints and per-node maximum. Each
+task's first process maps its slot to its device number, waits for its gate, then execs the device
+agent. The PS is a thread of the engine on this host (the manager's host), bound to this host's
+address towards the manager's node, so every device's ingress is counted in one place; tasks reach
+it through their node's ``docker_gwbridge``. On every node a link agent (``agent.py``) shapes each of
+the run's tasks inside its network namespace as soon as the node's engine lists it, opens its gate,
+sets its CPU quota once it pushed, freezes it (``docker pause``) for a fail-stop crash and reads its
+kernel byte counters. Everything carries the label ``edgebed.run=<run id>`` and is listed in
+``run_dir/swarm.json``; ``edgebed clean <run-dir>`` removes exactly that (``clean.py``).
+
+Images need no registry: the offline image is imported into every node's engine (it bind-mounts this
+host's Python and project read-only, so every node must have them at the same paths); an image from a
+registry (``runtime.swarm.image``) is pulled by the nodes themselves.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .... import procs
+from ....rundir import write_json_atomic
+from ...fidelity import PeakRate
+from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
+from ..docker import images, links
+from ..docker.handles import ContainerHandle
+from ..docker.runtime import LABEL, RUN_LABEL, cpus_for, run_id_of
+from . import clean
+from .agent import GATE_FILE, AgentError, LinkAgent, interface_with, ps_source_address
+
+START_TIMEOUT = 180.0    # seconds for every task to be placed, started and shaped
+STATUS_TTL = 0.5
+COUNTER_EVERY = 0.5      # seconds between kernel counter samples (one netlink request per device)
+DEVICE = "{device}"      # placeholder in a class's command template; the task's gate fills it in
+# The task's first process: blocks SIGTERM (see docker/runtime.py's GATE: it is PID 1), maps its slot
+# to its device, waits for the link agent's gate file, then execs the agent with its device number.
+GATE = ("import os, signal, sys, time\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+        "dev = sys.argv[1].split(',')[int(os.environ['EDGEBED_SLOT']) - 1]\n"
+        f"while not os.path.exists({GATE_FILE!r}):\n    time.sleep(0.02)\n"
+        f"args = [a.replace({DEVICE!r}, dev) for a in sys.argv[2:]]\n"
+        "os.execvp(args[0], args)\n")
+
+
+class SwarmSpec(BaseModel):
+    """``runtime.swarm`` section of a scenario."""
+    model_config = ConfigDict(extra="forbid")
+    manager: Optional[str] = Field(None, description="engine endpoint of a swarm manager (default: "
+                                   "DOCKER_HOST, else the local engine)")
+    nodes: list[str] = Field(default_factory=list, description="engine endpoint of every node that may "
+                             "hold tasks, for its link agent (default: the manager's alone)")
+    ps_address: Optional[str] = Field(None, description="address of this host the PS binds and tasks "
+                                      "connect to (default: this host's source address towards the manager)")
+    image: Optional[str] = Field(None, description="agent image; default: the offline image, imported "
+                                 "into every node's engine")
+    base_cpus: float = Field(1.0, gt=0, description="CPU quota of a slowdown-1 device")
+    cpus: dict[str, float] = Field(default_factory=dict, description="explicit CPU quota per speed class")
+    memory: Optional[str] = Field(None, description="memory limit per task, e.g. 512m")
+    quota_after: Literal["first-push", "start"] = "first-push"
+    shape_downlink: bool = True
+    constraints: list[str] = Field(default_factory=list, description="placement constraints of every "
+                                   "task, e.g. node.role==worker")
+    class_constraints: dict[str, list[str]] = Field(default_factory=dict, description="extra constraints "
+                                                    "per speed class name")
+    max_per_node: Optional[int] = Field(None, ge=1, description="at most this many tasks of a class per node")
+
+
+class SwarmTaskHandle(ContainerHandle):
+    """One device's task container (on whichever node); mirrors Popen through that node's engine."""
+
+    def freeze(self) -> None:
+        was = self.frozen
+        super().freeze()
+        if self.frozen and not was:
+            self.runtime.note_crash(self.device)
+
+
+class SwarmRuntime(Runtime):
+    name = "swarm"
+    capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
+                                cpu_quota=True, freeze="pause")
+    Spec = SwarmSpec
+
+    def __init__(self, scenario, run_dir):
+        super().__init__(scenario, run_dir)
+        q = links.kernel_qdiscs()
+        prop = "kernel" if q["netem"] else "app"
+        # netem, where the kernel has it, would need a second qdisc chain per task; the agent applies
+        # delay/jitter/loss at application level on every kernel for now ("app" in the manifest).
+        self.capabilities = Capabilities(link_rate="kernel" if q["tbf"] else "app", link_delay="app",
+                                         link_jitter="app", link_loss="app", cpu_quota=True, freeze="pause")
+        self._netem = prop == "kernel"
+        self.run_id = run_id_of(self.run_dir)
+        self.label = f"{RUN_LABEL}={self.run_id}"
+        self.labels = {LABEL: "1", RUN_LABEL: self.run_id, f"{LABEL}.run_dir": str(self.run_dir.resolve())}
+        self._manager = None
+        self.agents: dict[str, LinkAgent] = {}          # node id → its link agent
+        self.ps_host: Optional[str] = None
+        self.handles: list[SwarmTaskHandle] = []
+        self.record: dict = {"run_id": self.run_id, "label": self.label, "manager": None, "nodes": {},
+                             "network": None, "services": [], "devices": {}, "crashes": [], "warnings": []}
+        self._status: dict[str, str] = {}
+        self._status_at = 0.0
+        self._lock = threading.Lock()
+        self._quota_pending: dict[int, float] = {}
+        self._counters: dict[int, dict] = {}
+        self._counter_at = 0.0
+        self._uplink_peaks: dict[int, PeakRate] = {}
+        self._ps_start: Optional[dict] = None
+        self._started = False
+
+    # -- what the engine asks ---------------------------------------------------------------------------
+    @property
+    def manager(self):
+        if self._manager is None:
+            import docker
+            url = self.spec.manager or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+            try:
+                self._manager = docker.DockerClient(base_url=url, timeout=120)
+                info = self._manager.info()
+            except Exception as err:
+                raise RuntimeError_(f"runtime swarm: the manager engine {url} does not answer ({err}); set "
+                                    "runtime.swarm.manager to a swarm manager's endpoint") from None
+            if not (info.get("Swarm") or {}).get("ControlAvailable"):
+                raise RuntimeError_(f"runtime swarm: engine {url} is not a swarm manager; point "
+                                    "runtime.swarm.manager at one (docker node ls works there)")
+            self.record["manager"] = {"endpoint": url, "node_id": info["Swarm"]["NodeID"],
+                                      "address": info["Swarm"].get("NodeAddr")}
+        return self._manager
+
+    def check(self) -> list[str]:
+        problems = super().check()
+        names = {c.name for c in self.scenario.workers.classes}
+        if os.geteuid() != 0:
+            problems.append("runtime swarm: the link agent shapes links inside task namespaces: run edgebed "
+                            "as root on the manager's host")
+        for section in ("cpus", "class_constraints"):
+            for k in getattr(self.spec, section):
+                if k not in names:
+                    problems.append(f"runtime.swarm.{section}.{k}: no speed class named {k!r} "
+                                    f"(classes: {', '.join(sorted(names))})")
+        try:
+            self._connect()
+        except (RuntimeError_, AgentError) as err:
+            problems.append(str(err))
+        return problems
+
+    def _connect(self) -> None:
+        """Reach the manager and every node's link agent; refuse a Ready node without one."""
+        if self.agents:
+            return
+        mgr = self.manager
+        for url in self.spec.nodes or [self.record["manager"]["endpoint"]]:
+            agent = LinkAgent(url, self.label)
+            self.agents[agent.node_id] = agent
+            self.record["nodes"][agent.node_id] = {"endpoint": url, "address": agent.address}
+        if not self.spec.constraints:
+            for node in mgr.nodes.list():
+                st, spec = node.attrs["Status"], node.attrs["Spec"]
+                if st.get("State") == "ready" and spec.get("Availability") == "active" \
+                        and node.id not in self.agents:
+                    raise AgentError(f"runtime.swarm.nodes: swarm node {node.id[:12]} "
+                                     f"({st.get('Addr')}) may receive tasks but has no link agent; add its "
+                                     "engine endpoint, drain it, or constrain placement")
+        addr = self.spec.ps_address or ps_source_address(self.record["manager"]["address"])
+        if not addr:
+            raise RuntimeError_(f"runtime swarm: no route from this host to the manager node "
+                                f"{self.record['manager']['address']}; set runtime.swarm.ps_address")
+        self.ps_host = addr
+
+    def applied(self) -> dict:
+        out = super().applied()
+        out["swarm"] = {"image": self.spec.image or images.OFFLINE_IMAGE,
+                        "cpus": {c.name: self.cpus_of(c.name) for c in self.scenario.workers.classes},
+                        "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after,
+                        "shaping": "per-node link agent: tbf on egress, ifb+tbf on ingress, inside each task's "
+                                   "network namespace", "nodes": sorted(self.record["nodes"])}
+        out["warning"] = ("link delay, jitter and loss are applied by the agent (application level)"
+                          + ("" if self._netem else ": the kernel has no netem")
+                          + "; rate is shaped by the kernel (tbf) on the task's node")
+        return out
+
+    def cpus_of(self, class_name: str) -> float:
+        klass = next(c for c in self.scenario.workers.classes if c.name == class_name)
+        return cpus_for(klass, self.spec, paced=self.scenario.timing.pacing)
+
+    def ps_bind(self) -> str:
+        self._connect()
+        if self._ps_start is None:
+            iface = interface_with(self.ps_host)
+            if iface:
+                self._ps_start = {"interface": iface, **links.counters(links.ifindex(iface))}
+        return f"tcp://{self.ps_host}:0"
+
+    # -- set-up -----------------------------------------------------------------------------------------
+    def _save(self) -> None:
+        write_json_atomic(self.run_dir / "swarm.json", self.record)
+
+    def agent_command(self, spec: AgentSpec) -> list[str]:
+        """A class's command template (``spec.device`` is DEVICE; tests override this hook)."""
+        return [self.image.python, "-m", "edgebed.device_agent", "--ps", spec.ps_address,
+                "--device", str(spec.device)]
+
+    def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
+        from docker.types import EndpointSpec, Mount, Resources, RestartPolicy, ServiceMode
+        self._connect()
+        self._started = True
+        mgr = self.manager
+        # the image on every node that may hold tasks: imported (offline) or pulled by the node (registry)
+        for agent in self.agents.values():
+            self.image = images.resolve(self.spec.image, agent.client)
+        self.record["image"] = {"name": self.image.name, "kind": self.image.kind}
+        net = mgr.networks.create(f"edgebed-{self.run_id}", driver="overlay", labels=self.labels,
+                                  check_duplicate=True)
+        self.record["network"] = {"name": net.name, "id": net.id}
+        self._save()
+        by_class: dict[str, list[AgentSpec]] = {}
+        for s in specs:
+            by_class.setdefault(s.speed_class, []).append(s)
+        mounts = [Mount(m["bind"], src, type="bind", read_only=True) for src, m in self.image.mounts.items()]
+        for idx, klass in enumerate(self.scenario.workers.classes):
+            group = by_class.get(klass.name)
+            if not group:
+                continue
+            devices = ",".join(str(s.device) for s in group)
+            template = AgentSpec(DEVICE, klass.name, group[0].ps_address, group[0].env)
+            cmd = [self.image.python, "-c", GATE, devices, *self.agent_command(template)]
+            env = {**self.image.env, **template.environment(), "EDGEBED_SLOT": "{{.Task.Slot}}"}
+            constraints = [*self.spec.constraints, *self.spec.class_constraints.get(klass.name, [])]
+            name = f"edgebed-{self.run_id}-c{idx}"
+            svc = mgr.services.create(
+                self.image.name, command=cmd, name=name, labels=self.labels,
+                container_labels={**self.labels, f"{LABEL}.class": klass.name},
+                env=[f"{k}={v}" for k, v in env.items()], mounts=mounts, workdir="/tmp",
+                networks=[net.id], mode=ServiceMode("replicated", replicas=len(group)),
+                restart_policy=RestartPolicy(condition="none"),
+                resources=Resources(mem_limit=_bytes(self.spec.memory)) if self.spec.memory else None,
+                endpoint_spec=EndpointSpec(mode="dnsrr"),
+                constraints=constraints or None, maxreplicas=self.spec.max_per_node or 0)
+            self.record["services"].append({"name": name, "id": svc.id, "class": klass.name,
+                                            "devices": [s.device for s in group]})
+            self._save()
+        self.handles = self._shape_all(specs)
+        self._save()
+        if self.spec.quota_after == "start":
+            self.apply_quotas(all_pending=True)
+        return list(self.handles)
+
+    def _shape_all(self, specs: list[AgentSpec]) -> list[SwarmTaskHandle]:
+        """Wait for every task to run on its node; shape it there and open its gate."""
+        want = {s.device: s for s in specs}
+        devices_of = {s["name"]: s["devices"] for s in self.record["services"]}
+        handles: dict[int, SwarmTaskHandle] = {}
+        deadline = time.monotonic() + START_TIMEOUT
+        while len(handles) < len(want):
+            for node_id, agent in self.agents.items():
+                for task in agent.tasks():
+                    devs = devices_of.get(task.service)
+                    if devs is None or task.slot > len(devs) or devs[task.slot - 1] in handles \
+                            or task.status != "running":
+                        continue
+                    d = devs[task.slot - 1]
+                    handles[d] = self._shape_one(want[d], node_id, agent, task)
+            if len(handles) < len(want):
+                if time.monotonic() > deadline:
+                    raise RuntimeError_(f"runtime swarm: {len(want) - len(handles)} of {len(want)} tasks not "
+                                        f"running after {START_TIMEOUT:.0f} s: {self._task_errors()}")
+                time.sleep(0.2)
+        return [handles[s.device] for s in specs]
+
+    def _shape_one(self, spec: AgentSpec, node_id: str, agent: LinkAgent, task) -> SwarmTaskHandle:
+        klass = self.scenario.class_of(spec.device)
+        pid = agent.pid_of(task.container)
+        entry = {"device": spec.device, "class": spec.speed_class, "node": node_id, "service": task.service,
+                 "slot": task.slot, "container": task.container.id, "pid": pid}
+        with self._lock:
+            self.record["devices"][str(spec.device)] = entry
+        entry.update(agent.shape(spec.device, pid, klass, self.ps_host, self.spec.shape_downlink))
+        handle = SwarmTaskHandle(self, spec.device, task.container)
+        handle.node = node_id
+        procs.wait_blocked(pid, 15)      # SIGTERM blocked by the gate: from here no signal is lost
+        agent.open_gate(pid)
+        self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
+        return handle
+
+    def _task_errors(self) -> str:
+        errs = []
+        for s in self.record["services"]:
+            try:
+                for t in self.manager.services.get(s["id"]).tasks():
+                    st = t.get("Status", {})
+                    if st.get("State") != "running":
+                        errs.append(f"{s['name']}.{t.get('Slot')}: {st.get('State')} {st.get('Err') or st.get('Message')}")
+            except Exception as err:
+                errs.append(f"{s['name']}: {err}")
+        return "; ".join(errs[:6]) or "no task reports an error (placement still pending?)"
+
+    def note_crash(self, device: int) -> None:
+        entry = self.record["devices"].get(str(device), {})
+        self.record["crashes"].append({"device": device, "node": entry.get("node"), "at_unix": time.time(),
+                                       "how": "docker pause on the task's node; restart-condition none"})
+
+    # -- during the run ---------------------------------------------------------------------------------
+    def drive(self, ps, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        if self._quota_pending:
+            ready = [d for d in self._quota_pending if (st := ps.devices.get(d)) is not None and st.pushes >= 1]
+            self.apply_quotas(ready)
+        self.sample_counters()
+        left = end - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+    def apply_quotas(self, devices=(), all_pending: bool = False) -> None:
+        todo = list(self._quota_pending) if all_pending else [d for d in devices if d in self._quota_pending]
+        by_dev = {h.device: h for h in self.handles}
+        for d in todo:
+            cpus = self._quota_pending.pop(d)
+            h = by_dev.get(d)
+            if h is None or h.returncode is not None:
+                continue
+            try:
+                LinkAgent.set_quota(h.container, cpus)
+                self.record["devices"][str(d)]["cpus"] = cpus
+            except Exception as err:
+                self.record["warnings"].append(f"device {d}: CPU quota not applied: {err}")
+
+    def _refresh_status(self) -> None:
+        """Container states of the run's tasks on every node (one listing per node), for poll()."""
+        now = time.monotonic()
+        if now - self._status_at < STATUS_TTL:
+            return
+        with self._lock:
+            if now - self._status_at < STATUS_TTL:
+                return
+            status = {}
+            for agent in self.agents.values():
+                try:
+                    for c in agent.client.containers.list(all=True, sparse=True, filters={"label": self.label}):
+                        status[c.id] = c.attrs.get("State", "")
+                except Exception:
+                    pass
+            self._status = status
+            self._status_at = time.monotonic()
+
+    def sample_counters(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._counter_at < COUNTER_EVERY:
+            return
+        self._counter_at = now
+        for agent in self.agents.values():
+            for d, c in agent.counters().items():
+                self._counters[d] = c
+                self._uplink_peaks.setdefault(d, PeakRate()).add(now, c["uplink_bytes"])
+
+    def fidelity(self) -> dict:
+        return {"uplink_peak_bps": {d: p.peak_bps for d, p in self._uplink_peaks.items()}}
+
+    def kernel_traffic(self) -> dict:
+        """On-the-wire bytes per device, per class, per node and at the PS (kernel counters)."""
+        per_class: dict = {}
+        per_node: dict = {}
+        for d, c in self._counters.items():
+            entry = self.record["devices"][str(d)]
+            for key, agg in ((entry["class"], per_class), (entry["node"], per_node)):
+                a = agg.setdefault(key, {"uplink_bytes": 0, "downlink_bytes": 0, "devices": 0})
+                a["uplink_bytes"] += c["uplink_bytes"]
+                a["downlink_bytes"] += c["downlink_bytes"]
+                a["devices"] += 1
+        ps = None
+        if self._ps_start is not None:
+            try:
+                now = links.counters(links.ifindex(self._ps_start["interface"]))
+                ps = {"ingress_bytes": now["rx_bytes"] - self._ps_start["rx_bytes"],
+                      "egress_bytes": now["tx_bytes"] - self._ps_start["tx_bytes"],
+                      "interface": self._ps_start["interface"]}
+            except links.LinkError:
+                ps = None
+        return {"source": "kernel interface counters (each task's interface towards the PS, read inside its "
+                          "network namespace on its node; the PS host's interface for the PS)",
+                "sampled_every_s": COUNTER_EVERY,
+                "devices": {str(d): c for d, c in sorted(self._counters.items())},
+                "classes": per_class, "nodes": per_node, "ps": ps}
+
+    # -- teardown ---------------------------------------------------------------------------------------
+    def cleanup(self) -> None:
+        if not self._started and not self.agents:
+            return
+        try:
+            self.sample_counters(force=True)
+            write_json_atomic(self.run_dir / "kernel_traffic.json", self.kernel_traffic())
+        except Exception as err:
+            self.record["warnings"].append(f"kernel counters not read: {err}")
+        self._save_logs()
+        removed_qdiscs = []
+        for agent in self.agents.values():
+            for d in list(agent._sockets):
+                removed_qdiscs += agent.unshape(d)
+            agent.close()
+        self._save()
+        if self._started:
+            report = clean.clean_swarm(self.record, manager=self.manager)
+            report["qdiscs"] = removed_qdiscs + report.get("qdiscs", [])
+            self.record["cleanup"] = report
+        self._save()
+        self.agents = {}
+        self.handles = []
+        self._started = False
+
+    def _save_logs(self) -> None:
+        log_dir = self.run_dir / "logs"
+        log_dir.mkdir(exist_ok=True)
+        for h in self.handles:
+            try:
+                (log_dir / f"agent-{h.device:04d}.log").write_bytes(h.container.logs())
+            except Exception:
+                pass
+
+
+def _bytes(size: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    s = size.strip().lower().rstrip("b")
+    return int(float(s[:-1]) * units[s[-1]]) if s and s[-1] in units else int(s)
+
