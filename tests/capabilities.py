@@ -79,3 +79,32 @@ def require_spark() -> None:
     java = shutil.which("java") or (os.environ.get("JAVA_HOME") and
                                     os.path.exists(os.path.join(os.environ["JAVA_HOME"], "bin", "java")))
     require(bool(java), "a Java runtime for Spark", "apt-get install -y default-jre-headless (make provision)")
+
+
+_SWARM: dict = {}
+
+
+def require_swarm() -> dict:
+    """The two-node test swarm (``.ci/swarm-up``: two extra engines in their own network namespaces;
+    the main dockerd is never a node), brought up once per test process; returns its endpoints
+    (MANAGER, WORKER, HOST_ADDR). Torn down at exit if this process brought it up, unless
+    EDGEBED_SWARM_KEEP=1."""
+    import atexit
+    import subprocess
+    from pathlib import Path
+    require_docker()
+    require_root()
+    if "env" not in _SWARM:
+        root = Path(__file__).resolve().parents[1]
+        env_file = Path("/run/edgebed-swarm/env")
+        was_up = env_file.exists()
+        try:
+            out = subprocess.run(["bash", str(root / ".ci/swarm-up")], capture_output=True, text=True, timeout=150)
+            ok, why = out.returncode == 0, (out.stdout + out.stderr).strip()[-800:]
+        except subprocess.TimeoutExpired:
+            ok, why = False, ".ci/swarm-up took more than 150 s"
+        require(ok, "a two-node test swarm (.ci/swarm-up)", why)
+        _SWARM["env"] = dict(line.split("=", 1) for line in env_file.read_text().split())
+        if not was_up and os.environ.get("EDGEBED_SWARM_KEEP") != "1":
+            atexit.register(subprocess.run, ["bash", str(root / ".ci/swarm-down")], capture_output=True, timeout=120)
+    return _SWARM["env"]

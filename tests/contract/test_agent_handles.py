@@ -78,6 +78,25 @@ def _docker(agents: str):
     return make
 
 
+def _swarm(request):
+    """A device agent as a task of a real SwarmRuntime on the two-node test swarm (.ci/swarm-up)."""
+    from tests.capabilities import require_swarm
+    env = require_swarm()
+    from edgebed.emulator.runtimes.swarm.runtime import SwarmRuntime
+    from edgebed.scenario import parse_scenario
+    sc = parse_scenario({"name": "handles", "workers": {"n": 4}, "stop": {"updates": 10},
+                         "runtime": {"name": "swarm", "swarm": {"manager": env["MANAGER"],
+                                                                "nodes": [env["MANAGER"], env["WORKER"]]}}})
+    rt = SwarmRuntime(sc, Path(tempfile.mkdtemp(prefix="edgebed-handles-")))
+    request.addfinalizer(rt.cleanup)
+    rt.ps_bind()
+    with socket.socket() as s:   # a port nobody listens on: the agent keeps waiting for its PS
+        s.bind((rt.ps_host, 0))
+        port = s.getsockname()[1]
+    [h] = rt.start([AgentSpec(3, "default", f"tcp://{rt.ps_host}:{port}")])
+    return h
+
+
 # name → (factory, the handle class it makes, marks); every AgentHandle class of edgebed is here.
 HANDLES = {
     "local": (_local, "ProcessHandle", ()),
@@ -86,6 +105,7 @@ HANDLES = {
     "spark": (_spark, "SparkAgentHandle", ()),
     "docker-container": (_docker("container"), "ContainerHandle", (pytest.mark.docker, pytest.mark.root)),
     "docker-forked": (_docker("forked"), "ForkedAgentHandle", (pytest.mark.docker, pytest.mark.root)),
+    "swarm": (_swarm, "SwarmTaskHandle", (pytest.mark.docker, pytest.mark.root)),
 }
 
 

@@ -6,8 +6,6 @@ so the shaped rate is measured on its own, per node; the second runs the engine 
 agents end to end. Both check that nothing of the run is left on the swarm or on either node.
 """
 import json
-import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -18,31 +16,15 @@ import pytest
 from edgebed.emulator import cleanup
 from edgebed.emulator.runtimes.base import AgentSpec
 from edgebed.scenario import parse_scenario
-from tests.capabilities import require, require_docker, require_root
+from tests.capabilities import require_swarm
 from tests.system.test_docker_runtime import Receiver
 
 pytestmark = [pytest.mark.docker, pytest.mark.root, pytest.mark.slow, pytest.mark.timeout(300)]
-ROOT = Path(__file__).resolve().parents[2]
-ENV_FILE = Path("/run/edgebed-swarm/env")
 
 
 @pytest.fixture(scope="module")
 def swarm():
-    """The two-node test swarm: brought up by .ci/swarm-up (idempotent) and, if this fixture brought
-    it up, torn down afterwards (EDGEBED_SWARM_KEEP=1 keeps it)."""
-    require_docker()
-    require_root()
-    was_up = ENV_FILE.exists()
-    try:
-        out = subprocess.run(["bash", str(ROOT / ".ci/swarm-up")], capture_output=True, text=True, timeout=150)
-        ok, why = out.returncode == 0, (out.stdout + out.stderr).strip()[-800:]
-    except subprocess.TimeoutExpired:
-        ok, why = False, ".ci/swarm-up took more than 150 s"
-    require(ok, "a two-node test swarm (.ci/swarm-up)", why)
-    env = dict(line.split("=", 1) for line in ENV_FILE.read_text().split())
-    yield env
-    if not was_up and os.environ.get("EDGEBED_SWARM_KEEP") != "1":
-        subprocess.run(["bash", str(ROOT / ".ci/swarm-down")], capture_output=True, timeout=120)
+    return require_swarm()
 
 
 def swarm_section(env, **extra):
@@ -151,11 +133,11 @@ def test_swarm_run_end_to_end_with_crashes(swarm, tmp_path):
             {"name": "slow", "share": 0.5, "slowdown": 2, "uplink": {"rate": "1mbit"},
              "downlink": {"rate": "50mbit"}}]},
         "failures": {"crash_probability": 0.02},
-        "stop": {"updates": 150, "wall_time": "200s"},
+        "stop": {"updates": 100, "wall_time": "200s"},
         "runtime": {"name": "swarm", "swarm": swarm_section(swarm, max_per_node=1)}})
     res = Engine(sc, out=tmp_path).run()
     s, path = res.summary, res.path
-    assert s["status"] == "complete" and s["updates"] == 150, s
+    assert s["status"] == "complete" and s["updates"] == 100, s
     assert s["devices"]["said_hello"] == 4
     manifest = json.loads((path / "manifest.json").read_text())
     applied = manifest["applied"]
