@@ -161,6 +161,7 @@ def test_swarm_run_end_to_end_with_crashes(swarm, tmp_path):
         assert kt["devices"][d]["uplink_bytes"] >= 0.95 * t["in_bytes"], (d, kt["devices"][d], t)
     assert kt["ps"]["ingress_bytes"] >= 0.95 * ps["ingress_bytes"]
     fid = s["fidelity"]
+    assert fid["host_cpu"] == kt["host_cpu"] and 0 <= kt["host_cpu"]["busy_mean"] <= 1
     assert {u["class"] for u in fid["uplink"]} == {"fast", "slow"}
     for u in fid["uplink"]:
         assert u["configured_mbit"] == 1.0 and 0 < u["peak_mbit_min"] and u["peak_mbit_max"] <= 1.15, u

@@ -46,14 +46,20 @@ class LinkAgent:
         import docker
         self.endpoint = endpoint
         self.run_label = run_label
+        self.client = None
         try:
+            if endpoint.startswith("unix://") and not Path(endpoint[7:]).exists():
+                raise FileNotFoundError(f"no socket at {endpoint[7:]}")
             self.client = docker.DockerClient(base_url=endpoint, timeout=120)
             info = self.client.info()
         except Exception as err:
+            if self.client is not None:
+                self.client.close()
             raise AgentError(f"node engine {endpoint} does not answer ({err}); start it or remove it "
                              "from runtime.swarm.nodes") from None
         sw = info.get("Swarm") or {}
         if sw.get("LocalNodeState") != "active":
+            self.client.close()
             raise AgentError(f"node engine {endpoint} is not part of a swarm (state "
                              f"{sw.get('LocalNodeState')!r}); join it (docker swarm join) first")
         self.node_id: str = sw["NodeID"]

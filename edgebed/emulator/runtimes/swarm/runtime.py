@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,7 +32,7 @@ from ...fidelity import PeakRate
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 from ..docker import images, links
 from ..docker.handles import ContainerHandle
-from ..docker.runtime import LABEL, RUN_LABEL, cpus_for, run_id_of
+from ..docker.runtime import LABEL, RUN_LABEL, DockerRuntime, cpus_for, run_id_of
 from . import clean
 from .agent import GATE_FILE, AgentError, LinkAgent, interface_with, ps_source_address
 
@@ -115,6 +116,11 @@ class SwarmRuntime(Runtime):
         self._uplink_peaks: dict[int, PeakRate] = {}
         self._ps_start: Optional[dict] = None
         self._started = False
+        self._cpu_busy: list[float] = []
+
+    # CPU busy share of the engine's host (all nodes, on the test swarm), sampled with the counters
+    _sample_cpu = DockerRuntime._sample_cpu
+    host_cpu = DockerRuntime.host_cpu
 
     # -- what the engine asks ---------------------------------------------------------------------------
     @property
@@ -122,15 +128,21 @@ class SwarmRuntime(Runtime):
         if self._manager is None:
             import docker
             url = self.spec.manager or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+            client = None
             try:
-                self._manager = docker.DockerClient(base_url=url, timeout=120)
-                info = self._manager.info()
+                _socket_exists(url)
+                client = docker.DockerClient(base_url=url, timeout=120)
+                info = client.info()
             except Exception as err:
+                if client is not None:
+                    client.close()
                 raise RuntimeError_(f"runtime swarm: the manager engine {url} does not answer ({err}); set "
                                     "runtime.swarm.manager to a swarm manager's endpoint") from None
             if not (info.get("Swarm") or {}).get("ControlAvailable"):
+                client.close()
                 raise RuntimeError_(f"runtime swarm: engine {url} is not a swarm manager; point "
                                     "runtime.swarm.manager at one (docker node ls works there)")
+            self._manager = client
             self.record["manager"] = {"endpoint": url, "node_id": info["Swarm"]["NodeID"],
                                       "address": info["Swarm"].get("NodeAddr")}
         return self._manager
@@ -355,13 +367,15 @@ class SwarmRuntime(Runtime):
         if not force and now - self._counter_at < COUNTER_EVERY:
             return
         self._counter_at = now
+        self._sample_cpu()
         for agent in self.agents.values():
             for d, c in agent.counters().items():
                 self._counters[d] = c
                 self._uplink_peaks.setdefault(d, PeakRate()).add(now, c["uplink_bytes"])
 
     def fidelity(self) -> dict:
-        return {"uplink_peak_bps": {d: p.peak_bps for d, p in self._uplink_peaks.items()}}
+        return {"uplink_peak_bps": {d: p.peak_bps for d, p in self._uplink_peaks.items()},
+                "host_cpu": self.host_cpu()}
 
     def kernel_traffic(self) -> dict:
         """On-the-wire bytes per device, per class, per node and at the PS (kernel counters)."""
@@ -387,7 +401,7 @@ class SwarmRuntime(Runtime):
                           "network namespace on its node; the PS host's interface for the PS)",
                 "sampled_every_s": COUNTER_EVERY,
                 "devices": {str(d): c for d, c in sorted(self._counters.items())},
-                "classes": per_class, "nodes": per_node, "ps": ps}
+                "classes": per_class, "nodes": per_node, "ps": ps, "host_cpu": self.host_cpu()}
 
     # -- teardown ---------------------------------------------------------------------------------------
     def cleanup(self) -> None:
@@ -422,6 +436,12 @@ class SwarmRuntime(Runtime):
                 (log_dir / f"agent-{h.device:04d}.log").write_bytes(h.container.logs())
             except Exception:
                 pass
+
+
+def _socket_exists(url: str) -> None:
+    """Fail early on a missing unix socket (the docker SDK leaks the socket of a failed connect)."""
+    if url.startswith("unix://") and not Path(url[len("unix://"):]).exists():
+        raise FileNotFoundError(f"no socket at {url[len('unix://'):]}")
 
 
 def _bytes(size: str) -> int:
