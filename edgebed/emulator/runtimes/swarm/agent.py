@@ -33,7 +33,7 @@ class AgentError(RuntimeError):
 @dataclass
 class Task:
     """One of the run's task containers on a node, as its engine lists it."""
-    container: object       # docker SDK Container, bound to the node's engine
+    container_id: str
     service: str
     slot: int
     status: str
@@ -76,7 +76,7 @@ class LinkAgent:
             parts = name.rsplit(".", 2)
             if len(parts) != 3 or not parts[1].isdigit():
                 continue
-            out.append(Task(self.client.containers.get(c.id), parts[0], int(parts[1]), c.attrs.get("State", "")))
+            out.append(Task(c.id, parts[0], int(parts[1]), c.attrs.get("State", "")))
         return out
 
     def pid_of(self, container) -> int:

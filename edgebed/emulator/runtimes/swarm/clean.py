@@ -14,6 +14,13 @@ def _client(url: str):
     return docker.DockerClient(base_url=url, timeout=120)
 
 
+def _listed(client, label: str) -> list:
+    try:
+        return client.containers.list(all=True, sparse=True, filters={"label": label})
+    except Exception:
+        return []
+
+
 def clean_swarm(record: dict, manager=None) -> dict:
     """Remove what run ``record`` (swarm.json) created on the swarm; returns what was removed."""
     label = record["label"]
@@ -29,14 +36,20 @@ def clean_swarm(record: dict, manager=None) -> dict:
             report["services"].append(svc.name)
         except Exception as err:
             report["errors"].append(f"service {svc.name}: {err}")
-    nodes = [_client(n["endpoint"]) for n in record.get("nodes", {}).values()]
+    nodes = []
+    for n in record.get("nodes", {}).values():
+        try:
+            nodes.append(_client(n["endpoint"]))
+        except Exception as err:
+            report["errors"].append(f"node engine {n['endpoint']} not reachable: {err}")
     # a removed service's containers are stopped and removed by their nodes; wait for that, then
-    # remove what is left (a paused container ignores the stop)
+    # remove what is left (a paused container ignores the stop). Sparse listings: a full one inspects
+    # each container and fails on one removed in between.
     deadline = time.monotonic() + GONE_WAIT
-    while any(n.containers.list(all=True, filters={"label": label}) for n in nodes) and time.monotonic() < deadline:
+    while any(_listed(n, label) for n in nodes) and time.monotonic() < deadline:
         time.sleep(0.5)
     for n in nodes:
-        for c in n.containers.list(all=True, filters={"label": label}):
+        for c in _listed(n, label):
             try:
                 c.remove(force=True)
                 report["containers"].append(c.id[:12])
@@ -70,7 +83,7 @@ def leftovers(record: dict, manager=None) -> dict:
     for node_id, n in record.get("nodes", {}).items():
         cli = _client(n["endpoint"])
         try:
-            found = [c.id[:12] for c in cli.containers.list(all=True, filters={"label": label})]
+            found = [c.id[:12] for c in cli.containers.list(all=True, sparse=True, filters={"label": label})]
         finally:
             cli.close()
         if found:

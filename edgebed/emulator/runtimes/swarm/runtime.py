@@ -271,6 +271,7 @@ class SwarmRuntime(Runtime):
         devices_of = {s["name"]: s["devices"] for s in self.record["services"]}
         handles: dict[int, SwarmTaskHandle] = {}
         deadline = time.monotonic() + START_TIMEOUT
+        checked = time.monotonic()
         while len(handles) < len(want):
             for node_id, agent in self.agents.items():
                 for task in agent.tasks():
@@ -281,6 +282,12 @@ class SwarmRuntime(Runtime):
                     d = devs[task.slot - 1]
                     handles[d] = self._shape_one(want[d], node_id, agent, task)
             if len(handles) < len(want):
+                if time.monotonic() - checked > 2.0:     # a task that failed or was rejected: say why now
+                    checked = time.monotonic()
+                    done = {(e["service"], e["slot"]) for e in self.record["devices"].values()}
+                    failed = self._task_errors(("failed", "rejected", "complete", "shutdown", "orphaned"), done)
+                    if failed:
+                        raise RuntimeError_(f"runtime swarm: tasks ended before their links were shaped: {failed}")
                 if time.monotonic() > deadline:
                     raise RuntimeError_(f"runtime swarm: {len(want) - len(handles)} of {len(want)} tasks not "
                                         f"running after {START_TIMEOUT:.0f} s: {self._task_errors()}")
@@ -289,29 +296,36 @@ class SwarmRuntime(Runtime):
 
     def _shape_one(self, spec: AgentSpec, node_id: str, agent: LinkAgent, task) -> SwarmTaskHandle:
         klass = self.scenario.class_of(spec.device)
-        pid = agent.pid_of(task.container)
+        container = agent.client.containers.get(task.container_id)
+        pid = agent.pid_of(container)
         entry = {"device": spec.device, "class": spec.speed_class, "node": node_id, "service": task.service,
-                 "slot": task.slot, "container": task.container.id, "pid": pid}
+                 "slot": task.slot, "container": container.id, "pid": pid}
         with self._lock:
             self.record["devices"][str(spec.device)] = entry
         entry.update(agent.shape(spec.device, pid, klass, self.ps_host, self.spec.shape_downlink))
-        handle = SwarmTaskHandle(self, spec.device, task.container)
+        handle = SwarmTaskHandle(self, spec.device, container)
         handle.node = node_id
         procs.wait_blocked(pid, 15)      # SIGTERM blocked by the gate: from here no signal is lost
         agent.open_gate(pid)
         self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
         return handle
 
-    def _task_errors(self) -> str:
+    def _task_errors(self, states: Optional[tuple] = None, skip: frozenset = frozenset()) -> str:
+        """What the manager says of tasks not running (only those in ``states``, if given; not those
+        whose (service, slot) is in ``skip``)."""
         errs = []
         for s in self.record["services"]:
             try:
                 for t in self.manager.services.get(s["id"]).tasks():
                     st = t.get("Status", {})
-                    if st.get("State") != "running":
+                    if (s["name"], t.get("Slot")) in skip:
+                        continue
+                    if st.get("State") != "running" and (states is None or st.get("State") in states):
                         errs.append(f"{s['name']}.{t.get('Slot')}: {st.get('State')} {st.get('Err') or st.get('Message')}")
             except Exception as err:
                 errs.append(f"{s['name']}: {err}")
+        if states is not None:
+            return "; ".join(errs[:6])
         return "; ".join(errs[:6]) or "no task reports an error (placement still pending?)"
 
     def note_crash(self, device: int) -> None:
@@ -420,7 +434,10 @@ class SwarmRuntime(Runtime):
             agent.close()
         self._save()
         if self._started:
-            report = clean.clean_swarm(self.record, manager=self.manager)
+            try:
+                report = clean.clean_swarm(self.record, manager=self.manager)
+            except Exception as err:       # say it and keep the run's results; `edgebed clean` retries
+                report = {"errors": [f"clean-up failed: {err}; run `edgebed clean {self.run_dir}`"]}
             report["qdiscs"] = removed_qdiscs + report.get("qdiscs", [])
             self.record["cleanup"] = report
         self._save()
