@@ -358,6 +358,12 @@ class SwarmRuntime(Runtime):
             except Exception as err:
                 self.record["warnings"].append(f"device {d}: CPU quota not applied: {err}")
 
+    def container_status(self, container_id: str) -> Optional[str]:
+        """A task container's state from the latest listing of every node (at most STATUS_TTL old),
+        None if unlisted; called by each SwarmTaskHandle.poll."""
+        self._refresh_status()
+        return self._status.get(container_id)
+
     def _refresh_status(self) -> None:
         """Container states of the run's tasks on every node (one listing per node), for poll()."""
         now = time.monotonic()
