@@ -54,3 +54,20 @@ def test_gate_maps_slot_to_device_and_waits(tmp_path):
     (tmp_path / "gate").touch()
     out, _ = proc.communicate(timeout=10)
     assert out.strip() == "device 7"
+
+
+def test_a_registry_image_absent_from_a_node_is_left_for_the_node_to_pull(tmp_path):
+    """`runtime.swarm.image` from a registry: a node that does not have it yet pulls it when Swarm
+    starts the task; the runtime must not fail inspecting it first."""
+    import docker
+
+    class Images:
+        def get(self, name):
+            raise docker.errors.ImageNotFound(f"no such image: {name}")
+
+    class Node:
+        client = type("Client", (), {"images": Images()})()
+    rt = SwarmRuntime(scenario({"image": "registry.example/edgebed/agent:1"}), tmp_path)
+    info = rt._image_on(Node())
+    assert (info.name, info.kind, info.python, info.mounts) == ("registry.example/edgebed/agent:1", "dockerfile",
+                                                                "python", {})

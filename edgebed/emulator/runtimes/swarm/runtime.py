@@ -227,7 +227,7 @@ class SwarmRuntime(Runtime):
         mgr = self.manager
         # the image on every node that may hold tasks: imported (offline) or pulled by the node (registry)
         for agent in self.agents.values():
-            self.image = images.resolve(self.spec.image, agent.client)
+            self.image = self._image_on(agent)
         self.record["image"] = {"name": self.image.name, "kind": self.image.kind}
         net = mgr.networks.create(f"edgebed-{self.run_id}", driver="overlay", labels=self.labels,
                                   check_duplicate=True)
@@ -264,6 +264,16 @@ class SwarmRuntime(Runtime):
         if self.spec.quota_after == "start":
             self.apply_quotas(all_pending=True)
         return list(self.handles)
+
+    def _image_on(self, agent: LinkAgent) -> images.ImageInfo:
+        """The agent image as a node's engine has it: the offline one imported there, or a registry
+        image that node pulls itself when Swarm starts the task (not present yet: nothing to inspect)."""
+        import docker
+        try:
+            return images.resolve(self.spec.image, agent.client)
+        except docker.errors.ImageNotFound:
+            return images.ImageInfo(self.spec.image, "dockerfile", "python", {},
+                                    {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
 
     def _shape_all(self, specs: list[AgentSpec]) -> list[SwarmTaskHandle]:
         """Wait for every task to run on its node; shape it there and open its gate."""
