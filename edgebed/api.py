@@ -87,32 +87,15 @@ def _classes(scenario: dict) -> dict[int, str]:
     return {d: names[k] for d, k in enumerate(class_assignment(sc))}
 
 
-def list_runs(dirs: Iterable[str | Path] = ("runs",)) -> pd.DataFrame:
-    """One row per run directory found in ``dirs`` (each a run, or a folder of runs, searched two
-    levels deep): run id, status, scenario, algorithm, runtime, updates, final accuracy, started."""
-    found: list[Path] = []
-    for d in map(Path, dirs):
-        if rundir.is_run_dir(d):
-            found.append(d)
-        elif d.is_dir():
-            found += sorted(p for p in d.glob("*") if rundir.is_run_dir(p))
-            found += sorted(p for p in d.glob("*/*") if rundir.is_run_dir(p))
-        else:
-            raise ReportError(f"{d}: no such directory; pass a run directory or a folder of runs (runs/)")
-    rows = []
-    for p in found:
-        summary, manifest = rundir.read_json(p, "summary.json"), rundir.read_json(p, "manifest.json")
-        try:
-            import yaml
-            sc = yaml.safe_load((p / "scenario.yaml").read_text()) or {}
-        except Exception:  # noqa: BLE001 — a damaged run is still listed
-            sc = {}
-        rows.append({"run": p.name, "status": summary.get("status", "unknown"), "scenario": sc.get("name"),
-                     "algorithm": (sc.get("algorithm") or {}).get("name"),
-                     "runtime": (sc.get("runtime") or {}).get("name", "local"),
-                     "devices": (sc.get("workers") or {}).get("n"), "updates": summary.get("updates"),
-                     "final_accuracy": summary.get("final_accuracy"), "started": manifest.get("started"),
-                     "path": str(p)})
-    cols = ["run", "status", "scenario", "algorithm", "runtime", "devices", "updates", "final_accuracy",
-            "started", "path"]
-    return pd.DataFrame(rows, columns=cols)
+def list_runs(dirs: Iterable[str | Path] = ("runs",), sort: str = "started", status: str | None = None,
+              algorithm: str | None = None, match: str | None = None) -> pd.DataFrame:
+    """One row per run directory found in ``dirs`` (each a run, or a folder searched at any depth,
+    study folders included): run id, status (``killed`` when its engine is gone), scenario,
+    algorithm, c, runtime, devices, updates, final accuracy, PS ingress bytes, start time (ISO),
+    wall time in s, path. Sorted by ``sort`` (started, run, status, updates, accuracy, ingress,
+    duration, devices); ``status``, ``algorithm`` and ``match`` (a glob on run id or scenario) filter."""
+    from .analysis.listing import ListingError, list_runs as _list
+    try:
+        return _list(dirs, sort=sort, status=status, algorithm=algorithm, match=match)
+    except ListingError as err:
+        raise ReportError(str(err)) from None

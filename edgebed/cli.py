@@ -62,19 +62,34 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
     except ScenarioError as err:
         out["errors"] = str(err).splitlines()
         return out
+    from .emulator.preview import class_preview, empty_classes
     from .emulator.runtimes import get_runtime
     for sc in scenarios:
         prefix = f"{sc.name}: " if out["kind"] == "study" else ""
+        runtime = None
         try:
-            problems = get_runtime(sc.runtime.name)(sc, Path("/nonexistent")).check()
+            runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
+            problems = runtime.check()
             from .data import missing
             problems += missing(sc.dataset)
         except (ScenarioError, ValueError, RuntimeError) as err:
             problems = [str(err)]
         out["errors"] += [f"{path}: {prefix}{p}" for p in problems]
-        out["warnings"] += [f"{path}: {prefix}{w}" for w in advice(sc) if f"{path}: {prefix}{w}" not in out["warnings"]]
+        out["warnings"] += [f"{path}: {prefix}{w}" for w in [*empty_classes(sc), *advice(sc)]
+                            if f"{path}: {prefix}{w}" not in out["warnings"]]
+        if out["kind"] == "scenario" and runtime is not None and not problems:
+            try:
+                out["classes"], out["expected"] = class_preview(sc, runtime)
+            except Exception as err:  # noqa: BLE001 — the preview is a help, never a reason to refuse
+                out["classes"], out["expected"] = class_preview_counts(sc), f"not computed ({err})"
     out["ok"] = not out["errors"]
     return out
+
+
+def class_preview_counts(sc) -> list[dict]:
+    from .scenario import class_assignment
+    assign = class_assignment(sc)
+    return [{"class": c.name, "devices": assign.count(i)} for i, c in enumerate(sc.workers.classes)]
 
 
 def _validate_tuned(path: Path, overrides: tuple, out: dict) -> dict:
@@ -116,13 +131,15 @@ def cmd_validate(args) -> int:
                 log.warning(w)
             if r["ok"]:
                 _out(f"{r['file']}: ok — {r['describes']}")
+                if r.get("classes"):
+                    from .emulator.preview import preview_lines
+                    _out("\n".join(preview_lines(r["classes"], r.get("expected"))))
     return 0 if all(r["ok"] for r in results) else 2
 
 
 def cmd_run(args) -> int:
     from .advice import advice
     from .console import RunProgress
-    from .emulator.engine import Engine
     from .scenario import load_scenario
     if args.resume:   # the run directory holds the resolved scenario; nothing may change on resume
         if args.scenario or args.set:
@@ -140,6 +157,9 @@ def cmd_run(args) -> int:
     log.info(f"edgebed: running {sc.name} — {sc.workers.n} devices, {sc.algorithm.name}, "
              f"runtime {sc.runtime.name}; writing to {args.out}/")
     progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
+    if not (args.quiet or args.json):
+        log.info("loading the engine (torch, the model, the runtime)…")
+    from .emulator.engine import Engine
     engine = Engine(sc, args.out, progress, source=str(args.scenario), resume=args.resume)
     try:
         res = engine.run()
@@ -154,6 +174,8 @@ def cmd_run(args) -> int:
         progress.close()
     s = res.summary
     interrupted = str(s.get("reason", "")).startswith("interrupted")
+    if interrupted:   # the run is closed; a late Ctrl-C must not cut its summary's printing short
+        _ignore_interrupts()
     if args.json:
         _out(json.dumps({"run_dir": str(res.path), **s}, indent=2, default=str))
     else:
@@ -190,20 +212,40 @@ def _recorded_failure(path):
 
 
 def cmd_runs(args) -> int:
+    from .analysis.listing import strict_records
     from .api import list_runs
-    df = list_runs(args.dirs or ["runs"])
+    from .units import fmt_bytes
+    where = args.dirs or ["runs"]
+    df = list_runs(where, sort=args.sort, status=args.status, algorithm=args.algorithm, match=args.match)
+    if args.reverse:
+        df = df.iloc[::-1]
     if args.json:
-        _out(df.to_json(orient="records", indent=2))
+        _out(json.dumps(strict_records(df), indent=2, allow_nan=False))
         return 0
     if df.empty:
-        log.info(f"no runs in {', '.join(args.dirs or ['runs'])}")
+        log.info(f"no runs in {', '.join(map(str, where))}" + (" matching the filters" if (
+            args.status or args.algorithm or args.match) else ""))
         return 0
-    shown = df.assign(final_accuracy=df["final_accuracy"].map(
-        lambda a: "—" if a is None or a != a else f"{100 * a:.2f} %"),
-        updates=df["updates"].map(lambda u: "—" if u is None or u != u else f"{int(u):,}"))
-    cols = ["run", "status", "algorithm", "runtime", "updates", "final_accuracy"]
-    _out(shown[cols].rename(columns={"final_accuracy": "final acc"}).to_string(index=False))
+
+    def num(fmt):
+        return lambda v: "—" if v is None or v != v else fmt(v)
+    shown = df.assign(
+        final_accuracy=df["final_accuracy"].map(num(lambda a: f"{100 * a:.2f} %")),
+        updates=df["updates"].map(num(lambda u: f"{int(u):,}")),
+        ingress_bytes=df["ingress_bytes"].map(num(lambda b: fmt_bytes(int(b)))),
+        c=df["c"].map(num(lambda c: f"{c:g}")), devices=df["devices"].map(num(lambda n: f"{int(n)}")),
+        started=df["started"].map(num(lambda t: str(t)[:16].replace("T", " "))),
+        wall_time_s=df["wall_time_s"].map(num(_duration)))
+    cols = {"run": "run", "status": "status", "algorithm": "algorithm", "c": "c", "devices": "n",
+            "runtime": "runtime", "updates": "updates", "final_accuracy": "final acc",
+            "ingress_bytes": "PS ingress", "started": "started", "wall_time_s": "duration"}
+    _out(shown[list(cols)].rename(columns=cols).to_string(index=False))
     return 0
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s} s" if s < 60 else f"{s // 60}:{s % 60:02d}" if s < 3600 else f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def cmd_report(args) -> int:
@@ -313,9 +355,11 @@ def cmd_study_status(args) -> int:
     from .study.runner import load_study
     from .study.results import progress
     study = load_study(args.study, tuple(args.set or ()))
-    results = Path(args.results) if args.results else Path("benchmarks/results/studies") / study.spec.name
-    st = progress(study, results if results.is_dir() or args.results else None,
-                  Path(args.out) if args.out else None)
+    out = Path(args.out or STUDY_OUT)   # where `study run` writes by default
+    results = Path(args.results) if args.results else _default_results(study)
+    st = progress(study, results if results.is_dir() or args.results else None, out)
+    st["looked_in"] = {"runs": str(out / study.spec.name), "runs_found": (out / study.spec.name).is_dir(),
+                       "results": str(results), "results_found": results.is_dir()}
     if args.json:
         _out(json.dumps(st, indent=2))
         return 0
@@ -331,16 +375,37 @@ def cmd_study_status(args) -> int:
         text.append(f"tuning grid: {t['complete']} of {t['total']} runs"
                     + (f"; α not chosen yet for {', '.join(t['untuned'])}" if t["untuned"] else "; α chosen for every cell"))
     text += lines(st["cells"], study.spec.seed_list)
+    seen = st["looked_in"]
+    text.append(f"looked in: {seen['runs']}/ ({'run directories' if seen['runs_found'] else 'not there'}), "
+                f"{seen['results']}/ ({'compact results' if seen['results_found'] else 'not there'})"
+                + ("" if seen["runs_found"] or args.out else "; runs written elsewhere? give --out <the study run's --out>"))
     if st.get("numerics"):
         text.append(f"numerics: {st['numerics']['text']}")
     if st["missing_core_hours"]:
         text.append(f"{st['total'] - st['complete']} runs to go: about {st['missing_core_hours']:g} core-hours at the "
                     f"median {st['median_run_s']:,.0f} s of the runs complete here (wall time, one run per core)")
     if st["resume"]:
+        extra = f" --out {args.out}" if args.out and args.out != STUDY_OUT else ""
         text += ["resume (add --jobs 2 --set runtime.sim.threads=1 on an idle 2-core host):",
-                 *[f"  {c}" for c in st["resume"]]]
+                 *[f"  {c}{extra}" for c in st["resume"]]]
     _out("\n".join(text))
     return 0
+
+
+STUDY_OUT = "studies-out"   # `study run --out`'s default: `study status` looks there too
+
+
+def _default_results(study) -> Path:
+    """``benchmarks/results/studies/<name>`` in the working directory, else in the project the study
+    file belongs to (the nearest folder above it that has one) — where `study run --results` and
+    `study import` write it when run from the project's root."""
+    rel = Path("benchmarks/results/studies") / study.spec.name
+    if rel.is_dir():
+        return rel
+    for parent in Path(study.path).resolve().parents:
+        if (parent / rel).is_dir():
+            return parent / rel
+    return rel
 
 
 def cmd_study_report(args) -> int:
@@ -355,7 +420,7 @@ def _study_parser(sub) -> None:
     verbs = p.add_subparsers(dest="study_cmd", required=True)
     r = verbs.add_parser("run", help="run every cell × seed not yet complete (resumes)")
     r.add_argument("study", help="study YAML file (see scenarios/studies/)")
-    r.add_argument("--out", default="studies-out", help="parent of the study directory (default studies-out/)")
+    r.add_argument("--out", default=STUDY_OUT, help="parent of the study directory (default studies-out/)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key in every cell, e.g. --set eval.every=500 (repeatable)")
     r.add_argument("--seeds", type=int, metavar="K", help="run only the study's first K seeds")
@@ -394,7 +459,8 @@ def _study_parser(sub) -> None:
     r.add_argument("study", help="study YAML file")
     r.add_argument("--results", metavar="DIR", help="committed results directory (default "
                    "benchmarks/results/studies/<name>; the tuning grid's: DIR-tuning)")
-    r.add_argument("--out", metavar="DIR", help="also count run directories under DIR/<name>/ (e.g. studies-out)")
+    r.add_argument("--out", metavar="DIR", help="count run directories under DIR/<name>/ (default studies-out, "
+                   "as `study run`)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
     r.set_defaults(func=cmd_study_status)
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")
@@ -510,8 +576,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", action="append", choices=["png", "svg", "pdf"],
                    help="also write the plots in this format (repeatable; the HTML page embeds SVG)")
     p.set_defaults(func=cmd_report)
-    p = sub.add_parser("runs", help="list run directories (status, algorithm, updates, accuracy)")
-    p.add_argument("dirs", nargs="*", metavar="DIR", help="run directories or folders of runs (default runs/)")
+    p = sub.add_parser("runs", help="list run directories (status, algorithm, n, c, updates, accuracy, "
+                       "PS ingress, start, duration)")
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="run directories or folders searched for runs at "
+                   "any depth, study folders too (default runs/)")
+    p.add_argument("--sort", default="started", choices=["started", "run", "status", "updates", "accuracy",
+                                                         "ingress", "duration", "devices"],
+                   help="order of the rows (default started: oldest first)")
+    p.add_argument("--reverse", action="store_true", help="reverse the order")
+    p.add_argument("--status", choices=["complete", "incomplete", "failed", "killed", "running"],
+                   help="only runs with this status")
+    p.add_argument("--algorithm", metavar="NAME", help="only runs of this algorithm (e.g. adacomp)")
+    p.add_argument("--match", metavar="GLOB", help="only runs whose id or scenario name matches, e.g. 'quick*'")
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("clean", help="remove what a run left behind (processes, containers, qdiscs)")
     p.add_argument("run", nargs="?", help="run directory")
@@ -548,8 +624,18 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except KeyboardInterrupt:
+        _ignore_interrupts()
         sys.stderr.write("\ninterrupted\n")
         return 130
+
+
+def _ignore_interrupts() -> None:
+    """Past the point where anything is left to stop: further Ctrl-C presses are ignored (the user
+    already pressed one), so the exit code stays 130 and the last lines are printed whole."""
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _dispatch(args) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -24,6 +25,19 @@ _LIVE: list = []          # the rich Console of the live progress, if one is sho
 def warn(message: str) -> None:
     """Print ``warning: message`` on the console (above a live progress bar) — for use during a run."""
     log.warning(message)
+
+
+def say(message: str) -> None:
+    """Print ``message`` on stderr (above a live progress bar) whatever the verbosity: the answer to
+    something the user just did (a Ctrl-C), which even ``-q`` must not swallow."""
+    try:
+        if _LIVE:
+            _LIVE[-1].print(message, markup=False, highlight=False, soft_wrap=True)
+        else:
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+    except Exception:  # noqa: BLE001 — called from a signal handler: must never raise
+        pass
 
 
 class _Handler(logging.Handler):
@@ -69,13 +83,20 @@ class RunStatus:
     elapsed: float              # wall seconds since the run started
     virtual: float = math.nan
     done: Optional[float] = None
+    total: Optional[int] = None   # stop.updates, if the run stops at a number of updates
 
     def __str__(self) -> str:   # the plain one-line form (logs, studies, pipes)
         acc = f"{self.accuracy:.2%}" if self.accuracy is not None else "—"
         pct = f"{100 * self.done:3.0f}% | " if self.done is not None else ""
         virt = f" | virtual {self.virtual:.1f} s" if self.virtual == self.virtual else ""
-        return (f"{pct}updates {self.updates:,} | {self.rate:.1f} upd/s | acc {acc} | "
+        of = f" of {self.total:,}" if self.total else ""
+        return (f"{pct}updates {self.updates:,}{of} | {self.rate:.1f} upd/s | acc {acc} | "
                 f"ingress {fmt_bytes(self.ingress_bytes)} | alive {self.alive} | {self.elapsed:.1f} s{virt}")
+
+
+class Phase(str):
+    """A start-up step or fact the engine announces as it happens (``run directory: ...``,
+    ``[  2.1 s] starting 8 agents``): a line of its own, on a terminal above the live bar."""
 
 
 def stop_fraction(stop, updates: int, seconds: float) -> Optional[float]:
@@ -91,13 +112,87 @@ def stop_fraction(stop, updates: int, seconds: float) -> Optional[float]:
 def _fields(s: RunStatus, width: int) -> str:
     """The info text after the bar, dropping the least useful fields until it fits ``width``."""
     acc = f"acc {s.accuracy:.2%}" if s.accuracy is not None else "acc —"
-    fields = [f"{s.updates:,} upd", acc, f"in {fmt_bytes(s.ingress_bytes)}",
+    of = f" of {s.total:,}" if s.total else ""
+    fields = [f"{s.updates:,}{of} upd", acc, f"in {fmt_bytes(s.ingress_bytes)}",
               f"{s.rate:,.0f} upd/s", f"alive {s.alive}"]
     if s.virtual == s.virtual:
         fields.insert(1, f"virt {_clock(s.virtual)}")
     while len(fields) > 2 and len(" · ".join(fields)) > width:
         fields.pop()
     return " · ".join(fields)
+
+
+_STUDY_HEAD = re.compile(r"^\[(\d+)/(\d+)\] (.*?)(?: \| (.*))?$")
+_PCT = re.compile(r"^\s*(\d+)%$")
+
+
+class _StudyClock:
+    """The study-level view of the lines a study sends (``[i/N] <cell> · seed s | <run line>``, and
+    ``[i/N] ...: <status> in <t> s`` when a run ends): which run, its share done, and an ETA for the
+    whole study from the runs this invocation finished (or the current run's pace before any did)."""
+
+    def __init__(self):
+        self.durations: list[float] = []
+        self.current: Optional[int] = None
+        self.current_start = 0.0
+
+    def line(self, text: str, final: bool, now: float) -> Optional[tuple[float, str, str]]:
+        """(study fraction done, ETA text, compact info) for a study line; None for other text."""
+        m = _STUDY_HEAD.match(text)
+        if not m:
+            return None
+        i, n, label, rest = int(m[1]), int(m[2]), m[3], m[4] or ""
+        if i != self.current:
+            self.current, self.current_start = i, now
+        if final:
+            took = re.search(r": (complete|failed|incomplete|killed) in ([\d.]+) s", text)
+            if took:
+                self.durations.append(float(took[2]))
+            return None
+        fields = [f.strip() for f in rest.split(" | ")] if rest else []
+        pct = next((int(p[1]) / 100 for f in fields[:1] if (p := _PCT.match(f))), None)
+        elapsed = now - self.current_start
+        if self.durations:
+            per_run = sum(self.durations) / len(self.durations)
+        elif pct and pct >= 0.02:
+            per_run = elapsed / pct
+        else:
+            per_run = None
+        eta = "ETA —"
+        if per_run is not None:
+            this_left = max(0.0, per_run * (1 - pct) if pct is not None else per_run - elapsed)
+            eta = f"ETA {_clock(this_left + (n - i) * per_run)}"
+        done = ((i - 1) + (pct or 0.0)) / n
+        label = label.split(" · seed ")
+        keep = [f for f in fields[1:] if f.startswith(("updates", "acc"))]
+        info = f"run {i}/{n} · " + (f"{fields[0].strip()} · " if pct is not None else "") + \
+            " · ".join(keep or fields[:1])
+        tail = f" · seed {label[1]}" if len(label) > 1 else ""
+        return done, eta, f"{info} · {label[0]}{tail}".replace("updates ", "upd ")
+
+
+def _EtaColumn():
+    """The ETA the caller computed (``eta`` field); while there is none and nothing is measured (a
+    start-up step), the seconds the step has taken so far — a live line never looks frozen."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class EtaColumn(ProgressColumn):
+        max_refresh = 0.5
+
+        def render(self, task):
+            eta = task.fields.get("eta", "").strip()
+            if not eta and task.total is None and "since" in task.fields:
+                eta = f"{_clock(time.monotonic() - task.fields['since'])}"
+            return Text(f"{eta:<{RunProgress.ETA_W}}"[:RunProgress.ETA_W])
+    return EtaColumn()
+
+
+def _eta(s: RunStatus) -> str:
+    """Time left at the run's pace so far (from the stop rule's share done), or nothing."""
+    if s.done is None or s.done <= 0.005 or s.done >= 1:
+        return ""
+    return f"ETA {_clock(s.elapsed * (1 - s.done) / s.done)}"
 
 
 def _clock(seconds: float) -> str:
@@ -112,6 +207,9 @@ class RunProgress:
     """The progress callback the engine calls with a ``RunStatus`` (or a plain text line, from
     studies) and ``final``. Live bar on a terminal; event lines otherwise; nothing when quiet."""
 
+    ETA_W = 10      # "ETA 1:23:45"-ish, the ETA column's width
+    MIN_BAR = 10
+
     def __init__(self, stream=None, quiet: bool = False, every: float = 30.0, force_terminal=None):
         self.stream = stream or sys.stderr
         self.quiet = quiet
@@ -119,21 +217,34 @@ class RunProgress:
         self.tty = self.stream.isatty() if force_terminal is None else force_terminal
         self._progress = None
         self._task = None
+        self._bar = None
         self._last_line = 0.0
         self._last_evals = -1
+        self._study = _StudyClock()
 
     # -- terminal -------------------------------------------------------------------------------
     def _start(self) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
         console = Console(file=self.stream, force_terminal=True if self.tty else None)
-        self._progress = Progress(BarColumn(bar_width=12), TaskProgressColumn(), TimeRemainingColumn(),
+        self._bar = BarColumn(bar_width=self.MIN_BAR)
+        self._progress = Progress(self._bar, TaskProgressColumn(), _EtaColumn(),
                                   TextColumn("{task.fields[info]}"), console=console,
                                   transient=False, refresh_per_second=4, redirect_stdout=False,
                                   redirect_stderr=False)
-        self._task = self._progress.add_task("run", total=None, info="starting")
+        self._task = self._progress.add_task("run", total=None, info="starting", eta="")
         self._progress.start()
         _LIVE.append(console)
+
+    def _show(self, done: Optional[float], eta: str, info: str) -> None:
+        """One live line: the bar takes whatever width the text leaves (at least MIN_BAR)."""
+        width = self._progress.console.width
+        room = width - 4 - self.ETA_W - 4 - self.MIN_BAR     # percentage, ETA, three gaps and a margin
+        info = info if len(info) <= room else info[:max(0, room - 1)] + "…"
+        self._bar.bar_width = max(self.MIN_BAR, width - 4 - self.ETA_W - 4 - len(info))
+        self._progress.update(self._task, total=1000 if done is not None else None,
+                              completed=round(1000 * done) if done is not None else 0,
+                              eta=f"{eta:<{self.ETA_W}}"[:self.ETA_W], info=info)
 
     def _stop(self) -> None:
         if self._progress is not None:
@@ -147,7 +258,8 @@ class RunProgress:
             return
         if not self.tty:
             return self._line(status, final)
-        if isinstance(status, str) and final:      # a study's "cell done" line: above the bar
+        if isinstance(status, str) and final:   # a study's "run done" line: above the bar
+            self._study.line(status, final, time.monotonic())
             if self._progress is not None:
                 self._progress.console.print(status, markup=False, highlight=False)
             else:
@@ -156,21 +268,24 @@ class RunProgress:
             return
         if self._progress is None:
             self._start()
-        width = max(20, self._progress.console.width - 28)   # bar 12, percentage 4, ETA 7, gaps
+        if isinstance(status, Phase):   # a line of its own, and the (pulsing) bar says it meanwhile
+            self._progress.console.print(status, markup=False, highlight=False)
+            self._progress.update(self._task, since=time.monotonic())
+            return self._show(None, "", status.split("] ", 1)[-1])
         if isinstance(status, str):
-            self._progress.update(self._task, total=None, completed=0, info=status[:width])
-            return
-        total = 1000 if status.done is not None else None
-        self._progress.update(self._task, total=total,
-                              completed=round(1000 * status.done) if status.done is not None else 0,
-                              info=_fields(status, width))
+            study = self._study.line(status, final, time.monotonic())
+            if study is not None:
+                return self._show(*study)
+            return self._show(None, "", status)
+        width = max(20, self._progress.console.width - 4 - self.ETA_W - 4 - self.MIN_BAR)
+        self._show(status.done, _eta(status), _fields(status, width))
         if final:
             self._stop()
 
     def _line(self, status, final: bool) -> None:
         now = time.monotonic()
         new_eval = isinstance(status, RunStatus) and status.evals != self._last_evals
-        if final or new_eval or now - self._last_line >= self.every:
+        if final or new_eval or isinstance(status, Phase) or now - self._last_line >= self.every:
             self.stream.write(f"{status}\n")
             self.stream.flush()
             self._last_line = now

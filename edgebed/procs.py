@@ -96,4 +96,9 @@ def signals_deferred(signals=(signal.SIGINT, signal.SIGTERM)):
         for s, handler in old.items():
             signal.signal(s, handler)
         for s in dict.fromkeys(noted):
-            signal.raise_signal(s)
+            # A Python handler is called, not re-signalled: a second delivery would be counted twice by
+            # whoever watches the wakeup fd (the engine answers each Ctrl-C: emulator/stopping.py).
+            if callable(old[s]):
+                old[s](s, None)
+            else:
+                signal.raise_signal(s)

@@ -405,13 +405,31 @@ def did_you_mean(word: str, choices) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def format_errors(err: ValidationError, source: str, prefix: str = "") -> str:
-    """One line per problem: ``source: key.path: what is wrong and what to do``."""
+def _set_by(loc: str, overrides: tuple[str, ...]) -> Optional[str]:
+    """The last ``--set`` that wrote ``loc`` (the key itself, a key inside it, or its section)."""
+    for ov in reversed(overrides):
+        key = ov.split("=", 1)[0].strip()
+        if key == loc or loc.startswith(key + ".") or key.startswith(loc + "."):
+            return ov
+    return None
+
+
+def format_errors(err: ValidationError, source: str, prefix: str = "", overrides: tuple[str, ...] = ()) -> str:
+    """One line per problem: ``source: key.path: what is wrong and what to do`` — with ``--set 'k=v'
+    (on source)`` as the source where an override wrote the key."""
     lines = []
     for e in err.errors():
         path = _walk(tuple(e["loc"]))[0] if not prefix else list(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
+        dotted = ".".join([prefix] * bool(prefix) + [str(x) for x in path])
+        ov = _set_by(dotted, overrides)
+        section = _walk(tuple(e["loc"]))[1] if not prefix else None
+        if e["type"] in ("model_type", "dict_type") and isinstance(e.get("input"), str) and \
+                "name" in getattr(section, "model_fields", {}):   # `runtime: sim` for `runtime: {name: sim}`
+            msg = (f"{e['input']!r} is a name, and {dotted} is a section: "
+                   + (f"write --set {dotted}.name={e['input']}" if ov else
+                      f"write `{dotted}: {{name: {e['input']}}}`"))
+        elif e["type"] == "extra_forbidden":
             msg = _extra_key(tuple(e["loc"]))
         elif e["type"] == "union_tag_invalid":   # an unknown algorithm.name
             ctx = e.get("ctx", {})
@@ -425,7 +443,7 @@ def format_errors(err: ValidationError, source: str, prefix: str = "") -> str:
             expected = [x.strip().strip("'") for x in str(e.get("ctx", {}).get("expected", "")).replace(" or ", ", ").split(",")]
             msg += did_you_mean(e.get("input"), expected)
         loc = ".".join([prefix] * bool(prefix) + [str(x) for x in path]) or "(top level)"
-        lines.append(f"{source}: {loc}: {msg}")
+        lines.append(f"{f'--set {ov!r} (on {source})' if ov else source}: {loc}: {msg}")
     return "\n".join(lines)
 
 
@@ -469,8 +487,8 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
         before = _algorithm_name(data)
         try:
             apply_override(data, ov)
-        except ScenarioError as err:
-            raise ScenarioError(f"{source}: {err}") from None
+        except ScenarioError as err:   # the --set is at fault, not the file
+            raise ScenarioError(f"{err} (on {source})") from None
         if ov.split("=", 1)[0].strip() == "algorithm.name" and _algorithm_name(data) != before:
             # A switch of algorithm (a study cell, --set): the parameters set before it that the new
             # one does not take were the previous algorithm's, and go; those set after it must apply.
@@ -478,7 +496,7 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
     try:
         return Scenario.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(format_errors(err, source)) from None
+        raise ScenarioError(format_errors(err, source, overrides=overrides)) from None
 
 
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:

@@ -63,6 +63,8 @@ def load_idx(path: str | Path) -> np.ndarray:
     if dtype is None:
         raise DatasetError(f"{path}: unknown IDX element type 0x{raw[2]:02x}")
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise DatasetError(f"{path}: IDX header declares {ndim} dimensions but the file ends first (truncated?)")
     dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
     data = np.frombuffer(raw, dtype=dtype, offset=4 + 4 * ndim)
     if data.size != int(np.prod(dims)):
@@ -88,7 +90,32 @@ def missing(spec) -> list[str]:
         return [f"dataset.path: {d} is not a directory; give a directory with the four MNIST-format "
                 f"IDX files ({', '.join(STANDARD_FILES)})"]
     lacking = [s for s in STANDARD_FILES if not (d / s).exists() and not (d / f"{s}.gz").exists()]
-    return [f"dataset.path: {d} lacks {', '.join(f'{s}[.gz]' for s in lacking)}"] if lacking else []
+    if lacking:
+        return [f"dataset.path: {d} lacks {', '.join(f'{s}[.gz]' for s in lacking)}"]
+    return damaged(d)
+
+
+def damaged(directory: Path) -> list[str]:
+    """What is wrong with the four IDX files of an MNIST-format directory (empty: they read as 28×28
+    images with labels 0..9, as many labels as images) — so a corrupt file is refused before a run
+    starts, not met by every agent and the evaluator mid-run."""
+    fix = ("replace it with the MNIST-format IDX file of that name (or point dataset.path elsewhere, or "
+           "use dataset.source: download)")
+    try:
+        ds = load_dir(directory)
+    except DatasetError as err:
+        return [f"dataset.path: {err}; {fix}"]
+    problems = []
+    for split, x, y in (("train", ds.train_x, ds.train_y), ("t10k", ds.test_x, ds.test_y)):
+        if x.ndim != 3 or x.shape[1:] != (28, 28):
+            problems.append(f"dataset.path: {directory}: {split} images have shape {tuple(x.shape)}, not "
+                            f"(N, 28, 28); {fix}")
+        if y.ndim != 1 or len(y) != len(x):
+            problems.append(f"dataset.path: {directory}: {len(y)} {split} labels for {len(x)} images; {fix}")
+        elif len(y) and (int(y.min()) < 0 or int(y.max()) > 9):
+            problems.append(f"dataset.path: {directory}: {split} labels outside 0..9 "
+                            f"({int(y.min())}..{int(y.max())}); {fix}")
+    return problems
 
 
 def load_dir(directory: str | Path) -> Dataset:

@@ -7,6 +7,9 @@ reused PID or another run's fork-server child is never hit), containers and netw
 label ``edgebed.run=<run id>`` recorded in ``docker.json``, and the root qdiscs edgebed put on that
 run's host-side veths. Never by name pattern, never another run's objects. Safe to call repeatedly.
 A run whose engine died without closing it (``summary.json`` still ``running``) is marked ``killed``.
+A run that is still live (its engine runs) is ended first (``end_live_run``): a marker file tells
+the engine that `clean` ended it, SIGTERM makes it stop and close its record — status ``incomplete``,
+reason "ended by `edgebed clean`" — and only then is what is left removed.
 
 ``edgebed clean --all`` (``clean_all``) does the same for every run on this host: each container and
 network labelled ``edgebed.run`` (optionally only run ids starting with a prefix), and each run
@@ -17,10 +20,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Iterable, Optional
 
 from .. import procs
+
+CLEANED = "ended_by_clean.json"      # in a run directory: `edgebed clean` ended this run while it ran
+ENGINE_GRACE = 60.0                  # seconds a live engine gets to close its run after SIGTERM
+
 
 def _read_json(path: Path) -> Optional[dict]:
     try:
@@ -59,12 +67,55 @@ def mark_killed(run_dir: Path) -> Optional[str]:
     return "killed"
 
 
+def ended_by_clean(run_dir: Path) -> Optional[str]:
+    """The reason to record if `edgebed clean` ended this run while it was live, else None."""
+    marker = _read_json(Path(run_dir) / CLEANED)
+    if marker is None:
+        return None
+    return f"ended by `edgebed clean` at {marker.get('at', '?')} while it was running"
+
+
+def end_live_run(run_dir: Path, grace: float = ENGINE_GRACE) -> Optional[dict]:
+    """If the run's engine still runs: record that `clean` ends it, SIGTERM the engine and wait up to
+    ``grace`` s for it to close the run (SIGKILL after that, and the summary is closed here).
+    Returns {"engine": pid, "closed_by": "engine" | "clean"}, or None for a run that was not live."""
+    from ..rundir import write_json_atomic
+    summary = _read_json(run_dir / "summary.json") or {}
+    engine = summary.get("engine")
+    if summary.get("status") != "running" or not isinstance(engine, dict) or not procs.is_alive(engine):
+        return None
+    write_json_atomic(run_dir / CLEANED, {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "by_pid": os.getpid()})
+    try:
+        os.kill(engine["pid"], signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + grace
+    while procs.is_alive(engine) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    closed_by = "engine"
+    if procs.is_alive(engine):
+        try:
+            os.kill(engine["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    summary = _read_json(run_dir / "summary.json") or {}
+    if summary.get("status") == "running":   # the engine could not close it: clean does
+        summary.update(status="incomplete", reason=f"{ended_by_clean(run_dir)}; the engine did not close the "
+                       f"run within {grace:.0f} s and was killed; what was recorded until then is kept")
+        write_json_atomic(run_dir / "summary.json", summary)
+        closed_by = "clean"
+    return {"engine": engine["pid"], "closed_by": closed_by}
+
+
 def clean(run_dir: str | Path) -> dict:
     """Remove everything the run in ``run_dir`` recorded; returns a report of what was removed."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: no such run directory")
     report: dict = {"run_dir": str(run_dir)}
+    live = end_live_run(run_dir)
+    if live:
+        report["live"] = live
     pids = _read_json(run_dir / "pids.json")
     if pids:
         report["processes"] = clean_pids(pids.get("procs", pids.get("pids", [])))
@@ -124,6 +175,8 @@ def clean_all(roots: Iterable[str | Path] = ("runs",), run_id_prefix: str = "", 
 
 def _clean_local(run_dir: Path) -> dict:
     report: dict = {"run_dir": str(run_dir)}
+    if live := end_live_run(run_dir):
+        report["live"] = live
     pids = _read_json(run_dir / "pids.json")
     if pids:
         report["processes"] = clean_pids(pids.get("procs", []))
@@ -141,6 +194,10 @@ def describe_all(out: dict) -> str:
 def describe(report: dict) -> str:
     """One human line per kind of object removed."""
     lines = []
+    if live := report.get("live"):
+        lines.append(f"run: was still running (engine pid {live['engine']}): ended it; its record says "
+                     "incomplete, ended by `edgebed clean`" + (" (the engine did not close it in time and was "
+                                                               "killed)" if live["closed_by"] == "clean" else ""))
     if report.get("status") == "killed":
         lines.append("run: marked killed (its engine process is gone, its summary still said running)")
     p = report.get("processes")

@@ -6,7 +6,6 @@ flushes the run directory. Ctrl-C/SIGTERM end the run cleanly and mark it incomp
 """
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -22,9 +21,11 @@ from ..ps.rules import RULES, flat
 from ..ps.server import Hooks, ParameterServer, PSConfig
 from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario
-from ..console import RunStatus, stop_fraction, warn
+from ..console import Phase, RunStatus, stop_fraction, warn
 from ..target import to_target
 from .runtimes import AgentSpec, get_runtime
+from .cleanup import ended_by_clean
+from .stopping import RUNNING, STOPPING, Interrupted, StopSignals
 from .timing_setup import agent_timing, resolve_timing
 from .watchdog import CHECK_EVERY, FidelityWatchdog
 
@@ -38,10 +39,6 @@ DRAIN_GRACE = 10.0    # seconds agents get to end on their own after the stop
 class RunResult:
     path: Path
     summary: dict
-
-
-class Interrupted(BaseException):
-    """SIGTERM. A BaseException so that library code catching Exception (py4j retries) can't swallow it."""
 
 
 def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
@@ -80,6 +77,7 @@ class Engine:
                  progress: Optional[Callable[[str, bool], None]] = None, source: str = "",
                  resume: Optional[str | Path] = None):
         self.sc = scenario
+        self._t0 = time.monotonic()   # start-up phases are shown with the seconds since this
         self.out = Path(out)
         self.resume = Path(resume) if resume else None   # run directory to restart from its checkpoint
         self.progress = progress or (lambda line, final: None)
@@ -93,6 +91,8 @@ class Engine:
         self.numerics = numerics.enter(sc.numerics)
         runtime_cls = get_runtime(sc.runtime.name)
         path = self._setup_path = self.resume or new_run_dir(self.out, sc.name)
+        self.progress(Phase(f"run directory: {path}"), False)
+        self._phase("checking the runtime and the dataset; timing model")
         try:
             runtime = self._timed_runtime(runtime_cls, path)
             problems = runtime.check()
@@ -145,13 +145,15 @@ class Engine:
 
     # -- the run loop --------------------------------------------------------------------------
     def run(self) -> RunResult:
-        # Ctrl-C/SIGTERM during set-up (before the run loop's own handling) still marks the run incomplete.
-        old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+        # Ctrl-C/SIGTERM are the engine's from here on (stopping.py): during set-up the first one cuts
+        # the start short and marks the run incomplete; later, none can cut the run's records short.
+        self._signals = StopSignals(lambda: self._setup_path).install()
         path = runtime = None
         try:
             path, runtime = self._prepare()
             return self._run(path, runtime)
         except (KeyboardInterrupt, Interrupted):
+            self._signals.phase = STOPPING
             # Also when set-up was interrupted before it wrote summary.json: no run dir without a status.
             path = path or self._setup_path
             if path is not None and path.is_dir() and \
@@ -159,12 +161,12 @@ class Engine:
                 if runtime is not None:
                     runtime.cleanup()
                 write_json_atomic(path / "summary.json", {
-                    "status": "incomplete", "reason": "interrupted by the user (Ctrl-C / SIGTERM) during set-up",
-                    "updates": 0})
+                    "status": "incomplete", "updates": 0, "reason": ended_by_clean(path) or
+                    "interrupted by the user (Ctrl-C / SIGTERM) during set-up"})
+                warn(f"interrupted during set-up, before any update: {path} is marked incomplete")
             raise KeyboardInterrupt from None
         finally:
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
+            self._signals.restore()
 
     def _run(self, path: Path, runtime) -> RunResult:
         sc = self.run_sc   # dilated on real-time runtimes: limits and links in real seconds
@@ -172,6 +174,7 @@ class Engine:
         assignment = class_assignment(sc)
         names = [c.name for c in sc.workers.classes]
         class_of = lambda d: names[assignment[d]]  # noqa: E731
+        self._phase(f"initial model {sc.model.name}; starting the evaluator (loads the test set)")
         theta, _ = initial_theta(sc.model.name, sc.seed)
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         applied = runtime.applied()
@@ -244,7 +247,7 @@ class Engine:
         seen_exit: set[int] = set()
         exit_codes: dict[int, int] = {}   # device → exit code, in the order the engine saw them
         lost: set[int] = set()
-        old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+        signals = self._signals
         t_start = time.monotonic()
         try:
             transport = runtime.transport(ps, bind, path if sc.security.curve else None)
@@ -260,6 +263,7 @@ class Engine:
                     env[auth.ENV_KEY] = str(auth.device_key_path(path, d).resolve())
                 return env
             specs = [AgentSpec(d, class_of(d), endpoint, env=agent_env(d)) for d in range(sc.workers.n)]
+            self._phase(f"starting {len(specs)} agents on runtime {runtime.name}")
             for h in runtime.start(specs):
                 handles[h.device] = h
             for d in sorted(pending_freeze):
@@ -270,13 +274,18 @@ class Engine:
                     ps._event(-1, "warning", warning)
                     warn(warning)
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
+            self._phase(f"{len(handles)} agents started; running (waiting for the first updates)")
             clock.running()
             if sc.stop.wall_time is not None:
                 limit = sc.stop.wall_time
                 clock.alarm(limit, lambda: ps.request_stop(
                     f"wall time {limit:.0f} s reached" + (" (virtual time)" if clock.virtual else "")))
             last_flush = last_watch = time.monotonic()
+            signals.reassert()
+            signals.phase = RUNNING   # a signal now only asks the loop to stop, at the top of a tick
             while ps.stopped is None:
+                if signals.requested:
+                    raise KeyboardInterrupt
                 if watchdog is not None and time.monotonic() - last_watch >= CHECK_EVERY:
                     last_watch = time.monotonic()
                     for warning in watchdog.check():   # during the run, not only in the verdict
@@ -315,28 +324,35 @@ class Engine:
                     last_flush = time.monotonic()
             status, reason = "complete", ps.stopped
         except (KeyboardInterrupt, Interrupted):
+            signals.phase = STOPPING
             reason = "interrupted by the user (Ctrl-C / SIGTERM)"
             ps.request_stop(reason)
+            self.progress("stopping: ending the agents, writing the run directory", False)
         except BaseException as err:  # recorded, then re-raised after the run dir is closed
             status, reason, error = "failed", f"{type(err).__name__}: {err}", err
             ps.request_stop(reason)
         finally:
+            signals.phase = STOPPING   # from here no signal raises: the summary is always written
             elapsed = time.monotonic() - t_start
             self._teardown(runtime, handles, transport, ps, evaluator, collector, writer,
-                           wait_eval=(status == "complete"))
+                           wait_eval=(status == "complete"), hurry=lambda: signals.hurry)
             if status == "complete" and ps.version == 0 and handles and len(exit_codes) == len(handles) \
                     and all(c != 0 for c in exit_codes.values()):
                 status, reason = "failed", _first_agent_error(path, exit_codes)
+            if cleaned := ended_by_clean(path):   # its agents were killed under it: not complete
+                status, reason = "incomplete", cleaned
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
             summary["fidelity"] = self._fidelity(path, runtime, class_of, watchdog)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
             write_json_atomic(path / "summary.json", summary)
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
             self.progress(self._line(ps, evals, elapsed, 0), True)
         if error is not None:
             raise error
         return RunResult(path, summary)
+
+    def _phase(self, text: str) -> None:
+        """A start-up step, shown as it begins (console.Phase): no silent start-up."""
+        self.progress(Phase(f"[{time.monotonic() - self._t0:5.1f} s] {text}"), False)
 
     def _restore(self, ps, path: Path, clock) -> tuple[list[dict], float, str, int]:
         """Resume: load the checkpoint into ``ps``, end the old agents, record the gap.
@@ -366,12 +382,14 @@ class Engine:
         evals = [e for e in read_table(path, "evals").to_dict("records") if e["update"] <= ckpt.version]
         return evals, started, ep.get("bind", "tcp://127.0.0.1:0"), attempt
 
-    def _teardown(self, runtime, handles, transport, ps, evaluator, collector, writer, wait_eval: bool) -> None:
+    def _teardown(self, runtime, handles, transport, ps, evaluator, collector, writer, wait_eval: bool,
+                  hurry: Callable[[], bool] = lambda: False) -> None:
         try:
-            # Agents that got Stop end on their own (the runtime keeps driving them); frozen ones never will.
+            # Agents that got Stop end on their own (the runtime keeps driving them); frozen ones never
+            # will; a second Ctrl-C (``hurry``) ends them at once.
             deadline = time.monotonic() + DRAIN_GRACE
             frozen = ps.frozen_devices()
-            while time.monotonic() < deadline and any(
+            while time.monotonic() < deadline and not hurry() and any(
                     h.poll() is None for d, h in handles.items() if d not in frozen):
                 runtime.drive(ps, 0.05)
             for h in handles.values():
@@ -430,7 +448,8 @@ class Engine:
         clock = virtual if virtual == virtual else elapsed
         return RunStatus(ps.version, ps.version / elapsed if elapsed > 0 else 0.0,
                          evals[-1]["accuracy"] if evals else None, len(evals), ps.meter.ingress_bytes,
-                         alive, elapsed, virtual, stop_fraction(self.sc.stop, ps.version, clock))
+                         alive, elapsed, virtual, stop_fraction(self.sc.stop, ps.version, clock),
+                         self.sc.stop.updates)
 
 
 def _first_agent_error(path: Path, exit_codes: dict[int, int]) -> str:
@@ -451,15 +470,6 @@ def _me() -> dict:
     import os
     from ..procs import identity
     return identity(os.getpid())
-
-
-def _main_thread() -> bool:
-    import threading
-    return threading.current_thread() is threading.main_thread()
-
-
-def _raise_interrupt(signum, frame):
-    raise Interrupted()
 
 
 def _remove_empty(path: Path) -> None:

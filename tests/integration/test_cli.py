@@ -93,7 +93,7 @@ def test_bad_set_paths_are_errors_not_tracebacks(tmp_path, override, expected):
                                                  "{name: b, share: 0.5}]}"))
     out = edgebed("validate", str(f), "--set", override)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert f"error: {f}: --set {override!r}: {expected}" in out.stderr
+    assert f"error: --set {override!r}: {expected}" in out.stderr and f"(on {f})" in out.stderr   # the --set's fault
 
 
 def test_set_addresses_a_class_by_name(tmp_path):
@@ -134,8 +134,9 @@ def test_runs_lists_run_directories_as_json(tmp_path):
     (run / "summary.json").write_text('{"status": "complete", "updates": 7, "final_accuracy": 0.5}')
     rows = json.loads(edgebed("runs", str(tmp_path / "runs"), "--json").stdout)
     assert rows == [{"run": "demo-20260101-000000", "status": "complete", "scenario": "demo",
-                     "algorithm": "asgd", "runtime": "local", "devices": 3, "updates": 7,
-                     "final_accuracy": 0.5, "started": None, "path": str(run)}]
+                     "algorithm": "asgd", "c": None, "runtime": "local", "devices": 3, "updates": 7,
+                     "final_accuracy": 0.5, "ingress_bytes": None, "started": None, "wall_time_s": None,
+                     "path": str(run)}]
     assert edgebed("runs", str(tmp_path / "nope")).returncode == 2
 
 

@@ -1,0 +1,65 @@
+"""What a scenario will run, per speed class, before it runs: devices, and the update share, rate per
+device and mean staleness the timing model (``timing.expected_timing``) expects — `edgebed validate`
+prints it, and warns of a class that gets no device at all."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import timing as tm
+from ..ps.rules import RULES
+from ..scenario import Scenario, class_assignment
+
+
+def empty_classes(sc: Scenario) -> list[str]:
+    """A warning per speed class that gets no device (its share × workers.n rounds to 0)."""
+    counts = _counts(sc)
+    return [f"workers.classes[{i}] {c.name!r}: 0 of the {sc.workers.n} devices (share {c.share:.0%}): "
+            f"this class will not run at all; raise workers.n to at least {_needed(sc, i)} or remove the class"
+            for i, c in enumerate(sc.workers.classes) if counts[i] == 0]
+
+
+def _counts(sc: Scenario) -> list[int]:
+    assign = class_assignment(sc)
+    return [assign.count(i) for i in range(len(sc.workers.classes))]
+
+
+def _needed(sc: Scenario, i: int) -> int:
+    """The smallest workers.n that gives class ``i`` a device (at most a few hundred tried)."""
+    for n in range(sc.workers.n + 1, sc.workers.n + 1000):
+        if _counts(sc.model_copy(update={"workers": sc.workers.model_copy(update={"n": n})}))[i]:
+            return n
+    return sc.workers.n + 1000
+
+
+def class_preview(sc: Scenario, runtime) -> tuple[list[dict], Optional[str]]:
+    """(one row per class: ``class``, ``devices`` and — for rules of the one-gradient-per-pull cycle
+    the timing model covers — expected ``share`` in [0, 1], ``rate_per_device`` in updates/s and
+    ``staleness_mean`` in updates; what the expectation assumed, or None when there is none)."""
+    rows = [{"class": c.name, "devices": k} for c, k in zip(sc.workers.classes, _counts(sc))]
+    if RULES[sc.algorithm.name].policy != "gradient":
+        return rows, None
+    from .timing_setup import link_model_of
+    if runtime.name == "sim":
+        step, whence = runtime.step_time, "runtime.sim"
+    elif isinstance(sc.timing.step_time, float):
+        step, whence = sc.timing.step_time, "timing.step_time"
+    else:
+        step, whence = tm.DEFAULT_STEP_TIME[sc.model.name], "reference machine"
+    link_model = link_model_of(runtime)
+    expected = tm.scenario_expected(sc, step, link_model)
+    for row, e in zip(rows, expected):
+        row.update(share=e["share"], rate_per_device=e["rate_per_device"], staleness_mean=e["staleness_mean"])
+    return rows, f"expected (timing model; step {step * 1e3:.2f} ms from {whence}; links {link_model})"
+
+
+def preview_lines(rows: list[dict], note: Optional[str]) -> list[str]:
+    """The per-class table as text lines (indented two spaces; fits 80 columns for short names)."""
+    width = max(len("class"), *(len(r["class"]) for r in rows))
+    if note is None:
+        return [f"  {r['class']:<{width}}  {r['devices']:>4} devices" for r in rows]
+    out = [f"  {note}:", f"  {'class':<{width}}  {'devices':>7}  {'share':>7}  {'rate/device':>11}  {'staleness':>9}"]
+    for r in rows:
+        cells = (f"{100 * r['share']:5.1f} %", f"{r['rate_per_device']:5.2f} upd/s", f"{r['staleness_mean']:.1f}") \
+            if r["devices"] else ("—", "—", "—")
+        out.append(f"  {r['class']:<{width}}  {r['devices']:>7}  {cells[0]:>7}  {cells[1]:>11}  {cells[2]:>9}")
+    return out
