@@ -191,8 +191,11 @@ def cmd_run(args) -> int:
                  f"{s['devices']['lost']} lost",
                  f"  run directory: {res.path}",
                  f"  report: edgebed report {res.path}"]
+        if s.get("leftovers"):   # the docker teardown left objects behind (warned during the run too)
+            lines.insert(5, "  NOT cleaned up: " + "; ".join(f"{k} {', '.join(v)}" for k, v in s["leftovers"].items())
+                         + f" — run `edgebed clean {res.path}`")
         if args.quiet:
-            lines = [lines[0], lines[5]]
+            lines = [lines[0], lines[-2]]
         elif verdict := (s.get("fidelity") or {}).get("verdict"):
             lines.insert(5, f"  fidelity: {verdict['summary']}")
         _out("\n".join(lines))

@@ -151,10 +151,11 @@ class _StudyClock:
             return None
         fields = [f.strip() for f in rest.split(" | ")] if rest else []
         pct = next((int(p[1]) / 100 for f in fields[:1] if (p := _PCT.match(f))), None)
-        elapsed = now - self.current_start
+        ran = next((float(f[:-2]) for f in fields if re.fullmatch(r"[\d.]+ s", f)), None)
+        elapsed = ran if ran is not None else now - self.current_start   # the run's own clock if it says
         if self.durations:
             per_run = sum(self.durations) / len(self.durations)
-        elif pct and pct >= 0.02:
+        elif pct and pct >= 0.02 and elapsed >= 1.0:
             per_run = elapsed / pct
         else:
             per_run = None
@@ -163,12 +164,12 @@ class _StudyClock:
             this_left = max(0.0, per_run * (1 - pct) if pct is not None else per_run - elapsed)
             eta = f"ETA {_clock(this_left + (n - i) * per_run)}"
         done = ((i - 1) + (pct or 0.0)) / n
-        label = label.split(" · seed ")
-        keep = [f for f in fields[1:] if f.startswith(("updates", "acc"))]
-        info = f"run {i}/{n} · " + (f"{fields[0].strip()} · " if pct is not None else "") + \
-            " · ".join(keep or fields[:1])
-        tail = f" · seed {label[1]}" if len(label) > 1 else ""
-        return done, eta, f"{info} · {label[0]}{tail}".replace("updates ", "upd ")
+        # most telling first: the run and its share done, the cell, then accuracy and updates; the
+        # live line cuts from the end what does not fit
+        keep = [f.replace("updates ", "upd ") for f in fields[1:] if f.startswith(("acc", "updates"))][::-1]
+        first = f"run {i}/{n}" + (f" {fields[0].strip()}" if pct is not None else "")
+        text = fields[0] if fields and pct is None and not keep else ""
+        return done, eta, " · ".join(x for x in [first, label, *keep, text] if x)
 
 
 def _EtaColumn():

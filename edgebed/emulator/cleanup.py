@@ -210,6 +210,9 @@ def describe(report: dict) -> str:
                      f"{len(d.get('networks', []))} networks, {len(d.get('qdiscs', []))} qdiscs"
                      + (f", killed {len(d['agents'])} forked agents" if d.get("agents") else ""))
         lines += [f"docker error: {e}" for e in d.get("errors", [])]
+        if d.get("leaked"):
+            from .runtimes.docker.clean import leak_advice
+            lines.append("docker: NOT clean — " + leak_advice(report.get("run_dir", "<run-dir>"), d["leaked"]))
     s = report.get("swarm")
     if s is not None:
         from .runtimes.swarm.clean import describe as describe_swarm

@@ -343,6 +343,8 @@ class Engine:
                 status, reason = "incomplete", cleaned
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
             summary["fidelity"] = self._fidelity(path, runtime, class_of, watchdog)
+            if getattr(runtime, "leaked", None):   # what the teardown could not remove (warned already)
+                summary["leftovers"] = runtime.leaked
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
             write_json_atomic(path / "summary.json", summary)
             self.progress(self._line(ps, evals, elapsed, 0), True)

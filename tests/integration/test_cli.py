@@ -39,7 +39,7 @@ def test_validate_takes_several_files_and_study_files(tmp_path):
     out = edgebed("validate", str(good), str(ROOT / "scenarios/quickstart.yaml"),
                   str(ROOT / "scenarios/studies/crashes-smoke.yaml"))
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    lines = [line for line in out.stdout.splitlines() if ": ok — " in line]   # each followed by its classes
     assert lines[0].startswith(f"{good}: ok — 4 devices")
     assert "quickstart.yaml: ok" in lines[1]
     assert "crashes-smoke.yaml: ok — study crashes-smoke: 3 cells" in lines[2]

@@ -117,6 +117,12 @@ def test_sigkill_of_the_engine_leaves_no_process_and_the_run_shows_killed(tmp_pa
     assert left == [], f"SIGKILL of the engine left {left}"
     assert read_json(run, "summary.json")["status"] == "running"   # nobody could write otherwise
     assert run_status(run) == "killed"
+    # `edgebed runs` and `edgebed report` (load_run) agree: killed, with the updates it recorded
+    from edgebed.analysis.runs import load_run
+    from edgebed.api import list_runs
+    listed = list_runs([run]).iloc[0]
+    assert listed["status"] == load_run(run).summary["status"] == "killed"
+    assert listed["updates"] == len(read_table(run, "updates"))
     report = cleanup.clean(run)
     assert report.get("status") == "killed" and read_json(run, "summary.json")["status"] == "killed"
     assert len(read_table(run, "updates")) >= 1                    # what was recorded is kept

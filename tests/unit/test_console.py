@@ -67,3 +67,55 @@ def test_quiet_mode_keeps_warnings_only(capsys):
     err = capsys.readouterr().err
     assert "chatter" not in err and "warning: careful" in err
     console.setup_logging(0)
+
+
+def _screen(out: io.StringIO) -> list[str]:
+    from rich.text import Text
+    return [line for line in Text.from_ansi(out.getvalue()).plain.splitlines() if line.strip()]
+
+
+def test_the_bar_takes_the_width_left_and_says_of_how_many_updates():
+    out = io.StringIO()
+    show = RunProgress(out, force_terminal=True)
+    show._start()
+    show._progress.console.width = 120
+    show(_status(updates=1234, total=4000, done=0.3085), False)
+    show(_status(updates=4000, total=4000, done=1.0), True)
+    last = _screen(out)[-1]
+    assert "4,000 of 4,000 upd" in last and len(last) <= 120
+    assert len(last) >= 110, last                 # the bar grew into the room the text left
+
+
+def test_start_up_steps_are_lines_of_their_own_at_once_on_a_terminal_and_piped():
+    for tty in (True, False):
+        out = io.StringIO()
+        show = RunProgress(out, every=3600, force_terminal=tty)
+        if tty:
+            show._start()
+            show._progress.console.width = 80
+        show(console.Phase("run directory: runs/q-1"), False)
+        show(console.Phase("[  1.4 s] starting 24 agents on runtime local"), False)
+        show(_status(done=1.0), True)
+        text = "\n".join(_screen(out))
+        assert "run directory: runs/q-1" in text and "[  1.4 s] starting 24 agents" in text, (tty, text)
+
+
+def test_the_study_line_fits_80_columns_with_the_study_eta(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(console.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    show = RunProgress(out, force_terminal=True)
+    show._start()
+    show._progress.console.width = 80
+    head = "[1/5] c=0.01 · train_samples=8000 · adacomp · seed 3"
+    show(f"{head} | {_status(done=0.5, total=4000, updates=2000)}", False)
+    clock[0] += 60.0
+    show(f"{head} | {_status(done=0.5, total=4000, updates=2000)}", False)
+    show(f"{head}: complete in 100.0 s", True)    # one run of 100 s: four to go
+    clock[0] += 40.0
+    nxt = "[2/5] c=0.01 · train_samples=8000 · asgd · seed 3"
+    show(f"{nxt} | {_status(done=0.25, total=4000, updates=1000)}", False)
+    show._progress.refresh()
+    line = _screen(out)[-1]
+    assert len(line) <= 80, line
+    assert "run 2/5" in line and "ETA 6:15" in line, line   # 75 s left of this run + 3 runs × 100 s

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
@@ -43,34 +44,53 @@ def _kill_forked_agents(record: dict) -> list[int]:
     return killed
 
 
+NETWORK_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)   # seconds between attempts to remove a run's network
+
+
 def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dict:
     """Remove the containers and networks labelled ``edgebed.run=<run_id>`` and any edgebed qdisc left
-    on the host-side veths listed in ``record`` (docker.json). Returns what was removed."""
+    on the host-side veths listed in ``record`` (docker.json). Returns what was removed, the errors,
+    and ``leaked``: what still exists afterwards (empty when the teardown is complete).
+
+    Order matters at scale: a container removed while still attached can leave a stale endpoint in
+    the engine's network store, and the network then can't be removed ("has active endpoints")
+    although no container is attached. So each container is disconnected first, then removed; the
+    network is removed last, with retries, force-deleting any endpoint left under a recorded
+    container name (the engine deletes a stale endpoint that way even when its container is gone)."""
     label = f"edgebed.run={run_id}"
     report = {"containers": [], "networks": [], "qdiscs": [], "errors": []}
     if client is None:
         import docker
         client = docker.from_env(timeout=120)
     report["agents"] = _kill_forked_agents(record or {})
+    networks = client.networks.list(filters={"label": label})
+    found = client.containers.list(all=True, sparse=True, filters={"label": label})
+
     def remove(c):
+        for n in networks:       # detach first: the engine deletes the endpoint while the sandbox is whole
+            try:
+                n.disconnect(c.id, force=True)
+            except Exception:    # not attached, already gone: removal below says what matters
+                pass
         try:
             c.remove(force=True)          # force: kills running and paused (frozen) containers
             return c.id[:12], None
         except Exception as err:
             return None, None if "No such container" in str(err) else f"container {c.id[:12]}: {err}"
-    found = client.containers.list(all=True, sparse=True, filters={"label": label})
-    with ThreadPoolExecutor(8) as pool:      # removals are independent; dockerd serialises what it must
+    with ThreadPoolExecutor(4) as pool:      # removals are independent; dockerd serialises what it must
         for removed, error in pool.map(remove, found):
             if removed:
                 report["containers"].append(removed)
             if error:
                 report["errors"].append(error)
-    for n in client.networks.list(filters={"label": label}):
-        try:
-            n.remove()
+    names = {c.get("name") for c in (record or {}).get("containers", {}).values() if c.get("name")}
+    names |= {(c.attrs.get("Names") or [""])[0].lstrip("/") for c in found} - {""}
+    for n in networks:
+        error = _remove_network(client, n, names)
+        if error is None:
             report["networks"].append(n.name)
-        except Exception as err:
-            report["errors"].append(f"network {n.name}: {err}")
+        else:
+            report["errors"].append(f"network {n.name}: {error}")
     # Qdiscs inside a container's namespace and on its veth vanish with the container; this catches
     # a veth that outlived a failed removal.
     for c in (record or {}).get("containers", {}).values():
@@ -83,7 +103,46 @@ def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dic
                 continue
             if links.unshape(idx):
                 report["qdiscs"].append(q["ifname"])
+    try:
+        report["leaked"] = {k: v for k, v in leftovers(run_id, client).items() if v}
+    except Exception as err:
+        report["errors"].append(f"could not check what is left: {err}")
     return report
+
+
+def _remove_network(client, network, names: set, delays=None) -> Optional[str]:
+    """Remove ``network``, retrying with backoff; before each retry, force-disconnect every endpoint it
+    still lists and every recorded container name (stale endpoints). None once removed, else the
+    engine's last error."""
+    error = None
+    for delay in (0.0, *(NETWORK_RETRIES if delays is None else delays)):
+        time.sleep(delay)
+        try:
+            network.remove()
+            return None
+        except Exception as err:
+            if "not found" in str(err).lower() or "No such network" in str(err):
+                return None
+            error = str(err)
+        try:
+            network.reload()
+            attached = {v.get("Name") or k for k, v in (network.attrs.get("Containers") or {}).items()}
+        except Exception:
+            attached = set()
+        for name in sorted(attached | names):
+            try:
+                client.api.disconnect_container_from_network(name, network.id, force=True)
+            except Exception:   # most are gone already: the engine says so, nothing to do
+                pass
+    return error
+
+
+def leak_advice(run_dir, leaked: dict) -> str:
+    """What to tell a user whose run left docker objects behind."""
+    what = "; ".join(f"{k}: {', '.join(v)}" for k, v in leaked.items() if v)
+    return (f"docker teardown left {what} (each leaked network holds a /20 of the engine's address pool). "
+            f"Run `edgebed clean {run_dir}` to retry; if the network still reports active endpoints, "
+            "restart the Docker engine when no other work uses it, which clears its stale endpoints")
 
 
 def leftovers(run_id: str, client=None) -> dict:

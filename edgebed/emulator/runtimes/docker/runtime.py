@@ -34,9 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...fidelity import PeakRate
 from .... import procs
+from ....console import warn
 from ....rundir import write_json_atomic
 from . import images, links, nsjoin
-from .clean import clean_docker, run_id_of
+from .clean import clean_docker, leak_advice, run_id_of
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 from .handles import ContainerHandle, ForkedAgentHandle
 
@@ -119,6 +120,7 @@ class DockerRuntime(Runtime):
         self._counter_at = 0.0
         self._uplink_peaks: dict[int, PeakRate] = {}   # device → peak uplink throughput (fidelity)
         self._bridge_start: Optional[dict] = None
+        self.leaked: dict = {}    # docker objects the teardown could not remove (summary.json "leftovers")
         self.gate_dir = self.run_dir / "gate"
         self._cpu_busy: list[float] = []
 
@@ -415,6 +417,9 @@ class DockerRuntime(Runtime):
         report = clean_docker(self.run_id, client=self.client, record=self.record)
         self.record["cleanup"] = report
         self._save()
+        if report.get("leaked"):   # said on the console and in summary.json, not only in docker.json
+            self.leaked = report["leaked"]
+            warn(leak_advice(self.run_dir, report["leaked"]))
         self.network = None
         self.handles = []
 
