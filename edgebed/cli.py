@@ -242,8 +242,16 @@ def cmd_runs(args) -> int:
     cols = {"run": "run", "status": "status", "algorithm": "algorithm", "c": "c", "devices": "n",
             "runtime": "runtime", "updates": "updates", "final_accuracy": "final acc",
             "ingress_bytes": "PS ingress", "started": "started", "wall_time_s": "duration"}
-    _out(shown[list(cols)].rename(columns=cols).to_string(index=False))
+    _out(_table(shown[list(cols)].rename(columns=cols), left=("run", "status", "algorithm", "runtime", "started")))
     return 0
+
+
+def _table(df, left=()) -> str:
+    """A plain text table: the ``left`` columns aligned left, the others (numbers) right."""
+    rows = [list(df.columns)] + [[str(v) for v in r] for r in df.itertuples(index=False)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(df.columns))]
+    return "\n".join("  ".join(v.ljust(w) if c in left else v.rjust(w)
+                               for v, w, c in zip(r, widths, df.columns)).rstrip() for r in rows)
 
 
 def _duration(seconds: float) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
+import re
 import time
 from pathlib import Path
 from typing import Iterable, Optional
@@ -27,6 +28,7 @@ SORT_KEYS = {"started": "started", "run": "run", "status": "status", "updates": 
              "accuracy": "final_accuracy", "ingress": "ingress_bytes", "duration": "wall_time_s",
              "devices": "devices"}
 _TABLE_DIRS = set(rundir.TABLES) | {"logs", "report", "checkpoint", "gate"}
+_STAMPED = re.compile(r"-\d{8}-\d{6}(-\d+)?$")
 
 
 class ListingError(ValueError):
@@ -36,10 +38,26 @@ class ListingError(ValueError):
 def find_runs(dirs: Iterable[str | Path]) -> list[Path]:
     """Run directories in ``dirs`` (each a run, or a folder searched at any depth — a study's
     ``runs/<cell>/seed-<k>/<run>/`` too), without descending into a run directory."""
-    found: list[Path] = []
+    return [p for p, _ in _find(dirs)]
+
+
+def _run_id(run: Path, root: Path) -> str:
+    """The run directory's name (``<name>-<YYYYmmdd-HHMMSS>``); for a compact study result, whose
+    directory is just ``seed-<k>``, its path under the folder searched (``<cell>/seed-<k>``)."""
+    if _STAMPED.search(run.name) or run == root:
+        return run.name
+    try:
+        rel = run.relative_to(root)
+    except ValueError:
+        return run.name
+    return str(Path(*[p for p in rel.parts if p != "runs"]))
+
+
+def _find(dirs: Iterable[str | Path]) -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
     for d in map(Path, dirs):
         if rundir.is_run_dir(d):
-            found.append(d)
+            found.append((d, d.name))
             continue
         if not d.is_dir():
             raise ListingError(f"{d}: no such directory; pass a run directory or a folder of runs "
@@ -47,11 +65,11 @@ def find_runs(dirs: Iterable[str | Path]) -> list[Path]:
         for root, subdirs, _ in os.walk(d):
             here = Path(root)
             if rundir.is_run_dir(here):
-                found.append(here)
+                found.append((here, _run_id(here, d)))
                 subdirs[:] = []
                 continue
             subdirs[:] = sorted(s for s in subdirs if s not in _TABLE_DIRS and not s.startswith("."))
-    return list(dict.fromkeys(found))
+    return list(dict(found).items())
 
 
 def _rows_recorded(run: Path) -> Optional[int]:
@@ -70,7 +88,7 @@ def _seconds(started: Optional[str]) -> Optional[float]:
         return None
 
 
-def run_row(run: Path) -> dict:
+def run_row(run: Path, run_id: str | None = None) -> dict:
     """One run's row (see ``COLUMNS``); missing values are None."""
     summary, manifest = rundir.read_json(run, "summary.json"), rundir.read_json(run, "manifest.json")
     try:
@@ -89,7 +107,7 @@ def run_row(run: Path) -> dict:
                        if p.exists()]
             end = time.time() if status == "running" else max(written, default=None)
             wall = round(end - t0, 1) if end is not None else None
-    return {"run": run.name, "status": status, "scenario": sc.get("name"), "algorithm": algo.get("name"),
+    return {"run": run_id or run.name, "status": status, "scenario": sc.get("name"), "algorithm": algo.get("name"),
             "c": algo.get("c"), "runtime": (sc.get("runtime") or {}).get("name", "local")
             if isinstance(sc.get("runtime"), dict) else sc.get("runtime", "local"),
             "devices": (sc.get("workers") or {}).get("n"), "updates": updates,
@@ -104,7 +122,7 @@ def list_runs(dirs: Iterable[str | Path] = ("runs",), sort: str = "started", sta
     run id or scenario name (``match``)."""
     if sort not in SORT_KEYS:
         raise ListingError(f"--sort {sort}: sort by one of {', '.join(SORT_KEYS)}")
-    rows = [run_row(p) for p in find_runs(dirs)]
+    rows = [run_row(p, rid) for p, rid in _find(dirs)]
     if status:
         rows = [r for r in rows if r["status"] == status]
     if algorithm:
