@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from edgebed.emulator import cleanup
+from edgebed.emulator.runtimes.docker import clean as cleanup
 from edgebed.emulator.runtimes.base import AgentSpec
 from edgebed.emulator.runtimes.docker import images
 from edgebed.emulator.runtimes.docker.runtime import DockerRuntime

@@ -45,8 +45,10 @@ def class_preview(sc: Scenario, runtime) -> tuple[list[dict], Optional[str]]:
         step, whence = sc.timing.step_time, "timing.step_time"
     else:
         step, whence = tm.DEFAULT_STEP_TIME[sc.model.name], "reference machine"
+    from .calibration import message_sizes
     link_model = link_model_of(runtime)
-    expected = tm.scenario_expected(sc, step, link_model)
+    sizes = message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
+    expected = tm.scenario_expected(sc, step, link_model, sizes)
     for row, e in zip(rows, expected):
         row.update(share=e["share"], rate_per_device=e["rate_per_device"], staleness_mean=e["staleness_mean"])
     return rows, f"expected (timing model; step {step * 1e3:.2f} ms from {whence}; links {link_model})"
@@ -55,8 +57,8 @@ def class_preview(sc: Scenario, runtime) -> tuple[list[dict], Optional[str]]:
 def preview_lines(rows: list[dict], note: Optional[str]) -> list[str]:
     """The per-class table as text lines (indented two spaces; fits 80 columns for short names)."""
     width = max(len("class"), *(len(r["class"]) for r in rows))
-    if note is None:
-        return [f"  {r['class']:<{width}}  {r['devices']:>4} devices" for r in rows]
+    if note is None or "share" not in rows[0]:   # no expectation (another rule), or it failed
+        return [f"  {r['class']:<{width}}  {r['devices']:>4} devices" for r in rows] + ([f"  ({note})"] if note else [])
     out = [f"  {note}:", f"  {'class':<{width}}  {'devices':>7}  {'share':>7}  {'rate/device':>11}  {'staleness':>9}"]
     for r in rows:
         cells = (f"{100 * r['share']:5.1f} %", f"{r['rate_per_device']:5.2f} upd/s", f"{r['staleness_mean']:.1f}") \

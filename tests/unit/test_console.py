@@ -116,6 +116,7 @@ def test_the_study_line_fits_80_columns_with_the_study_eta(monkeypatch):
     nxt = "[2/5] c=0.01 · train_samples=8000 · asgd · seed 3"
     show(f"{nxt} | {_status(done=0.25, total=4000, updates=1000)}", False)
     show._progress.refresh()
+    show.close()
     line = _screen(out)[-1]
     assert len(line) <= 80, line
     assert "run 2/5" in line and "ETA 6:15" in line, line   # 75 s left of this run + 3 runs × 100 s
