@@ -161,6 +161,7 @@ def cmd_run(args) -> int:
         log.info("loading the engine (torch, the model, the runtime)…")
     from .emulator.engine import Engine
     engine = Engine(sc, args.out, progress, source=str(args.scenario), resume=args.resume)
+    engine.answer_after_interrupt = True   # this process exits right after: no press may cut it short
     try:
         res = engine.run()
     except Exception:
@@ -638,15 +639,26 @@ def main(argv=None) -> int:
         _ignore_interrupts()
         sys.stderr.write("\ninterrupted\n")
         return 130
+    finally:
+        if _ANSWERING:   # ignored, not answered, from here: Python's exit would put back the default,
+            import signal   # and a press in the last milliseconds would end the process with SIGINT
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+_ANSWERING = False   # a Ctrl-C ended the command: later ones are answered, then ignored at exit
 
 
 def _ignore_interrupts() -> None:
-    """Past the point where anything is left to stop: further Ctrl-C presses are ignored (the user
+    """Past the point where anything is left to stop: a further Ctrl-C only gets an answer (the user
     already pressed one), so the exit code stays 130 and the last lines are printed whole."""
     import signal
     import threading
+    from .console import say
+    global _ANSWERING
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _ANSWERING = True
+        signal.signal(signal.SIGINT, lambda signum, frame: say(
+            "Ctrl-C again: already stopping — the run is closed and its records are written; printing its summary"))
 
 
 def _dispatch(args) -> int:

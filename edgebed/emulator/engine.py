@@ -78,6 +78,7 @@ class Engine:
                  resume: Optional[str | Path] = None):
         self.sc = scenario
         self._t0 = time.monotonic()   # start-up phases are shown with the seconds since this
+        self.answer_after_interrupt = False   # the CLI sets it (stopping.StopSignals.restore)
         self.out = Path(out)
         self.resume = Path(resume) if resume else None   # run directory to restart from its checkpoint
         self.progress = progress or (lambda line, final: None)
@@ -165,8 +166,8 @@ class Engine:
                     "interrupted by the user (Ctrl-C / SIGTERM) during set-up"})
                 warn(f"interrupted during set-up, before any update: {path} is marked incomplete")
             raise KeyboardInterrupt from None
-        finally:
-            self._signals.restore()
+        finally:   # interrupted: a command-line caller keeps answering presses until it exits
+            self._signals.restore(answering=self.answer_after_interrupt and self._signals.requested is not None)
 
     def _run(self, path: Path, runtime) -> RunResult:
         sc = self.run_sc   # dilated on real-time runtimes: limits and links in real seconds

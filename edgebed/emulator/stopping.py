@@ -68,9 +68,14 @@ class StopSignals:
             if signal.getsignal(s) != self._handle:
                 signal.signal(s, self._handle)
 
-    def restore(self) -> None:
+    def restore(self, answering: bool = False) -> None:
+        """Put the previous handlers back — or, with ``answering`` (a command-line caller that exits
+        right after an interrupted run), a handler that only answers further presses, so no press in
+        the moments before the process exits can cut its last lines short."""
         for s, handler in self._old.items():
-            signal.signal(s, handler)
+            signal.signal(s, (lambda signum, frame: say(
+                f"{_name(signum)} again: already stopping — the run is closed and its records are written"))
+                if answering else handler)
         self._old = {}
         if self._wakeup is not None:
             r, w, previous = self._wakeup
