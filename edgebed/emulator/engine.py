@@ -98,6 +98,9 @@ class Engine:
             problems = runtime.check()
             from ..data import missing
             problems += missing(sc.dataset)
+            if sc.output.tensorboard:
+                from .tensorboard import missing as tb_missing
+                problems += [p for p in (tb_missing(),) if p]
         except Exception:
             _remove_empty(path)
             raise
@@ -172,6 +175,11 @@ class Engine:
         assignment = class_assignment(sc)
         names = [c.name for c in sc.workers.classes]
         class_of = lambda d: names[assignment[d]]  # noqa: E731
+        live = None
+        if sc.output.tensorboard:   # live curves: every flushed batch also goes to TensorBoard
+            from .tensorboard import TensorBoardSink
+            live = TensorBoardSink(path / "tensorboard", {d: class_of(d) for d in range(sc.workers.n)}, names)
+            writer.listeners.append(live)
         theta, _ = initial_theta(sc.model.name, sc.seed)
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         applied = runtime.applied()
@@ -331,6 +339,8 @@ class Engine:
             summary["fidelity"] = self._fidelity(path, runtime, class_of, watchdog)
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
             write_json_atomic(path / "summary.json", summary)
+            if live is not None:
+                live.close()
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
             self.progress(self._line(ps, evals, elapsed, 0), True)
