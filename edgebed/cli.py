@@ -216,8 +216,9 @@ def _targets(values) -> "list[float] | None":
             try:
                 out.append(float(part.rstrip("%")) / (100 if part.endswith("%") else 1))
             except ValueError:
-                raise SystemExit(f"edgebed: --target {v!r}: not a number; give a fraction such as 0.97, "
-                                 "or several: --target 0.9 --target 0.97") from None
+                from .analysis.runs import ReportError
+                raise ReportError(f"--target {v!r}: not a number; give a fraction such as 0.97, "
+                                  "or several: --target 0.9 --target 0.97") from None
     return out
 
 

@@ -211,3 +211,13 @@ def test_the_fidelity_table_has_units(tmp_path):
         assert f"<th>{header}</th>" in page, header
     assert ">83.3<" in page                      # the share in %, not 0.833
     assert "It checks per speed class" in page
+
+
+def test_bad_targets_and_smoothing_are_told_not_tracebacks(tmp_path, capsys):
+    run = make_run(tmp_path, "r", evals=[(10, 0.5)])
+    assert main(["report", str(run), "--target", "abc"]) == 2
+    assert "--target 'abc': not a number" in capsys.readouterr().err
+    assert main(["report", str(run), "--target", "0.9,97"]) == 2
+    assert "must be a fraction in (0, 1], e.g. 0.97" in capsys.readouterr().err
+    assert main(["report", str(run), "--smooth", "0"]) == 2
+    assert "smoothing 0 must be a whole number" in capsys.readouterr().err
