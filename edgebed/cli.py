@@ -260,19 +260,35 @@ def _duration(seconds: float) -> str:
     return f"{s} s" if s < 60 else f"{s // 60}:{s % 60:02d}" if s < 3600 else f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _targets(values) -> "list[float] | None":
+    """``--target 0.9 --target 0.97`` or ``--target 0.9,0.97``: the fractions, or None (default)."""
+    if not values:
+        return None
+    out = []
+    for v in values:
+        for part in str(v).replace(" ", "").split(","):
+            try:
+                out.append(float(part.rstrip("%")) / (100 if part.endswith("%") else 1))
+            except ValueError:
+                from .analysis.runs import ReportError
+                raise ReportError(f"--target {v!r}: not a number; give a fraction such as 0.97, "
+                                  "or several: --target 0.9 --target 0.97") from None
+    return out
+
+
 def cmd_report(args) -> int:
     from .analysis.report import write_report
     res = write_report([Path(r) for r in args.runs], Path(args.out) if args.out else None,
-                       target=args.target, baseline=args.baseline, formats=tuple(args.format or ()))
-    return _show_report(args, res, {"out_dir": str(res.out_dir), "files": [str(p) for p in res.files],
-                                    "baseline": res.baseline, "notes": res.notes,
-                                    "runs": [s.__dict__ for s in res.summaries]})
+                       target=_targets(args.target), baseline=args.baseline,
+                       formats=tuple(args.format or ()), window=args.smooth)
+    return _show_report(args, res, res.as_json())
 
 
 def _show_report(args, res, as_json: dict) -> int:
-    """A written report: ``as_json`` with --json, else its table (unless -q) and the files written."""
+    """A written report: ``as_json`` with --json (strict JSON: null, never NaN), else its table
+    (unless -q) and the files written."""
     if args.json:
-        _out(json.dumps(as_json, indent=2, default=str))
+        _out(json.dumps(as_json, indent=2, default=str, allow_nan=False))
         return 0
     if not args.quiet:
         _out(res.table_markdown)
@@ -423,8 +439,8 @@ def _default_results(study) -> Path:
 def cmd_study_report(args) -> int:
     from .study.report import write_study_report
     res = write_study_report([Path(d) for d in args.study_dir], Path(args.out) if args.out else None,
-                             args.target)
-    return _show_report(args, res, {"files": [str(p) for p in res.files]})
+                             _targets(args.target), window=args.smooth)
+    return _show_report(args, res, res.as_json())
 
 
 def _study_parser(sub) -> None:
@@ -479,8 +495,11 @@ def _study_parser(sub) -> None:
     r.add_argument("study_dir", nargs="+", help="the study directory (<out>/<study name>/) or a "
                    "committed results directory; several: side by side (e.g. two protocols)")
     r.add_argument("--out", help="output directory (default <study dir>/report)")
-    r.add_argument("--target", type=float, metavar="ACC",
-                   help="target test accuracy as a fraction, instead of the study's (e.g. 0.94)")
+    r.add_argument("--target", action="append", metavar="ACC",
+                   help="target test accuracy as a fraction, instead of the study's (e.g. 0.94); "
+                        "repeatable, or a list: 0.9,0.94")
+    r.add_argument("--smooth", type=int, metavar="K",
+                   help="moving average over K evaluations for the targets (default: the study's smoothing)")
     r.set_defaults(func=cmd_study_report)
 
 
@@ -583,7 +602,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="plots and tables for one or more run directories")
     p.add_argument("runs", nargs="+", help="run directories")
     p.add_argument("--out", help="output directory (default: <run>/report or reports/compare-<time>)")
-    p.add_argument("--target", type=float, default=0.97, help="target test accuracy (default 0.97)")
+    p.add_argument("--target", action="append", metavar="ACC",
+                   help="target test accuracy as a fraction; repeatable (--target 0.9 --target 0.97) or a "
+                        "list (0.9,0.97). Default: the highest round accuracy every run reached")
+    p.add_argument("--smooth", type=int, default=1, metavar="K",
+                   help="read targets and curves on the moving average over K evaluations, as a study's "
+                        "smoothing: K does (default 1: the raw curve)")
     p.add_argument("--baseline", help="run directory used as the ratio baseline (default: the ASGD run)")
     p.add_argument("--format", action="append", choices=["png", "svg", "pdf"],
                    help="also write the plots in this format (repeatable; the HTML page embeds SVG)")

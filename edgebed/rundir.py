@@ -104,6 +104,10 @@ class RunWriter:
         self._parts: dict[str, int] = {}
         self._lock = threading.Lock()         # guards _rows (held for microseconds)
         self._flush_lock = threading.Lock()   # guards _parts and the files (held for a whole flush)
+        # called with each batch of rows once it is on disk ({table: rows}), on the flushing thread,
+        # under the flush lock (so in table order); e.g. the TensorBoard writer. An error in one is
+        # reported once on stderr and the listener dropped: live curves never end a run.
+        self.listeners: list = []
         for t in TABLES:
             (self.path / t).mkdir(parents=True, exist_ok=True)
             parts = [int(p.stem.split("-")[1]) for p in (self.path / t).glob("part-*.parquet")]
@@ -137,9 +141,20 @@ class RunWriter:
                 if unwritable:
                     self._quarantine(table, unwritable)
                     bad.append(f"{table}: {len(unwritable)} row(s), first {unwritable[0][1]}")
+            self._notify(pending)
             if bad:
                 raise RecordError("rows that do not fit the run's tables were kept in "
                                   f"{self.path}/<table>/unwritable.jsonl: " + "; ".join(bad))
+
+    def _notify(self, batch: dict[str, list[dict]]) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(batch)
+            except Exception as err:   # noqa: BLE001 — a listener's failure must not lose or stop a run
+                self.listeners.remove(listener)
+                import sys
+                print(f"edgebed: {self.path}: a live writer failed and was stopped ({type(err).__name__}: "
+                      f"{err}); the run and its tables go on", file=sys.stderr)
 
     def _write_part(self, table: str, arrow: pa.Table) -> None:
         with replacing(self.path / table / f"part-{self._parts[table]:05d}.parquet") as tmp:

@@ -220,6 +220,13 @@ class SecuritySpec(_Strict):
     curve: bool = Field(False, description="ZeroMQ CURVE encryption + allow-list of per-run device keys")
 
 
+class OutputSpec(_Strict):
+    """What a run writes besides its tables (output only: runs that differ here are the same run)."""
+    tensorboard: bool = Field(False, description="live curves while the run goes: TensorBoard event files "
+                              "in <run dir>/tensorboard/ (evaluations, PS ingress, update rate, staleness, "
+                              "live devices per class); needs pip install 'edgebed[tensorboard]'")
+
+
 class TimingSpec(_Strict):
     """How real-time runtimes keep the scenario's clock (``edgebed/timing.py``); all off by default."""
     pacing: bool = Field(False, description="paced compute on local/docker/spark: a device's compute phase "
@@ -272,6 +279,7 @@ class Scenario(_Strict):
     checkpoint: CheckpointSpec = CheckpointSpec()
     security: SecuritySpec = SecuritySpec()
     timing: TimingSpec = TimingSpec()
+    output: OutputSpec = OutputSpec()
     numerics: Literal["portable", "native"] = Field(
         "portable", description="which CPU kernels compute gradients and evaluations (`edgebed/numerics.py`): "
         "`portable`, the same bits on every x86-64 host with AVX2 (Intel or AMD) for the same torch; "
@@ -293,6 +301,8 @@ class Scenario(_Strict):
         out = self.model_dump(mode="json")
         if self.timing == TimingSpec():   # absent when off: resolved scenarios of older runs stay equal
             del out["timing"]
+        if self.output == OutputSpec():   # likewise
+            del out["output"]
         return out
 
 

@@ -44,11 +44,12 @@ def _quantiles(s: pd.Series) -> Optional[dict]:
             "max": float(s.max())}
 
 
-def compact_of(run: Run) -> tuple[dict, pd.DataFrame]:
-    """(summary.json with its ``compact`` section, evals with ``paper_bytes``) of a full run."""
+def compact_of(run: Run, paper: bool = True) -> tuple[dict, pd.DataFrame]:
+    """(summary.json with its ``compact`` section, evals with ``paper_bytes``) of a full run;
+    ``paper=False``: paper bytes NaN (no torch import for the model's shapes)."""
     algo = run.algorithm_params
     model = (run.scenario.get("model") or {}).get("name", "cnn")
-    per = paper_bytes.per_update(model, str(algo.get("name")), float(algo.get("c", 1.0)))
+    per = paper_bytes.per_update(model, str(algo.get("name")), float(algo.get("c", 1.0))) if paper else float("nan")
     up = run.updates
     events = rundir.read_table(run.path, "events") if (run.path / "events").is_dir() else pd.DataFrame()
     crashes = events[events["event"] == "crash"] if not events.empty else events

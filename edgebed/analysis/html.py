@@ -28,6 +28,11 @@ COLUMN_NAMES = {
     "peak_mbit_mean": "peak (Mbit/s, mean)", "peak_mbit_min": "peak min", "peak_mbit_max": "peak max",
     "window_filled": "a push fills a window", "in_bytes": "in (bytes)", "out_bytes": "out (bytes)",
     "in_msgs": "messages in", "out_msgs": "messages out", "message_type": "message type",
+    "share_pct": "share of updates (%)", "expected_share_pct": "expected share (%)",
+    "rate_per_device": "rate (updates/s per device)", "expected_rate_per_device": "expected rate (updates/s per device)",
+    "rate_ratio": "rate ratio to slowest (×)", "expected_rate_ratio": "expected rate ratio (×)",
+    "staleness_mean": "staleness τ, mean (updates)", "expected_staleness_mean": "expected τ, mean (updates)",
+    "staleness_p50": "τ median (updates)", "crashed": "crashed devices",
 }
 
 

@@ -1,9 +1,9 @@
 """Plots of runs as PNG (and on request SVG/PDF) files: several runs' curves on one axes, or a mean
 + min/max band over seeds.
 
-Curves carry a marker at every evaluation (a run with one evaluation still shows its point), and
-accuracy axes zoom to the band that matters (``zoom``): the early ramp is cut off when keeping it
-would squash the part where runs differ.
+Curves carry a marker at every evaluation (a run with one evaluation still shows its point). The
+axes always show every point; when the early ramp would squash the part where runs differ
+(``zoom``), an inset repeats the curves on that part. Legends sit below the axes, never on the data.
 
 Uses matplotlib's object API with the Agg canvas (no pyplot, no display, no global state), so it
 runs headless and from any thread. Axes are named by eval columns; ``AXES`` gives each its label,
@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib import rc_context
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter
+from matplotlib.ticker import LogFormatter, MaxNLocator
 
 from .metrics import band
 
@@ -91,7 +91,7 @@ def zoom(values: list, target: Optional[float] = None, keep: float = 0.75) -> Op
     if target is not None:
         lo, hi = min(lo, target), max(hi, target)
     full = hi - float(everything.min())
-    if full <= 0 or hi - lo > 0.6 * full:
+    if full <= 0 or hi - lo > 0.5 * full:
         return None
     pad = max(0.08 * (hi - lo), 0.005 * max(abs(hi), 1e-9))
     return lo - pad, hi + pad
@@ -108,19 +108,62 @@ def _start(x: str, y: str, title: Optional[str]):
     return fig, ax, _axis(x).scale, _axis(y).scale
 
 
-def _save(fig: Figure, ax, path: Path, target: Optional[float], y: str, ys: Optional[list] = None,
-          formats: tuple = ()) -> Path:
-    """Target line, zoom, legend; write ``path`` (format from its suffix) and ``path`` in ``formats``."""
+def _targets(target) -> list[float]:
+    if target is None:
+        return []
+    return [float(target)] if isinstance(target, (int, float)) else [float(t) for t in target]
+
+
+def _save(fig: Figure, ax, path: Path, target, y: str, ys: Optional[list] = None,
+          formats: tuple = (), draw=None, xs: Optional[list] = None) -> Path:
+    """Target lines, legend below the axes, zoom panel; write ``path`` (format from its suffix) and
+    ``path`` in ``formats``.
+
+    The main axes always show every point. When the part where curves differ is squashed (``zoom``),
+    a panel beside them repeats the curves (``draw(panel)``) on the zoomed range, marked on the axes
+    by a grey box."""
     sy = _axis(y).scale
-    if target is not None:
-        ax.axhline(target * sy, color="grey", linestyle="--", linewidth=1,
-                   label=f"target {target * sy:g}{' %' if y == 'accuracy' else ''}")
-    limits = zoom(ys or [], target) if y == "accuracy" else None
-    if limits:
-        ax.set_ylim(limits[0] * sy, limits[1] * sy)
-        ax.text(0.01, 0.01, "y axis zoomed: early points are below it", transform=ax.transAxes,
-                fontsize="x-small", color="grey")
-    ax.legend(loc="best", fontsize="small")
+    targets = _targets(target)
+    for t in targets:
+        ax.axhline(t * sy, color="grey", linestyle="--", linewidth=1,
+                   label=f"target {t * sy:g}{' %' if y == 'accuracy' else ''}")
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:   # below the axes, never over the data: the figure grows by the legend's rows
+        ncol = 1 if max(len(t) for t in labels) > 40 else min(3, len(handles))
+        rows = -(-len(handles) // ncol)
+        w, h = fig.get_size_inches()
+        extra = 0.19 * rows + 0.1
+        fig.set_size_inches(w, h + extra)
+        bottom_in = 0.12 * h + extra   # the old bottom margin, in inches, plus the legend
+        fig.subplots_adjust(bottom=bottom_in / (h + extra), top=1 - 0.08 * h / (h + extra))
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.005), fontsize="small",
+                   ncol=ncol, frameon=False)
+    limits = zoom(ys or [], min(targets) if targets else None) if y == "accuracy" else None
+    if limits and draw is not None:   # a zoom panel beside the axes: it never covers a point
+        if ax.get_title():   # over both panels
+            fig.suptitle(ax.get_title(), fontsize="large", y=1 - 0.02 * 4.5 / fig.get_size_inches()[1])
+            ax.set_title("")
+        box = ax.get_position()
+        ax.set_position([box.x0, box.y0, box.width * 0.58, box.height])
+        inset = fig.add_axes([box.x0 + box.width * 0.68, box.y0, box.width * 0.32, box.height])
+        draw(inset)
+        for t in targets:
+            inset.axhline(t * sy, color="grey", linestyle="--", linewidth=1)
+        if ax.get_xscale() == "log":
+            inset.set_xscale("log")
+            inset.xaxis.set_major_formatter(_PlainLog(labelOnlyBase=False))
+            inset.xaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False))
+        inset.set_ylim(limits[0] * sy, limits[1] * sy)
+        x0 = _first_x_above(xs or [], ys or [], limits[0])
+        if x0 is not None:
+            inset.set_xlim(left=x0)
+        inset.tick_params(labelsize="x-small")
+        if ax.get_xscale() != "log":
+            inset.xaxis.set_major_locator(MaxNLocator(3))
+        inset.grid(True, alpha=0.3)
+        inset.set_title("zoom on the grey box", fontsize="small")
+        (x_lo, x_hi), (y_lo, y_hi) = inset.get_xlim(), inset.get_ylim()
+        ax.indicate_inset([x_lo, y_lo, x_hi - x_lo, y_hi - y_lo], edgecolor="grey")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     for out in dict.fromkeys([path, *(path.with_suffix(f".{f}") for f in formats)]):
@@ -131,78 +174,128 @@ def _save(fig: Figure, ax, path: Path, target: Optional[float], y: str, ys: Opti
     return path
 
 
+def _first_x_above(xs: list, ys: list, lo: float) -> Optional[float]:
+    """The smallest x from which every curve stays at or above ``lo`` (in data units)."""
+    import numpy as np
+    firsts = []
+    for x, y in zip(xs, ys):
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        below = np.nonzero(~(y >= lo))[0]
+        if len(x) == 0:
+            continue
+        firsts.append(x[below[-1] + 1] if len(below) and below[-1] + 1 < len(x) else
+                      (x[-1] if len(below) else x[0]))
+    return float(min(firsts)) if firsts else None
+
+
 def _metadata(suffix: str) -> dict:
     """No creation date in SVG/PDF, so the same runs give the same bytes (diffable, cacheable)."""
     return {"Date": None} if suffix in (".svg", ".pdf") else {}
 
 
 def plot_curves(curves: dict[str, pd.DataFrame], x: str, y: str, path: str | Path,
-                title: Optional[str] = None, target: Optional[float] = None,
+                title: Optional[str] = None, target=None,
                 formats: tuple = ()) -> Optional[Path]:
     """One line per labelled frame, ``y`` against ``x`` (column names, see ``AXES``), a marker at
     each point (each is an evaluation).
 
-    ``target`` draws the target accuracy as a dashed line; ``formats`` (``"svg"``, ``"pdf"``) writes
+    ``target`` (one accuracy or several) draws dashed lines; ``formats`` (``"svg"``, ``"pdf"``) writes
     those beside ``path``. Frames without a finite point are left out; returns None (and writes
     nothing) when no frame has one, else ``path``.
     """
-    points = _nonempty({label: _xy(f, x, y) for label, f in curves.items()})
-    if not points:
+    return plot_groups({label: [f] for label, f in curves.items()}, x, y, path, title, target, formats)
+
+
+def plot_groups(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str | Path,
+                title: Optional[str] = None, target=None, formats: tuple = (),
+                window: int = 1, points: int = 200) -> Optional[Path]:
+    """One entry per labelled group of runs: a group of one run is its curve with a marker at every
+    evaluation; a group of several (seeds) is their mean as a line and min..max as a band
+    (``metrics.band``), labelled with how many runs it averages.
+
+    ``window`` > 1 draws each run's trailing moving average over that many evaluations (the measure
+    the targets read), the raw evaluations as faint markers behind it. Returns None (writes
+    nothing) when no group has a finite point.
+    """
+    from .metrics import moving_average
+    if window > 1 and y == "accuracy":
+        groups = {k: [moving_average(f, window).assign(raw=lambda d: d["accuracy"],
+                                                       accuracy=lambda d: d["smoothed"]) for f in fs]
+                  for k, fs in groups.items()}
+    singles = _nonempty({k: _xy(fs[0], x, y) for k, fs in groups.items() if len(fs) == 1})
+    bands = _nonempty({k: band(fs, x, y, points, log=_axis(x).log) for k, fs in groups.items() if len(fs) > 1})
+    raws = ({k: _xy(fs[0], x, "raw") for k, fs in groups.items() if len(fs) == 1 and "raw" in fs[0]}
+            if window > 1 else {})
+    if not singles and not bands:
         return None
     fig, ax, sx, sy = _start(x, y, title)
-    for label, p in points.items():
-        ax.plot(p[x] * sx, p[y] * sy, label=label, marker="o", markersize=7 if len(p) == 1 else 3,
-                linewidth=1.5)
-    if all(len(p) == 1 for p in points.values()) and not _axis(x).log:
+    order = [k for k in groups if k in singles or k in bands]
+    colors = {k: f"C{i % 10}" for i, k in enumerate(order)}
+
+    def draw(a, legend: bool = False) -> None:
+        for k in order:
+            if k in bands:
+                b = bands[k]
+                a.plot(b["x"] * sx, b["mean"] * sy, color=colors[k], linewidth=1.5,
+                       label=f"{k} ({_runs(int(b['runs'].iloc[0]))}, mean; band min–max)" if legend else None)
+                a.fill_between(b["x"] * sx, b["min"] * sy, b["max"] * sy, color=colors[k], alpha=0.2, linewidth=0)
+            else:
+                p = singles[k]
+                if k in raws and not raws[k].empty:
+                    a.plot(raws[k][x] * sx, raws[k]["raw"] * sy, color=colors[k], linestyle="none",
+                           marker=".", markersize=3, alpha=0.35)
+                a.plot(p[x] * sx, p[y] * sy, color=colors[k], marker="o",
+                       markersize=7 if len(p) == 1 else 3, linewidth=1.5, label=k if legend else None)
+
+    draw(ax, legend=True)
+    if singles and all(len(p) == 1 for p in singles.values()) and not bands and not _axis(x).log:
         ax.margins(x=0.5)   # a lone point sits mid-axes, not on the frame
-    return _save(fig, ax, Path(path), target, y, [p[y] for p in points.values()], formats)
+    ys = [p[y] for p in singles.values()] + [v for b in bands.values() for v in (b["min"], b["max"])]
+    xs = [p[x] for p in singles.values()] + [b["x"] for b in bands.values() for _ in (0, 1)]
+    if window > 1 and y == "accuracy":
+        ax.set_ylabel(f"test accuracy (%)\nmoving average of {window} evaluations")
+    return _save(fig, ax, Path(path), target, y, ys, formats, draw=draw,
+                 xs=[v * sx for v in xs])
 
 
 def accuracy_vs_updates(curves: dict[str, pd.DataFrame], path: str | Path,
-                        target: Optional[float] = None, formats: tuple = ()) -> Optional[Path]:
+                        target=None, formats: tuple = ()) -> Optional[Path]:
     return plot_curves(curves, "update", "accuracy", path, "Test accuracy vs applied updates", target, formats)
 
 
 def accuracy_vs_ingress(curves: dict[str, pd.DataFrame], path: str | Path,
-                        target: Optional[float] = None, formats: tuple = ()) -> Optional[Path]:
+                        target=None, formats: tuple = ()) -> Optional[Path]:
     return plot_curves(curves, "ingress_bytes", "accuracy", path,
                        "Test accuracy vs cumulative PS ingress", target, formats)
 
 
 def accuracy_vs_virtual_time(curves: dict[str, pd.DataFrame], path: str | Path,
-                             target: Optional[float] = None, formats: tuple = ()) -> Optional[Path]:
+                             target=None, formats: tuple = ()) -> Optional[Path]:
     """None (nothing written) unless some run has virtual time (the sim runtime records it)."""
     return plot_curves(curves, "virtual_time", "accuracy", path,
                        "Test accuracy vs virtual time", target, formats)
 
 
 def accuracy_vs_wall_time(curves: dict[str, pd.DataFrame], path: str | Path,
-                          target: Optional[float] = None, formats: tuple = ()) -> Optional[Path]:
+                          target=None, formats: tuple = ()) -> Optional[Path]:
     """Runs in real time only (local, docker, spark): a virtual-clock run's wall time says how fast
     the host simulated, not how fast the devices trained, so it is left out."""
     real = {k: f for k, f in curves.items() if f.empty or f["virtual_time"].isna().all()}
     return plot_curves(real, "wall_time", "accuracy", path, "Test accuracy vs wall time", target, formats)
 
 
-def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str | Path,
-              title: Optional[str] = None, target: Optional[float] = None,
-              points: int = 200) -> Optional[Path]:
-    """Per group (e.g. one study cell), the mean over its runs (seeds) as a line and min..max as a band.
+def real_time_only(groups: dict[str, list[pd.DataFrame]]) -> dict[str, list[pd.DataFrame]]:
+    """The groups whose runs ran in real time (see ``accuracy_vs_wall_time``)."""
+    return {k: fs for k, fs in groups.items()
+            if all(f.empty or f["virtual_time"].isna().all() for f in fs)}
 
-    Runs are interpolated on a common grid of ``x`` covering the range all of a group's runs
-    reach (see ``metrics.band``). The legend says how many runs each line averages. Returns None
-    when no group has data.
-    """
-    bands = _nonempty({label: band(frames, x, y, points, log=_axis(x).log) for label, frames in groups.items()})
-    if not bands:
-        return None
-    fig, ax, sx, sy = _start(x, y, title)
-    for label, b in bands.items():
-        (line,) = ax.plot(b["x"] * sx, b["mean"] * sy, label=f"{label} ({_runs(int(b['runs'].iloc[0]))})",
-                          linewidth=1.5)
-        ax.fill_between(b["x"] * sx, b["min"] * sy, b["max"] * sy, color=line.get_color(), alpha=0.2,
-                        linewidth=0)
-    return _save(fig, ax, Path(path), target, y, [v for b in bands.values() for v in (b["min"], b["max"])])
+
+def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str | Path,
+              title: Optional[str] = None, target=None,
+              points: int = 200, formats: tuple = (), window: int = 1) -> Optional[Path]:
+    """Per group (e.g. one study cell), the mean over its runs (seeds) as a line and min..max as a
+    band; see ``plot_groups``, which this is (a group of one run is drawn as its curve)."""
+    return plot_groups(groups, x, y, path, title, target, formats, window, points)
 
 
 def _runs(k: int) -> str:

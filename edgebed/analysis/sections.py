@@ -40,7 +40,11 @@ def fidelity_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
     fid = run.summary.get("fidelity") or {}
     out = []
     if fid.get("expected"):   # realized next to what the scenario's timing implies, per class
-        out.append((expected_caption(fid), expected_frame(fid)))
+        frame = expected_frame(fid)
+        for c in ("share", "expected_share"):   # fractions → % (the column names say so)
+            frame[c] = frame[c].astype(float) * 100
+        out.append((expected_caption(fid), frame.rename(columns={"share": "share_pct",
+                                                                 "expected_share": "expected_share_pct"})))
     elif len(fid.get("classes", [])) > 1:   # older runs: the compute-only configured ratio
         out.append(("Update rate per class relative to the slowest: configured compute speed vs realized "
                     "(think time and link transfers lower the realized ratio).",
@@ -58,6 +62,8 @@ def fidelity_text(run: Run) -> list[str]:
     fid = run.summary.get("fidelity") or {}
     verdict, cpu = fid.get("verdict"), fid.get("host_cpu")
     out = [f"Verdict: {verdict['summary']}."] if verdict else []
+    if verdict and verdict.get("checks"):
+        out.append(f"It checks {verdict['checks']}.")
     if not cpu:
         return out
     return out + [f"Host CPU: {100 * cpu['busy_mean']:.0f} % busy on average, saturated (> 95 %) in "

@@ -14,8 +14,6 @@ import pandas as pd
 
 from ..atomic import replacing
 
-from .metrics import RunSummary
-
 MB = 1e6  # bytes
 DASH = "—"
 
@@ -40,70 +38,44 @@ def times(ratio: float) -> str:
     return f"{ratio:,.1f}×" if ratio >= 1 else f"{ratio:.2g}×"
 
 
-def _target_cell(r: RunSummary, value: str) -> str:
-    if r.evals == 0:
-        return "no evals"
-    return "not reached" if r.updates_to_target is None else value
+def _is_missing(v) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-def summary_rows(runs: list[RunSummary], ratios: dict[str, float], baseline: Optional[str]) -> pd.DataFrame:
-    """The summary table as display strings, one row per run, in the given order."""
-    t = f"{100 * runs[0].target:g} %" if runs else "target"
-    ratio_col = f"ingress ratio vs {baseline}" if baseline else "ingress ratio"
-    baseline_missed = any(r.run == baseline and r.ingress_to_target is None for r in runs)
+def run_rows(per_run: pd.DataFrame, targets: list[float], window: int = 1, grouped: bool = False) -> pd.DataFrame:
+    """The run report's summary table as display strings, one row per run (``targets.run_row`` frame):
+    what it is, what it reached, what it cost, and the updates it needed to each target."""
     rows = []
-    for r in runs:
-        ratio = times(ratios.get(r.run, math.nan))
-        if r.run == baseline:
-            ratio += " (baseline)"
-        elif ratio == DASH and r.evals == 0:
-            ratio = f"{DASH} (no evals)"
-        elif ratio == DASH and r.ingress_to_target is None:
-            ratio = f"{DASH} (target not reached)"
-        elif ratio == DASH and baseline_missed:
-            ratio = f"{DASH} (baseline did not reach target)"
-        rows.append({
-            "run": r.run,
-            "algorithm": r.algorithm,
-            "c": DASH if math.isnan(r.c) else f"{r.c:g}",
-            "n": str(r.n) if r.n else DASH,
-            "status": r.status,
-            "final acc (%)": "no evals" if r.evals == 0 else pct(r.final_accuracy),
-            "best acc (%)": "no evals" if r.evals == 0 else pct(r.best_accuracy),
-            "updates": f"{r.updates:,}",
-            "ingress (MB)": mb(r.ingress_bytes),
-            f"updates to {t}": _target_cell(r, f"{r.updates_to_target or 0:,}"),
-            f"ingress to {t} (MB)": _target_cell(r, mb(r.ingress_to_target)),
-            ratio_col: ratio,
+    for r in per_run.to_dict("records"):
+        no_evals = r["evals"] == 0
+        row = {"run": r["run"]}
+        if grouped:
+            row["group"] = r["label"]
+            row["seed"] = str(r["seed"])
+        row.update({
+            "algorithm": r["algorithm"],
+            "c": DASH if _is_missing(r["c"]) else f"{r['c']:g}",
+            "n": str(r["n"]) if r["n"] else DASH,
+            "status": r["status"],
+            "final acc (%)": "no evals" if no_evals else pct(r["final_accuracy"]),
+            "best acc (%)": "no evals" if no_evals else pct(r["best_accuracy"]),
         })
-        if baseline is None:  # a single run has nothing to be compared with
-            del rows[-1][ratio_col]
+        if window > 1:
+            row[f"best of {window}-eval moving avg (%)"] = "no evals" if no_evals else pct(r["smoothed_best"])
+        row["updates"] = f"{r['updates']:,}"
+        row["ingress (MB)"] = mb(r["ingress_bytes"])
+        for t in targets:
+            u = r[f"updates_to_{100 * t:g}"]
+            row[f"updates to {100 * t:g} %"] = ("no evals" if no_evals else "not reached" if _is_missing(u)
+                                                else f"{int(u):,}")
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def summary_numbers(runs: list[RunSummary], ratios: dict[str, float],
-                    baseline: Optional[str]) -> pd.DataFrame:
-    """The summary table as numbers (for CSV): % rounded to 2 decimals, ratio to 1, MB exact (6)."""
-    rows = []
-    for r in runs:
-        rows.append({
-            "run": r.run, "algorithm": r.algorithm, "c": r.c,
-            "n": r.n, "status": r.status,
-            "evals": r.evals,
-            "final_accuracy_pct": round(100 * r.final_accuracy, 2),
-            "best_accuracy_pct": round(100 * r.best_accuracy, 2),
-            "updates": r.updates,
-            "ingress_mb": round(r.ingress_bytes / MB, 6),
-            "ingress_bytes": r.ingress_bytes,
-            "target_accuracy_pct": round(100 * r.target, 2),
-            "updates_to_target": r.updates_to_target,
-            "ingress_to_target_mb": None if r.ingress_to_target is None else round(r.ingress_to_target / MB, 6),
-            "ingress_to_target_bytes": r.ingress_to_target,
-            "wall_time_to_target_s": r.wall_time_to_target,
-            "baseline": baseline,
-            "ingress_ratio_vs_baseline": round(ratios.get(r.run, math.nan), 1),
-        })
-    return pd.DataFrame(rows).astype({"updates_to_target": "Int64", "ingress_to_target_bytes": "Int64"})
+def records(frame: pd.DataFrame) -> list[dict]:
+    """The rows of ``frame`` for strict JSON: numpy scalars as Python numbers, NaN / NA as None."""
+    import json
+    return json.loads(frame.to_json(orient="records", double_precision=15))
 
 
 def class_rows(shares: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -126,7 +98,10 @@ def _cell(v) -> str:
 def to_markdown(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table; text columns left-aligned, the rest right-aligned."""
     cols = list(frame.columns)
-    left = {"run", "algorithm", "status", "speed class"}
+    left = {"run", "runs", "cell", "group", "seed", "algorithm", "status", "speed class", "setting", "value", "uplink",
+            "downlink", "host", "numerics", "model · data", "stop", "started", "runtime"}
+    if cols and cols[0] == "setting":   # a table of settings: text throughout
+        left = set(cols)
     head = "| " + " | ".join(_cell(c) for c in cols) + " |"
     rule = "|" + "|".join(":---" if c in left else "---:" for c in cols) + "|"
     body = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]

@@ -99,6 +99,9 @@ class Engine:
             problems = runtime.check()
             from ..data import missing
             problems += missing(sc.dataset)
+            if sc.output.tensorboard:
+                from .tensorboard import missing as tb_missing
+                problems += [p for p in (tb_missing(),) if p]
         except Exception:
             _remove_empty(path)
             raise
@@ -176,6 +179,11 @@ class Engine:
         names = [c.name for c in sc.workers.classes]
         class_of = lambda d: names[assignment[d]]  # noqa: E731
         self._phase(f"initial model {sc.model.name}; starting the evaluator (loads the test set)")
+        live = None
+        if sc.output.tensorboard:   # live curves: every flushed batch also goes to TensorBoard
+            from .tensorboard import TensorBoardSink
+            live = TensorBoardSink(path / "tensorboard", {d: class_of(d) for d in range(sc.workers.n)}, names)
+            writer.listeners.append(live)
         theta, _ = initial_theta(sc.model.name, sc.seed)
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         applied = runtime.applied()
@@ -348,6 +356,8 @@ class Engine:
                 summary["leftovers"] = runtime.leaked
             write_json_atomic(path / "traffic.json", ps.meter.to_dict())
             write_json_atomic(path / "summary.json", summary)
+            if live is not None:
+                live.close()
             self.progress(self._line(ps, evals, elapsed, 0), True)
         if error is not None:
             raise error

@@ -1,9 +1,11 @@
 """Fidelity verdict: a run's realized class shares, rates and staleness against its expected timing.
 
 ``timing.expected_timing`` says what the scenario implies; this module measures the run against it
-(per class, steady state), collects the paced devices' overruns from their Bye events, and writes the
-verdict ``summary.json["fidelity"]`` carries: faithful or not, which classes were distorted and by how
-much, and a dilation that would help. The engine's watchdog uses the same measure during the run.
+(per class, steady state: rate per device, share of updates, mean staleness), collects the paced
+devices' overruns from their Bye events, and writes the verdict ``summary.json["fidelity"]`` carries:
+what it checks, its kind (faithful | slower host | distorted | not judged: a host that runs every class
+slower by one factor keeps the heterogeneity, unlike one that distorts it), which classes were off
+and by how much, and a dilation that would help. The engine's watchdog uses the same measure during the run.
 """
 from __future__ import annotations
 
@@ -15,6 +17,15 @@ import pandas as pd
 
 from ..device_agent.pacing import parse_bye
 from ..timing import distortion, steady_rates
+
+STALENESS_FACTOR = 2.0   # mean staleness is judged within this many times the rate/share tolerance
+
+
+def checks(tolerance: float) -> str:
+    """What the verdict checks, in one sentence (the report and the run's summary say it)."""
+    return (f"per speed class, in emulated time: rate per device and share of applied updates within "
+            f"{tolerance:.0%} of the values the scenario's timing implies, mean staleness τ at most "
+            f"{STALENESS_FACTOR * tolerance:.0%} above its mean-field value (each plus two standard errors)")
 
 
 def emulated_times(updates: pd.DataFrame) -> pd.Series:
@@ -102,6 +113,15 @@ def expected_vs_realized(updates: pd.DataFrame, expected: list[dict], class_of_d
             off = n / total / share_exp[k] - 1.0
             if abs(off) > tolerance + 2.0 / math.sqrt(n):
                 row["distorted"]["share"] = round(off, 4)
+        if n > 1 and stale_exp[k] > 0:
+            # Only staleness above the mean-field expectation is judged, with a wider band
+            # (STALENESS_FACTOR × tolerance) plus two standard errors of the class's mean τ: queues and
+            # a loaded host add staleness, while the mean-field value itself overestimates the fast
+            # classes' τ on the virtual clock (the reference), so a lower τ is no sign of distortion.
+            tau = mine["staleness"].astype(float)
+            off = float(tau.mean()) / stale_exp[k] - 1.0
+            if off > STALENESS_FACTOR * tolerance + 2.0 * float(tau.std()) / math.sqrt(n) / stale_exp[k]:
+                row["distorted"]["staleness_mean"] = round(off, 4)
         rows.append(row)
     return rows
 
@@ -144,6 +164,15 @@ def _with_crashes(t: pd.Series, updates: pd.DataFrame, expected: list[dict], cla
     return share, stale
 
 
+def _uniformly_slow(judged: list[dict], distorted: list[dict], tolerance: float) -> bool:
+    """Every class slowed by about the same factor, nothing but rates off: a host slower than the
+    scenario's step time (e.g. unpaced, or loaded), not a distorted heterogeneity."""
+    if any(set(d) - {"class", "rate_per_device_off"} for d in distorted):
+        return False
+    factors = [r["rate_per_device"] / r["expected_rate_per_device"] for r in judged]
+    return all(f < 1 for f in factors) and max(factors) <= (1 + tolerance) * min(factors)
+
+
 def verdict(rows: list[dict], pacing: dict, tolerance: float, dilation: float) -> dict:
     """Faithful or not, which classes were distorted and by how much, and a dilation that would help."""
     distorted = [{"class": r["class"], **{f"{m}_off": v for m, v in r["distorted"].items()}}
@@ -170,10 +199,23 @@ def verdict(rows: list[dict], pacing: dict, tolerance: float, dilation: float) -
                           for k, p in overran.items()}
     parts = [f"{d['class']} " + ", ".join(f"{m.removesuffix('_off').replace('_', ' ')} {v:+.0%}"
                                           for m, v in d.items() if m != "class") for d in distorted]
-    out["summary"] = ("not judged: no class had a steady-state update rate" if not judged else
-                      "faithful: every class within its expected rate and share"
-                      if not distorted else "distorted: " + "; ".join(parts)
-                      + (f" (try timing.dilation: {out['suggested_dilation']:g})" if slow else ""))
+    out["checks"] = checks(tolerance)
+    out["kind"] = ("not judged" if not judged else "faithful" if not distorted
+                   else "slower host" if _uniformly_slow(judged, distorted, tolerance) else "distorted")
+    try_dilation = f" (try timing.dilation: {out['suggested_dilation']:g})" if slow else ""
+    if out["kind"] == "slower host":
+        factors = [r["rate_per_device"] / r["expected_rate_per_device"] for r in judged]
+        out["host_speed"] = round(sum(factors) / len(factors), 4)
+        kept = ("one speed class, so no heterogeneity to distort" if len(judged) == 1 else
+                "rate ratios, shares and staleness between classes as expected: the heterogeneity is kept")
+        out["summary"] = (f"slower host: every class ran at {out['host_speed']:.0%} of its expected rate per "
+                          f"device ({'; '.join(parts)}); {kept}; emulated time runs slower than the "
+                          f"scenario's timing{try_dilation}")
+    else:
+        out["summary"] = ("not judged: no class had a steady-state update rate" if not judged else
+                          f"faithful: every class within {tolerance:.0%} of its expected rate and share, "
+                          f"its staleness at most {STALENESS_FACTOR * tolerance:.0%} above the expected"
+                          if not distorted else "distorted: " + "; ".join(parts) + try_dilation)
     notes = [f"{k}: compute overran its {p['budget_s'] * 1e3:.3g} ms budget in {p['overrun_share']:.0%} of "
              f"steps (mean +{p['overrun_s'] / p['overruns'] * 1e3:.3g} ms)" for k, p in overran.items()]
     notes += [f"{k}: fell behind its schedule {p['lags']} times ({p['lag_s']:.3g} s of real time lost, all devices)" for k, p in lagging.items()]

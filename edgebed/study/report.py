@@ -19,7 +19,8 @@ import pandas as pd
 from .. import numerics
 from ..analysis import plots, tables, targets as tg
 from ..analysis.compact import load_any
-from ..analysis.metrics import class_shares, ingress_ratio, summarize
+from ..analysis.metrics import class_shares, ingress_ratio
+from ..analysis.report import check_window
 from ..analysis.runs import ReportError, Run, check_target
 
 
@@ -33,6 +34,20 @@ class StudyReport:
     classes_csv: Optional[Path]
     plots: dict[str, Path]
     table_markdown: str
+    cells: pd.DataFrame = None          # table.csv's rows
+    runs: pd.DataFrame = None           # runs.csv's rows
+    targets: dict = None                # target → its targets-<t>.csv rows
+    target: Optional[float] = None      # the target of the cells table
+    window: int = 1
+    notes: tuple = ()
+
+    def as_json(self) -> dict:
+        """The numbers of every CSV (strict JSON: None where a CSV cell is empty), and the files."""
+        return {"out_dir": str(self.out_dir), "files": [str(p) for p in self.files], "target": self.target,
+                "targets": list(self.targets or {}), "smoothing": self.window, "notes": list(self.notes),
+                "cells": tables.records(self.cells), "runs": tables.records(self.runs),
+                "to_target": {f"{100 * t:g}": tables.records(tt) for t, tt in (self.targets or {}).items()},
+                "classes": tables.records(pd.read_csv(self.classes_csv)) if self.classes_csv else []}
 
     @property
     def files(self) -> list[Path]:
@@ -79,33 +94,28 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
                baseline_of: dict[str, Optional[str]], reference_of: Optional[dict[str, dict]] = None,
                targets: tuple[float, ...] = (), window: int = 1
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(display table, numbers per cell, numbers per run). ``baseline_of`` maps cell id → baseline id;
+    """(display table, numbers per cell, numbers per run). Every "to target" number comes from
+    ``analysis.targets`` on the ``window``-smoothed curve — the code ``edgebed report`` uses, so the
+    same runs give the same numbers in both. ``baseline_of`` maps cell id → baseline id;
     ``reference_of`` cell id → published numbers (``final_accuracy``, ``ingress_ratio``), shown as
     ``reference …`` columns next to ours when any cell has them."""
     reference_of = {k: v for k, v in (reference_of or {}).items() if v}
-    per_run = []
-    for cid, seeded in runs.items():
-        for seed, r in seeded:
-            s = summarize(r.name, r.scenario, r.summary, r.updates, r.evals, target)
-            dev = r.summary.get("devices") or {}
-            per_run.append({"cell": cid, "label": labels[cid], "seed": seed, "run": str(r.path),
-                            "status": s.status, "algorithm": s.algorithm, "c": s.c, "n": s.n,
-                            "final_accuracy": s.final_accuracy, "best_accuracy": s.best_accuracy,
-                            "updates": s.updates, "ingress_bytes": s.ingress_bytes,
-                            "egress_bytes": r.summary.get("egress_bytes"),
-                            "updates_to_target": s.updates_to_target, "ingress_to_target": s.ingress_to_target,
-                            "crashed": dev.get("crashed"), "alive_at_end": dev.get("alive_at_end"),
-                            "wall_time_s": r.summary.get("wall_time_s"),
-                            **tg.run_record(r, sorted(set(targets) | {target}), window)})
+    every = sorted(set(targets) | {target})
+    per_run = [tg.run_row(cid, labels[cid], seed, r, every, window) for cid, seeded in runs.items()
+               for seed, r in seeded]
     runs_df = pd.DataFrame(per_run)
+    if not runs_df.empty:
+        runs_df = tg.run_ratios(runs_df, every, baseline_of)
+    tt = tg.target_table(runs_df, target, baseline_of) if not runs_df.empty else pd.DataFrame()
+    hit = {r["cell"]: r for r in tt.to_dict("records")} if not tt.empty else {}
     cells = []
     for cid in runs:
         rows = [p for p in per_run if p["cell"] == cid]
         col = lambda k: [p[k] for p in rows]  # noqa: E731
         best, final = _stats(col("best_accuracy")), _stats(col("final_accuracy"))
         sbest = _stats(col("smoothed_best"))
-        upd, ing = _stats(col("updates_to_target")), _stats(col("ingress_to_target"))
         crashed = _stats(col("crashed"))
+        h = hit.get(cid, {})
         cells.append({"cell": cid, "label": labels[cid], "seeds": len(rows),
                       "algorithm": rows[0]["algorithm"] if rows else "", "n": rows[0]["n"] if rows else 0,
                       "best_acc_mean": best[0], "best_acc_min": best[1], "best_acc_max": best[2],
@@ -113,11 +123,13 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
                       "smoothed_best_mean": sbest[0], "smoothed_best_min": sbest[1],
                       "smoothed_best_max": sbest[2],
                       "tau_mean": _stats(col("tau_mean"))[0], "sigma_mean": _stats(col("sigma_mean"))[0],
-                      "reached_target": upd[3],
-                      "updates_to_target_mean": upd[0], "updates_to_target_min": upd[1],
-                      "updates_to_target_max": upd[2],
-                      "ingress_to_target_mean": ing[0], "ingress_to_target_min": ing[1],
-                      "ingress_to_target_max": ing[2],
+                      "reached_target": int(h.get("reached", 0)),
+                      "updates_to_target_mean": h.get("updates_mean", math.nan),
+                      "updates_to_target_min": h.get("updates_min", math.nan),
+                      "updates_to_target_max": h.get("updates_max", math.nan),
+                      "ingress_to_target_mean": h.get("ingress_mean", math.nan),
+                      "ingress_to_target_min": h.get("ingress_min", math.nan),
+                      "ingress_to_target_max": h.get("ingress_max", math.nan),
                       "ingress_mean": _stats(col("ingress_bytes"))[0],
                       "egress_per_update_mean": _stats([p["egress_bytes"] / p["updates"]
                                                         if p["egress_bytes"] and p["updates"] else None
@@ -132,6 +144,8 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
         ratios.append(math.nan if b is None else
                       ingress_ratio(nan(b["ingress_to_target_mean"]), nan(c["ingress_to_target_mean"])))
     if not num.empty:
+        num["target"] = target
+        num["smoothing"] = window
         num["baseline"] = [baseline_of.get(c["cell"]) for c in cells]
         num["ingress_ratio_vs_baseline"] = [round(x, 2) for x in ratios]
         if reference_of:
@@ -141,7 +155,7 @@ def cell_table(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str], t
     # PS → device bytes per applied update (its pulls): shown when cells differ in it, e.g. compressed pulls
     egress = [c["egress_per_update_mean"] for c in cells if not math.isnan(c["egress_per_update_mean"])]
     show_egress = bool(egress) and max(egress) > 1.05 * min(egress)
-    t = f"{100 * target:g} %" + (" (raw curve)" if window > 1 else "")
+    t = f"{100 * target:g} %" + (f" ({window}-eval moving avg)" if window > 1 else "")
     rows = []
     for c, ratio in zip(cells, ratios):
         seeds = c["seeds"]
@@ -267,17 +281,24 @@ def _combine(dirs: list[Path]) -> tuple[dict, dict, dict, list[str], dict, dict]
 
 
 def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
-                       target: Optional[float] = None) -> StudyReport:
+                       target=None, window: Optional[int] = None) -> StudyReport:
     """Aggregate a study directory — or a committed results directory, or several of either side by
     side (e.g. two protocols) — into ``out`` (default ``<first dir>/report``). ``target`` (a test
-    accuracy fraction) replaces the study's own for the 'to target' columns and the ingress ratio."""
+    accuracy fraction, or several) replaces the study's own targets; the cells table reads the
+    highest. ``window`` replaces the study's ``smoothing`` (moving average over that many
+    evaluations, which every 'to target' number reads)."""
     dirs = [Path(d) for d in (study_dir if isinstance(study_dir, (list, tuple)) else [study_dir])]
-    if target is not None:
-        check_target(target)
+    given = [] if target is None else [target] if isinstance(target, (int, float)) else list(target)
+    for t in given:
+        check_target(t)
     status, runs, labels, notes, baseline_of, reference_of = _combine(dirs)
-    target = float(target or status.get("target") or 0.97)
-    targets = tuple(sorted(set(status.get("targets") or []) | {target}))
-    window = int(status.get("smoothing") or 1)
+    window = check_window(int(window if window is not None else status.get("smoothing") or 1))
+    if given:
+        targets = tuple(sorted(set(float(t) for t in given)))
+        target = targets[-1]
+    else:
+        target = float(status.get("target") or 0.97)
+        targets = tuple(sorted(set(status.get("targets") or []) | {target}))
     out_dir = Path(out) if out is not None else dirs[0] / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -287,9 +308,10 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
     runs_csv = tables.write_csv(per_run, out_dir / "runs.csv")
     classes = _classes(runs, labels)
     classes_csv = tables.write_csv(classes, out_dir / "classes.csv") if not classes.empty else None
-    target_sections = []
+    target_sections, target_frames = [], {}
     for t in targets:
         tt = tg.target_table(per_run, t, baseline_of) if not per_run.empty else pd.DataFrame()
+        target_frames[t] = tt
         if not tt.empty:
             tables.write_csv(tt, out_dir / f"targets-{t * 100:g}.csv")
             target_sections.append((f"To {100 * t:g} % (moving average over {window} evaluations)",
@@ -301,7 +323,7 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
                            ("ingress_bytes", "accuracy_vs_ingress", "Test accuracy vs cumulative PS ingress"),
                            ("virtual_time", "accuracy_vs_virtual_time", "Test accuracy vs virtual time")):
         p = plots.plot_band(groups, x, "accuracy", out_dir / f"{kind}.png",
-                            f"{title} (mean, min–max over seeds)", target)
+                            title, target, window=window)
         if p:
             pngs[kind] = p
 
@@ -311,14 +333,16 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
     total = sum(int(st.get("total") or 0) for st in statuses) if len(dirs) > 1 else status.get("total", "?")
     intro = [f"{done} of {total} runs (cell × seed) complete. Target accuracy "
              f"{100 * target:g} %. Cells show the mean over seeds and [min–max]; 'to target' numbers "
-             "average the seeds that reached it."]
+             "average the seeds that reached it" + (f", on the trailing moving average over {window} "
+                                                    "evaluations (plots too)" if window > 1 else "")
+             + ". The same code as `edgebed report --smooth " + str(window) + "` on these runs."]
     if status.get("protocol") and len(dirs) == 1:
         intro.append(f"Protocol: {status['protocol']}.")
     intro.append("Numerics: " + numerics.summarize([numerics.of_run(r.path) for v in runs.values() for _, r in v])["text"] + ".")
     if window > 1:
-        intro.append(f"Per-target tables read the moving average of test accuracy over {window} "
+        intro.append(f"Targets read the moving average of test accuracy over {window} "
                      "evaluations (trailing): the first evaluation where it reaches the target; the "
-                     "'best' column is its maximum, the paper's 'final accuracy'. Bytes: our wire "
+                     "'best of moving avg' column is its maximum, the paper's 'final accuracy'. Bytes: our wire "
                      "bytes (all PS ingress) and the paper's encoding (pushes pickled as Python lists, "
                      "edgebed/analysis/paper_bytes.py).")
     if status.get("baseline"):
@@ -351,4 +375,5 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
     md += [f"![{k.replace('_', ' ')}]({p.name})\n" for k, p in pngs.items()]
     md_path = _write(out_dir / "report.md", "\n".join(md))
     html_path = _write(out_dir / "report.html", _html(f"Study {name}", intro, sections, notes, pngs))
-    return StudyReport(out_dir, md_path, html_path, table_csv, runs_csv, classes_csv, pngs, table_md)
+    return StudyReport(out_dir, md_path, html_path, table_csv, runs_csv, classes_csv, pngs, table_md,
+                       numbers, per_run, target_frames, target, window, tuple(notes))

@@ -201,32 +201,33 @@ def test_report_of_a_trio_compares_ingress_to_target_against_asgd(trio, tmp_path
     assert all(p.exists() for p in res.files)
 
     csv = pd.read_csv(res.table_csv).set_index("run")
-    assert csv.loc["trio-asgd", "updates_to_target"] == 400
-    assert csv.loc["trio-asgd", "ingress_to_target_bytes"] == 400_000
-    assert csv.loc["trio-adacomp", "updates_to_target"] == 300
-    assert csv.loc["trio-adacomp", "ingress_to_target_bytes"] == 3000
-    assert csv.loc["trio-adacomp", "ingress_ratio_vs_baseline"] == 133.3   # 400,000 / 3,000
-    assert csv.loc["trio-asgd", "ingress_ratio_vs_baseline"] == 1.0
-    assert pd.isna(csv.loc["trio-comp", "updates_to_target"])
-    assert csv.loc["trio-comp", "best_accuracy_pct"] == 96.0
-    assert csv.loc["trio-comp", "final_accuracy_pct"] == 95.0
+    assert csv.loc["trio-asgd", "updates_to_97"] == 400
+    assert csv.loc["trio-asgd", "ingress_to_97"] == 400_000
+    assert csv.loc["trio-adacomp", "updates_to_97"] == 300
+    assert csv.loc["trio-adacomp", "ingress_to_97"] == 3000
+    assert csv.loc["trio-adacomp", "ingress_ratio_97"] == pytest.approx(133.333, rel=1e-4)   # 400,000 / 3,000
+    assert csv.loc["trio-asgd", "ingress_ratio_97"] == 1.0
+    assert pd.isna(csv.loc["trio-comp", "updates_to_97"])
+    assert csv.loc["trio-comp", "best_accuracy"] == 0.96 and csv.loc["trio-comp", "final_accuracy"] == 0.95
 
     md = res.table_markdown
     rows = {line.split("|")[1].strip(): line for line in md.splitlines()[2:]}
     assert set(rows) == {"trio-asgd", "trio-comp", "trio-adacomp"}
-    assert "133.3×" in rows["trio-adacomp"] and "| 300 | 0.003 |" in rows["trio-adacomp"]
-    assert "| 400 | 0.40 | 1.0× (baseline) |" in rows["trio-asgd"]
-    assert "1.0× (baseline)" in rows["trio-asgd"]
+    assert "| 400 | 0.004 | 300 |" in rows["trio-adacomp"] and "| 500 | 0.50 | 400 |" in rows["trio-asgd"]
     assert "not reached" in rows["trio-comp"]
-    assert md in res.markdown.read_text()
-    assert "accuracy_vs_ingress.png" in res.markdown.read_text()
+    text = res.markdown.read_text()
+    assert md in text and "accuracy_vs_ingress.png" in text
+    to97 = text.split("## To 97 %")[1]
+    assert "| 1.0 | baseline |" in to97 and "| 0.01 | 133.3× = 100.0× per update × 1.33 updates |" in to97
+    by_label = pd.read_csv(res.target_csvs[0.97]).set_index("label")
+    assert by_label["reached"].tolist() == [1, 0, 1] and by_label["updates_mean"].iloc[2] == 300
 
 
 def test_baseline_can_be_chosen_by_name_or_path(trio, tmp_path):
     res = write_report(trio, out=tmp_path / "r1", baseline="trio-adacomp")
-    csv = pd.read_csv(res.table_csv).set_index("run")
-    assert csv.loc["trio-asgd", "ingress_ratio_vs_baseline"] == pytest.approx(0.0, abs=0.05)  # 3000/400000
-    assert "0.0075×" in res.table_markdown
+    csv = pd.read_csv(res.table_csv).set_index("run")   # default target: 96 %, which every run reached
+    assert csv.loc["trio-asgd", "ingress_ratio_96"] == pytest.approx(0.0075)  # 3000/400000
+    assert "0.0075×" in res.markdown.read_text()
     assert res.baseline == "trio-adacomp"
     assert write_report(trio, out=tmp_path / "r2", baseline=str(trio[1])).baseline == "trio-comp"
     with pytest.raises(ReportError, match="'nope' is not one of the runs"):
@@ -248,10 +249,10 @@ def test_single_run_report_goes_into_the_run_and_has_no_ratio(tmp_path):
 def test_incomplete_run_and_run_without_evals_are_reported_not_fatal(trio, tmp_path):
     killed = make_run(tmp_path / "runs", "killed", "adacomp", evals=ADACOMP[:2], status="incomplete")
     empty = make_run(tmp_path / "runs", "empty", "adacomp", evals=[], status="failed")
-    res = write_report([trio[0], killed, empty], out=tmp_path / "r")
+    res = write_report([trio[0], killed, empty], out=tmp_path / "r", target=0.97)
     rows = {line.split("|")[1].strip(): line for line in res.table_markdown.splitlines()[2:]}
     assert "| incomplete |" in rows["killed"] and "not reached" in rows["killed"]
-    assert "| failed |" in rows["empty"] and rows["empty"].count("no evals") == 5
+    assert "| failed |" in rows["empty"] and rows["empty"].count("no evals") == 3
     assert any("empty: no evaluations" in n for n in res.notes)
     assert any("killed: status is 'incomplete'" in n for n in res.notes)
     assert is_png(res.plots["accuracy_vs_updates"])

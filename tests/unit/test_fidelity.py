@@ -161,6 +161,11 @@ def test_crashed_devices_count_only_while_alive():
     # both classes at their expected rates; fast device 0 and slow device 2 crash (fail-stop) at t ≈ 10 s
     ups = _paced_updates({"fast": ([0, 1], 10.0), "slow": ([2, 3], 2.0)})
     ups = ups[~(ups["device"].isin([0, 2]) & (ups["wall_time"] > 10.0))].reset_index(drop=True)
+    # after the crashes half of the update rate is gone: τ = (others' rate) × interval, 3 before them
+    late, ups["staleness"] = ups["wall_time"] > 10.0, ups["staleness"].astype(float)
+    fast = ups["speed_class"] == "fast"
+    ups.loc[late & fast, "staleness"] = 3 * (12 - 10) / (24 - 10)
+    ups.loc[late & ~fast, "staleness"] = 3 * (12 - 2) / (24 - 2)
     timing = {"expected": EXPECTED, "tolerance": 0.1, "dilation": 1.0}
     blind = run_fidelity(ups, TWO, OF, timing=timing)    # crashes unknown: dead devices read as a slow host
     assert not blind["verdict"]["faithful"]
@@ -173,7 +178,7 @@ def test_crashed_devices_count_only_while_alive():
     # each class was alive 1.5 device-runs of 2: the expected shares stay 10:2, and staleness follows the
     # update rate of the devices still alive (75 % of it on average here)
     assert fast["expected_share"] == pytest.approx(10 / 12, abs=0.01) and fast["share"] == pytest.approx(10 / 12, abs=0.01)
-    assert 0.7 * 3.0 < fast["expected_staleness_mean"] < 0.8 * 3.0
+    assert 0.6 * 3.0 < fast["expected_staleness_mean"] < 0.8 * 3.0
     from edgebed.emulator.fidelity import expected_caption, expected_frame
     assert list(expected_frame(fid)["crashed"]) == [1, 1] and "crashed" not in expected_frame(blind)
     assert "crashed devices count only while alive" in expected_caption(fid)
@@ -192,3 +197,35 @@ def test_expected_frame_shows_realized_next_to_expected():
     f = expected_frame(fid).set_index("class")
     assert f.loc["fast", "share"] == pytest.approx(0.833, abs=0.01) and f.loc["fast", "expected_share"] == 0.8333
     assert "app link semantics" in expected_caption(fid)
+
+
+def test_the_verdict_judges_staleness_and_says_what_it_checks():
+    ups = _paced_updates({"fast": ([0, 1], 10.0), "slow": ([2, 3], 2.0)})
+    ups["staleness"] = 3 * 1.47          # rates and shares as expected, τ 47 % above the expectation
+    v = run_fidelity(ups, TWO, OF, timing={"expected": EXPECTED, "tolerance": 0.1, "dilation": 1.0})["verdict"]
+    assert not v["faithful"] and v["kind"] == "distorted"
+    assert {d["class"]: d["staleness_mean_off"] for d in v["distorted"]} == pytest.approx({"fast": 0.47, "slow": 0.47})
+    assert "staleness mean +47%" in v["summary"]
+    assert "rate per device and share" in v["checks"] and "mean staleness" in v["checks"]
+    # below the mean-field value (as the virtual clock's fast classes are) is not a distortion
+    ups["staleness"] = 3 * 0.7
+    low = run_fidelity(ups, TWO, OF, timing={"expected": EXPECTED, "tolerance": 0.1, "dilation": 1.0})["verdict"]
+    assert low["faithful"] and low["summary"].startswith("faithful: every class within 10%")
+
+
+def test_a_host_slower_by_one_factor_is_not_a_distorted_heterogeneity():
+    # both classes at 6 % of their rates: ratio 5, shares 10:2 and staleness kept
+    ups = _paced_updates({"fast": ([0, 1], 0.6), "slow": ([2, 3], 0.12)}, t_end=400.0)
+    v = run_fidelity(ups, TWO, OF, timing={"expected": EXPECTED, "tolerance": 0.1, "dilation": 1.0})["verdict"]
+    assert v["kind"] == "slower host" and not v["faithful"]
+    assert v["host_speed"] == pytest.approx(0.06, abs=0.005)
+    assert v["summary"].startswith("slower host: every class ran at 6% of its expected rate")
+    assert "heterogeneity is kept" in v["summary"] and "timing.dilation" in v["summary"]
+    # a single class that is slower: the same, said for one class
+    one = [{**EXPECTED[0], "devices": 2, "share": 1.0, "staleness_mean": 1.0}]
+    single = _paced_updates({"fast": ([0, 1], 0.6)}, t_end=400.0).assign(staleness=1)
+    v1 = run_fidelity(single, TWO[:1], {0: "fast", 1: "fast"}, timing={"expected": one, "tolerance": 0.1})["verdict"]
+    assert v1["kind"] == "slower host" and "no heterogeneity to distort" in v1["summary"]
+    # only the fast class slowed: its ratio and the shares change — distorted, not a slow host
+    skew = _paced_updates({"fast": ([0, 1], 6.0), "slow": ([2, 3], 2.0)})
+    assert run_fidelity(skew, TWO, OF, timing={"expected": EXPECTED, "tolerance": 0.1})["verdict"]["kind"] == "distorted"
