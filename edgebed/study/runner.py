@@ -17,12 +17,8 @@ recorded in status.json and the study goes on.
 from __future__ import annotations
 
 import itertools
-import os
 import re
-import signal
-import sys
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -33,7 +29,7 @@ from pydantic import ValidationError
 from ..rundir import write_json_atomic
 from ..scenario import Scenario, ScenarioError, read_yaml
 from .spec import Cell, CellSpec, Study, StudyError, StudySpec, _format
-from .storage import cell_dir, complete_run, latest_run, status_entry, tuned_path
+from .storage import complete_run, status_entry, tuned_path
 
 
 def _override(key: str, value: Any) -> str:
@@ -176,45 +172,6 @@ def _where(run: Path, sdir: Path) -> str:
         return str(run.resolve())
 
 
-def _run_one(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
-             show: Callable[[str, bool], None], head: str,
-             results: Optional[Path] = None) -> tuple[dict, bool]:
-    """Run (or skip, if already complete here or in ``results``) one cell × seed; returns its
-    status entry and whether the user interrupted it."""
-    sc = study.scenario(cell, seed)
-    parent = cell_dir(sdir, cell, seed)
-    entry = status_entry(study, cell, seed)
-    done = complete_run(sdir, results, cell, seed, sc)
-    if done is not None:
-        entry.update(status="skipped", run=_where(done, sdir))
-        show(f"{head}: already complete ({done.name}), skipped", True)
-        return entry, False
-    parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    try:
-        res = run_cell(sc, parent, lambda line, final: show(f"{head} | {line}", False))
-        summary = res.summary
-        entry.update(status="complete" if summary.get("status") == "complete" else
-                     str(summary.get("status", "failed")),
-                     run=str(Path(res.path).relative_to(sdir)), error=summary.get("reason") or None)
-        interrupted = str(summary.get("reason", "")).startswith("interrupted")
-    except KeyboardInterrupt:
-        entry.update(status="incomplete", error="interrupted by the user")
-        interrupted = True
-    except Exception as err:  # noqa: BLE001 — one bad cell must not end the study
-        entry.update(status="failed", error=f"{type(err).__name__}: {err}")
-        (parent / "error.txt").write_text(traceback.format_exc())
-        run = latest_run(parent)
-        entry["run"] = str(run.relative_to(sdir)) if run else None
-        interrupted = False
-    entry["wall_time_s"] = round(time.monotonic() - t0, 2)
-    if entry["status"] == "complete":
-        entry["error"] = None
-    show(f"{head}: {entry['status']} in {entry['wall_time_s']:.1f} s"
-         + (f" — {entry['error']}" if entry["error"] else ""), True)
-    return entry, interrupted
-
-
 def _recorded(study: Study, sdir: Path, cell: Cell, seed: int, results: Optional[Path] = None) -> dict:
     """The status entry of a cell × seed this invocation does not run: its complete run, if any."""
     sc = study.scenario(cell, seed)
@@ -223,55 +180,27 @@ def _recorded(study: Study, sdir: Path, cell: Cell, seed: int, results: Optional
                   run=_where(done, sdir) if done else None)
 
 
-class _EveryMinute:
-    """Progress for a cell run in a worker process: final lines always, live lines once a minute
-    (several cells share one terminal, so no carriage-return line)."""
-
-    def __init__(self, period_s: float = 60.0):
-        self.period_s, self.last = period_s, 0.0
-
-    def __call__(self, line: str, final: bool) -> None:
-        now = time.monotonic()
-        if final or now - self.last >= self.period_s:
-            self.last = now
-            print(line, file=sys.stderr, flush=True)
-
-
-_STUDY_PID: Optional[int] = None   # in a --jobs worker: the study process that started it
-
-
-def _pool_init(study_pid: int) -> None:
-    """A --jobs worker ends with the study process: SIGTERM when it dies (the run in progress ends as
-    an interrupted run, recorded), and no queued cell starts after it (``_pool_job``). Without this
-    a killed `study run` left its workers running their cells and then the ones queued for them."""
-    global _STUDY_PID
-    _STUDY_PID = study_pid
-    from ..procs import die_with_parent
-    die_with_parent(signal.SIGTERM, parent=study_pid)
-
-
-def _pool_job(study: Study, sdir: Path, cell: Cell, seed: int, run_cell: RunCell,
-              head: str, results: Optional[Path] = None) -> tuple[dict, bool]:
-    if _STUDY_PID is not None and os.getppid() != _STUDY_PID:
-        raise RuntimeError("the study process is gone; not starting another cell")
-    return _run_one(study, sdir, cell, seed, run_cell, _EveryMinute(), head, results)
-
-
 def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[RunCell] = None,
               progress: Optional[Callable[[str, bool], None]] = None, jobs: int = 1,
-              results: Optional[Path] = None) -> dict:
+              results: Optional[Path] = None, executor=None, retries: int = 2) -> dict:
     """Run every cell × seed not already complete; returns (and writes) the status of the whole study.
 
     ``run_cell(scenario, out_dir, progress)`` runs one scenario (default: the Engine). An exception
     or a non-complete run marks that cell × seed failed/incomplete in status.json and the study goes
     on; a user interrupt (Ctrl-C) stops the study after recording it and raises KeyboardInterrupt.
-    ``jobs > 1`` runs that many cells at once, each in its own (spawned) process; ``run_cell`` must
-    then be picklable (a module-level function or :class:`EngineRunner`).
+    ``executor`` (``study/executors``) runs the cell × seed tasks; default: the local one with
+    ``jobs`` processes (``jobs > 1``: spawned processes, so ``run_cell`` must be picklable — a
+    module-level function or :class:`EngineRunner`). A task whose worker dies is run again up to
+    ``retries`` times, then recorded failed. One driver at a time per study directory (a lock file).
     ``results`` (e.g. ``benchmarks/results/studies/<name>``): a cell × seed with a complete compact
     result there of the same scenario is skipped, and each run completed now is compacted into it.
     """
+    from .executors import make_executor
+    from .lock import StudyLock
     if jobs < 1:
         raise StudyError(f"jobs = {jobs}: give at least 1 (cells run at once)")
+    if retries < 0:
+        raise StudyError(f"retries = {retries}: give 0 or more")
     missing = study.untuned()
     if missing:
         raise StudyError(f"{study.path}: no tuned α yet for {missing}; run `edgebed study tune "
@@ -280,6 +209,27 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
     show = progress or (lambda line, final: None)
     sdir = Path(out) / study.spec.name
     sdir.mkdir(parents=True, exist_ok=True)
+    what = f"edgebed study run {study.path}"
+    with StudyLock(sdir, what), (StudyLock(results, what) if results is not None else _nothing()):
+        owned = executor is None
+        executor = executor or make_executor("local", workers=jobs)
+        try:
+            return _run_locked(study, sdir, run_cell, show, executor, results, retries)
+        finally:
+            if owned:
+                executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _run_locked(study: Study, sdir: Path, run_cell: RunCell, show, executor, results, retries) -> dict:
+    from .execute import drive
     text = study.path.read_text()
     if study.cli_set:
         text += "\n# command line --set:\n" + "".join(f"#   {s}\n" for s in study.cli_set)
@@ -292,7 +242,8 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
               "targets": study.spec.targets, "smoothing": study.spec.smoothing,
               "protocol": study.spec.protocol, "tuned": study.tuned,
               "baseline": study.spec.baseline, "reference_source": study.spec.reference_source,
-              "total": len(study.cells) * len(study.spec.seed_list), "selected": len(todo), "jobs": jobs,
+              "total": len(study.cells) * len(study.spec.seed_list), "selected": len(todo),
+              "jobs": executor.workers or 0, "executor": executor.describe(),
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cells": []}
 
     # cells and seeds left out by --cells / --seeds stay in status.json as they are on disk, so the
@@ -313,60 +264,9 @@ def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[
             from .results import export_new
             export_new(study, sdir, results, status["cells"], exported, show)
 
-    if jobs == 1:
-        for (cell, seed), head in zip(todo, heads):
-            entry, interrupted = _run_one(study, sdir, cell, seed, run_cell, show, head, results)
-            entries.append(entry)
-            save()
-            if interrupted:
-                raise KeyboardInterrupt
-    else:
-        _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show, results)
+    interrupted = drive(study, sdir, todo, heads, run_cell, executor, entries, save, show, results, retries)
     status["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     save()
-    return status
-
-
-def _run_parallel(study, sdir, todo, heads, run_cell, jobs, entries, save, show, results=None) -> None:
-    """``jobs`` cells at a time in spawned processes; entries are kept in study order."""
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    slots: list[Optional[dict]] = [None] * len(todo)
-
-    def publish() -> None:
-        entries[:] = [e for e in slots if e is not None]
-        save()
-
-    show(f"running {len(todo)} cell × seed runs, {jobs} at a time", True)
-    interrupted = False
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                             initializer=_pool_init, initargs=(os.getpid(),)) as pool:
-        pending = {pool.submit(_pool_job, study, sdir, cell, seed, run_cell, head, results): i
-                   for i, ((cell, seed), head) in enumerate(zip(todo, heads))}
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = pending.pop(fut)
-                    try:
-                        slots[i], stop = fut.result()
-                    except Exception as err:  # noqa: BLE001 — a dead worker process
-                        cell, seed = todo[i]
-                        slots[i], stop = {"cell": cell.id, "label": cell.label, "seed": seed,
-                                          "overrides": list(cell.overrides), "baseline": None,
-                                          "status": "failed", "run": None,
-                                          "error": f"worker process: {type(err).__name__}: {err}",
-                                          "wall_time_s": None}, False
-                    interrupted |= stop
-                    publish()
-                if interrupted:
-                    for fut in pending:
-                        fut.cancel()
-        except KeyboardInterrupt:
-            interrupted = True
-            for fut in pending:
-                fut.cancel()
-    publish()
     if interrupted:
         raise KeyboardInterrupt
+    return status
