@@ -88,7 +88,7 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
                 i = pending.popleft()
                 attempts[i] += 1
                 if in_process:    # runs inside submit: show it as running while it does
-                    board.update(key(i), state="running", worker=f"this process", started=time.time(),
+                    board.update(key(i), state="running", worker="this process", started=time.time(),
                                  attempts=attempts[i])
                     board.save()
                 else:
