@@ -321,11 +321,14 @@ def cmd_study_run(args) -> int:
     log.info(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.run_seeds)} "
              f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/")
     results = Path(args.results) if args.results else None
+    executor = _executor(args, Path(args.out) / study.spec.name)
     progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
     try:
-        status = run_study(study, args.out, progress=progress, jobs=args.jobs, results=results)
+        status = run_study(study, args.out, progress=progress, results=results, executor=executor,
+                           retries=args.retries)
     finally:
         progress.close()
+        executor.shutdown(wait=False, cancel_futures=True)
     if args.json:
         _out(json.dumps(status, indent=2, default=str))
         return 0 if status["failed"] + status["incomplete"] == 0 else 1
@@ -347,11 +350,14 @@ def cmd_study_tune(args) -> int:
         from .console import RunProgress
         log.info(f"edgebed: tuning {study.spec.name} — {len(ts.selected)} cell × α points × "
                  f"{len(ts.spec.seed_list)} seeds; writing to {Path(args.out) / ts.spec.name}/")
+        executor = _executor(args, Path(args.out) / ts.spec.name)
         progress = RunProgress(sys.stderr, quiet=args.quiet)
         try:
-            run_study(ts, args.out, progress=progress, jobs=args.jobs, results=results)
+            run_study(ts, args.out, progress=progress, results=results, executor=executor,
+                      retries=args.retries)
         finally:
             progress.close()
+            executor.shutdown(wait=False, cancel_futures=True)
     table = score_table(study, complete_runs(study, Path(args.out), results))
     chosen, missing = choose(study, table)
     csv, tuned = write_tuning(study, table, chosen, missing)
@@ -361,6 +367,45 @@ def cmd_study_tune(args) -> int:
         _out(f"  not complete yet (rerun the same command to resume): {', '.join(missing)}")
     log.info(f"written:\n  {csv}\n  {tuned}")
     return 0 if not missing else 1
+
+
+def _executor(args, sdir: Path):
+    """The executor ``--executor`` names, with the options of its engine."""
+    from .study.executors import Resources, make_executor
+    if args.jobs < 1:
+        raise ValueError(f"--jobs {args.jobs}: give at least 1 (cells run at once)")
+    if args.retries < 0:
+        raise ValueError(f"--retries {args.retries}: give 0 or more")
+    return make_executor(args.executor, workers=args.jobs, address=args.address,
+                         resources=Resources(cpus=args.cpus_per_task, gpus=args.gpus_per_task),
+                         partition=args.partition, time_min=args.time,
+                         folder=Path(args.slurm_folder) if args.slurm_folder else sdir / "slurm",
+                         array_parallelism=args.array_parallelism)
+
+
+def _executor_args(r) -> None:
+    g = r.add_argument_group("where cells run (docs/studies-on-clusters.md)")
+    g.add_argument("--executor", choices=["local", "ray", "slurm"], default="local",
+                   help="local: this machine, --jobs processes (default); ray: one Ray task per cell × "
+                        "seed on a Ray cluster (--address); slurm: one SLURM job array through submitit")
+    g.add_argument("--jobs", type=int, default=1, metavar="J",
+                   help="local: run J cells at once, each in its own process (default 1); give each fewer "
+                        "torch threads, e.g. --set runtime.sim.threads=1")
+    g.add_argument("--retries", type=int, default=2, metavar="N",
+                   help="run a cell × seed again up to N times when its worker dies (default 2)")
+    g.add_argument("--cpus-per-task", type=int, default=1, metavar="C",
+                   help="ray/slurm: CPUs each cell × seed asks for (default 1: a sim cell trains on one thread)")
+    g.add_argument("--gpus-per-task", type=float, default=0, metavar="G",
+                   help="ray/slurm: GPUs each cell × seed asks for (default 0)")
+    g.add_argument("--address", metavar="ADDR", help="ray: the cluster, e.g. auto, HEAD:6379 or "
+                   "ray://HEAD:10001 (default: start a private Ray on this machine)")
+    g.add_argument("--partition", metavar="NAME", help="slurm: the partition (default: the cluster's)")
+    g.add_argument("--time", type=int, default=120, metavar="MIN",
+                   help="slurm: time limit of each cell × seed job in minutes (default 120)")
+    g.add_argument("--array-parallelism", type=int, default=256, metavar="K",
+                   help="slurm: at most K jobs of the array at once (default 256)")
+    g.add_argument("--slurm-folder", metavar="DIR", help="slurm: submitit's job files (pickled tasks and "
+                   "results, logs); must be on storage the compute nodes see (default <out>/<study>/slurm)")
 
 
 def cmd_study_import(args) -> int:
@@ -388,6 +433,9 @@ def cmd_study_status(args) -> int:
     st = progress(study, results if results.is_dir() or args.results else None, out)
     st["looked_in"] = {"runs": str(out / study.spec.name), "runs_found": (out / study.spec.name).is_dir(),
                        "results": str(results), "results_found": results.is_dir()}
+    from .study import progress as live
+    snap = live.read(out / study.spec.name)
+    st["live"] = snap
     if args.json:
         _out(json.dumps(st, indent=2))
         return 0
@@ -407,6 +455,8 @@ def cmd_study_status(args) -> int:
     text.append(f"looked in: {seen['runs']}/ ({'run directories' if seen['runs_found'] else 'not there'}), "
                 f"{seen['results']}/ ({'compact results' if seen['results_found'] else 'not there'})"
                 + ("" if seen["runs_found"] or args.out else "; runs written elsewhere? give --out <the study run's --out>"))
+    if snap:   # the view of the driver that runs (or last ran) this study: the same as its console
+        text += ["", f"last driver ({out / study.spec.name / live.NAME}):", *live.render(snap), ""]
     if st.get("numerics"):
         text.append(f"numerics: {st['numerics']['text']}")
     if st["missing_core_hours"]:
@@ -455,9 +505,7 @@ def _study_parser(sub) -> None:
     r.add_argument("--cells", action="append", metavar="GLOB",
                    help="run only the cells whose label or id matches, e.g. --cells '*train_samples=8000' "
                         "(repeatable; a later run without it resumes the rest)")
-    r.add_argument("--jobs", type=int, default=1, metavar="J",
-                   help="run J cells at once, each in its own process (default 1); give each fewer "
-                        "torch threads, e.g. --set runtime.sim.threads=1")
+    _executor_args(r)
     r.add_argument("--results", metavar="DIR", help="committed results directory, e.g. "
                    "benchmarks/results/studies/<name>: skip the runs compacted there, compact each new one")
     r.set_defaults(func=cmd_study_run)
@@ -466,7 +514,7 @@ def _study_parser(sub) -> None:
     r.add_argument("--out", default="studies-out", help="parent of the tuning study directory")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="as for study run")
     r.add_argument("--cells", action="append", metavar="GLOB", help="tune only these cells")
-    r.add_argument("--jobs", type=int, default=1, metavar="J", help="runs at once (default 1)")
+    _executor_args(r)
     r.add_argument("--results", metavar="DIR", help="committed results directory of the tuning "
                    "runs, e.g. benchmarks/results/studies/<name>-tuning")
     r.add_argument("--select-only", action="store_true",
@@ -488,7 +536,7 @@ def _study_parser(sub) -> None:
     r.add_argument("--results", metavar="DIR", help="committed results directory (default "
                    "benchmarks/results/studies/<name>; the tuning grid's: DIR-tuning)")
     r.add_argument("--out", metavar="DIR", help="count run directories under DIR/<name>/ (default studies-out, "
-                   "as `study run`)")
+                   "as `study run`); the live view of a running driver is read from there too")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
     r.set_defaults(func=cmd_study_status)
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")

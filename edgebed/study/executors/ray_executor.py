@@ -67,8 +67,8 @@ class RayExecutor(StudyExecutor):
         here = ray.get_runtime_context().get_node_id()
         self._placement = ray.remote(num_cpus=0)(_Placement).options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)).remote()
-        self._remote = ray.remote(_call).options(num_cpus=resources.cpus, num_gpus=resources.gpus,
-                                                 max_retries=0, max_calls=1)
+        self._remote = ray.remote(num_cpus=resources.cpus, num_gpus=resources.gpus, max_retries=0,
+                                  max_calls=1)(_call)
         self._ids = count()
         self._refs: dict[int, tuple] = {}            # id(future) → (task id, object ref)
         self._seen: dict[int, str] = {}
