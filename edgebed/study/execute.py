@@ -119,8 +119,8 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
                 why = "interrupted by the user" if interrupted else \
                     f"worker lost {attempts[i]} time{'s' * (attempts[i] > 1)}; last: {err}"
                 finish(i, CellOutcome(key(i), "incomplete" if interrupted else "failed", why, 0.0, "-"))
-        except CancelledError:
-            finish(i, CellOutcome(key(i), "incomplete", "interrupted by the user", 0.0, "-"))
+        except CancelledError:   # never started: as if still queued
+            pending.append(i)
         except Exception as err:  # noqa: BLE001 — the task itself could not run (pickling, import)
             finish(i, CellOutcome(key(i), "failed", f"worker: {type(err).__name__}: {err}", 0.0, "-"))
 
@@ -146,20 +146,28 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
                 submit_more()
     except KeyboardInterrupt:
         interrupted = True
-    if interrupted and outstanding:
-        show(f"interrupted: stopping {len(outstanding)} outstanding cell × seed runs", True)
-        executor.interrupt(list(outstanding))
-        finished, _ = wait(list(outstanding), timeout=INTERRUPT_GRACE_S)
-        for fut in finished:
-            collect(fut, outstanding.pop(fut))
-        for fut, i in outstanding.items():   # never came back: recorded as not finished
-            finish(i, CellOutcome(key(i), "incomplete", "interrupted by the user", 0.0, "-"))
-    for i in pending:                         # never started
-        cell, seed = todo[i]
-        slots[i] = status_entry(study, cell, seed, status="not run", error="interrupted before it started")
-        board.update(key(i), state="not run")
-    publish()
-    board.finish()
+    try:
+        if interrupted and outstanding:
+            show(f"interrupted: stopping {len(outstanding)} outstanding cell × seed runs", True)
+            executor.interrupt(list(outstanding))
+            finished, _ = wait(list(outstanding), timeout=INTERRUPT_GRACE_S)
+            for fut in finished:
+                collect(fut, outstanding.pop(fut))
+    except KeyboardInterrupt:     # a second Ctrl-C: stop waiting for them
+        pass
+    finally:
+        for i in outstanding.values():   # never came back: not finished
+            cell, seed = todo[i]
+            if slots[i] is None:
+                slots[i] = status_entry(study, cell, seed, status="incomplete", error="interrupted by the user",
+                                  attempts=attempts[i])
+                board.update(key(i), state="incomplete", error="interrupted by the user")
+        for i in pending:                 # never started
+            cell, seed = todo[i]
+            slots[i] = status_entry(study, cell, seed, status="not run", error="interrupted before it started")
+            board.update(key(i), state="not run")
+        publish()
+        board.finish()
     return interrupted
 
 

@@ -12,7 +12,7 @@ import os
 import queue
 import signal
 import threading
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from concurrent.futures.process import BrokenProcessPool
 from itertools import count
 from typing import Optional
@@ -21,13 +21,14 @@ from .base import ExecutorError, StudyExecutor, WorkerLost
 
 _STUDY_PID: Optional[int] = None   # in a pool process: the study process that started it
 _STARTED = None                    # in a pool process: where it says which task it started
+_STOP = None                       # in a pool process: set after Ctrl-C, so no queued task starts
 
 
-def _pool_init(study_pid: int, started) -> None:
+def _pool_init(study_pid: int, started, stop) -> None:
     """A pool process ends with the study process: SIGTERM when it dies (the run in progress ends as
-    an interrupted run, recorded), and no queued task starts after it (``_pool_call``)."""
-    global _STUDY_PID, _STARTED
-    _STUDY_PID, _STARTED = study_pid, started
+    an interrupted run, recorded), and no queued task starts after it or after Ctrl-C (``_pool_call``)."""
+    global _STUDY_PID, _STARTED, _STOP
+    _STUDY_PID, _STARTED, _STOP = study_pid, started, stop
     from ...procs import die_with_parent
     die_with_parent(signal.SIGTERM, parent=study_pid)
 
@@ -35,6 +36,8 @@ def _pool_init(study_pid: int, started) -> None:
 def _pool_call(tid: int, fn, args, kwargs):
     if _STUDY_PID is not None and os.getppid() != _STUDY_PID:
         raise RuntimeError("the study process is gone; not starting another cell")
+    if _STOP is not None and _STOP.is_set():
+        raise CancelledError("interrupted before it started")
     if _STARTED is not None:
         _STARTED.put((tid, os.getpid()))
     return fn(*args, **kwargs)
@@ -51,7 +54,7 @@ class LocalExecutor(StudyExecutor):
         self.in_process = workers == 1
         self.window = 1 if workers == 1 else None
         self._pool = None
-        self._started = None
+        self._started = self._stop = None
         self._ids = count()
         self._tid: dict[int, int] = {}          # id(future) → task id
         self._pid: dict[int, int] = {}          # task id → pool process
@@ -89,9 +92,9 @@ class LocalExecutor(StudyExecutor):
             self._pool = None
         if self._pool is None:
             ctx = mp.get_context("spawn")
-            self._started = ctx.Queue()
-            self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=ctx,
-                                             initializer=_pool_init, initargs=(os.getpid(), self._started))
+            self._started, self._stop = ctx.Queue(), ctx.Event()
+            self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=ctx, initializer=_pool_init,
+                                             initargs=(os.getpid(), self._started, self._stop))
         return self._pool
 
     def where(self, future: Future) -> Optional[str]:
@@ -111,6 +114,8 @@ class LocalExecutor(StudyExecutor):
         """Queued tasks are cancelled; the pool's processes get SIGINT (a Ctrl-C in a terminal reaches
         them anyway, ``kill -INT`` of the study process does not), so the cells they run end as
         interrupted runs, recorded."""
+        if self._stop is not None:
+            self._stop.set()
         for fut in futures:
             fut.cancel()
         for proc in list(getattr(self._pool, "_processes", {}).values()):
