@@ -143,6 +143,7 @@ def test_a_second_driver_on_the_same_study_directory_is_refused(tmp_path):
     finally:
         holder.kill()                                            # killed: the kernel drops its lock
         holder.wait()
+        holder.stdout.close()
     status = run_study(load_study(path), out, FakeRunner())
     assert status["complete"] == 6
 

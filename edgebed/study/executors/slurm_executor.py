@@ -144,7 +144,7 @@ class SlurmExecutor(StudyExecutor):
                 state, node = states.get(job.job_id, (None, None))
                 with self._lock:
                     if state == "RUNNING" and node:
-                        self._where[job.job_id] = node
+                        self._where[job.job_id] = f"{node} job {job.job_id}"
                     else:
                         self._where.pop(job.job_id, None)
                 if job.paths.result_pickle.exists():

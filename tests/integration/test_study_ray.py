@@ -1,0 +1,79 @@
+"""The Ray executor on a real Ray cluster: a head and two worker raylets on this host. A worker
+raylet killed while it runs a cell → the cell runs again on the other one and the study completes,
+and every cell's compact result is the one the local executor gives."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from edgebed.study.executors import RayExecutor, Resources
+from edgebed.study.runner import load_study, run_study
+from tests.capabilities import require
+from tests.integration.study_cells import assert_same_result, local_reference, run_of, write_smoke_study
+
+
+@pytest.fixture
+def cluster():
+    try:
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        require(False, "Ray", "pip install -e '.[ray]'")
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})   # the head runs no cell
+    workers = [c.add_node(num_cpus=1) for _ in range(2)]
+    c.wait_for_nodes()
+    try:
+        yield c, workers
+    finally:
+        import ray
+        ray.shutdown()
+        c.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_worker_raylet_is_retried_elsewhere_and_results_match_the_local_executor(cluster, tmp_path):
+    c, workers = cluster
+    reference = local_reference()
+    path = write_smoke_study(tmp_path / "study", updates=300)
+    sdir = tmp_path / "out" / "exec-smoke"
+    killed = {}
+
+    def kill_one_mid_cell():
+        """Watch the driver's live view; kill the raylet of the first cell seen running."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            try:
+                snap = json.loads((sdir / "progress.json").read_text())
+            except (OSError, ValueError):
+                snap = {"tasks": []}
+            for t in snap["tasks"]:
+                if t["state"] == "running" and t.get("worker"):
+                    node = next((w for w in workers if w.unique_id[:8] in t["worker"]), None)
+                    if node is not None:
+                        time.sleep(1.0)              # well inside the cell (it takes several seconds)
+                        c.remove_node(node, allow_graceful=False)
+                        killed.update(cell=t["cell"], node=node.unique_id)
+                        return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_one_mid_cell, daemon=True)
+    killer.start()
+    executor = RayExecutor(address=c.address, resources=Resources(cpus=1))
+    lines = []
+    try:
+        status = run_study(load_study(path), tmp_path / "out", progress=lambda line, final: lines.append(line),
+                           executor=executor, retries=2)
+    finally:
+        executor.shutdown(cancel_futures=True)
+    killer.join(5)
+    assert killed, f"no cell was seen running on a worker raylet: {lines}"
+    assert (status["complete"], status["failed"]) == (2, 0), status["cells"]
+    by = {e["cell"]: e for e in status["cells"]}
+    assert by[killed["cell"]]["attempts"] == 2                    # lost once, then ran elsewhere
+    assert any("Ray lost the task" in line and "running it again" in line for line in lines), lines
+    # the compact results came back through Ray and were written by the driver; they are the local ones
+    for cell in ("asgd", "adacomp-c-0.01"):
+        assert_same_result(run_of(sdir, cell), run_of(reference, cell))

@@ -1,0 +1,76 @@
+"""The SLURM executor on a real one-node SLURM (munged, slurmctld, slurmd started by .ci/provision):
+the smoke study goes in as one job array through submitit; an array task cancelled while it runs
+(as a node failure or preemption would end it) is submitted again and the study completes, with the
+compact results the local executor gives."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+
+from edgebed.study.executors import Resources
+from edgebed.study.runner import load_study, run_study
+from tests.capabilities import require
+from tests.integration.study_cells import assert_same_result, local_reference, run_of, write_smoke_study
+
+
+def require_slurm():
+    try:
+        from edgebed.study.executors.slurm_executor import slurm_problem
+    except ImportError:
+        require(False, "submitit", "pip install -e '.[slurm]'")
+    problem = slurm_problem()
+    require(problem is None, "a running SLURM cluster",
+            f"{problem}; `bash .ci/provision` (root) starts a one-node one: munged, slurmctld, slurmd")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_study_runs_as_a_job_array_survives_a_cancelled_task_and_matches_the_local_executor(tmp_path):
+    require_slurm()
+    from edgebed.study.executors import SlurmExecutor
+    reference = local_reference()
+    path = write_smoke_study(tmp_path / "study", updates=300)
+    sdir = tmp_path / "out" / "exec-smoke"
+    cancelled = {}
+
+    def cancel_one_mid_cell():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                snap = json.loads((sdir / "progress.json").read_text())
+            except (OSError, ValueError):
+                snap = {"tasks": []}
+            for t in snap["tasks"]:
+                m = re.search(r"job (\S+)", t.get("worker") or "")
+                if t["state"] == "running" and m:
+                    time.sleep(1.0)
+                    subprocess.run(["scancel", m.group(1)], check=True, timeout=30)
+                    cancelled.update(cell=t["cell"], job=m.group(1))
+                    return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=cancel_one_mid_cell, daemon=True)
+    killer.start()
+    executor = SlurmExecutor(folder=sdir / "slurm", time_min=10, resources=Resources(cpus=1))
+    lines = []
+    try:
+        status = run_study(load_study(path), tmp_path / "out", progress=lambda line, final: lines.append(line),
+                           executor=executor, retries=2)
+    finally:
+        executor.shutdown(cancel_futures=True)
+    killer.join(5)
+    assert cancelled, f"no array task was seen running: {lines}"
+    assert (status["complete"], status["failed"]) == (2, 0), status["cells"]
+    # the first submission was one array of both cells (<array id>_0, _1), the retry a job of its own
+    first = cancelled["job"].split("_")[0]
+    assert {p.name for p in (sdir / "slurm").iterdir()} >= {f"{first}_0", f"{first}_1"}
+    by = {e["cell"]: e for e in status["cells"]}
+    assert by[cancelled["cell"]]["attempts"] == 2
+    assert any(f"SLURM job {cancelled['job']}" in line and "running it again" in line for line in lines), lines
+    for cell in ("asgd", "adacomp-c-0.01"):
+        assert_same_result(run_of(sdir, cell), run_of(reference, cell))
