@@ -109,7 +109,9 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
 
     def collect(fut, i: int) -> None:
         try:
-            finish(i, fut.result())
+            outcome = fut.result()
+        except KeyboardInterrupt:   # the worker was interrupted outside the cell (between tasks)
+            finish(i, CellOutcome(key(i), "incomplete", "interrupted by the user", 0.0, "-"))
         except WorkerLost as err:
             if attempts[i] <= retries and not interrupted:
                 pending.appendleft(i)
@@ -123,6 +125,8 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
             pending.append(i)
         except Exception as err:  # noqa: BLE001 — the task itself could not run (pickling, import)
             finish(i, CellOutcome(key(i), "failed", f"worker: {type(err).__name__}: {err}", 0.0, "-"))
+        else:
+            finish(i, outcome)
 
     try:
         submit_more()
@@ -156,16 +160,14 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
     except KeyboardInterrupt:     # a second Ctrl-C: stop waiting for them
         pass
     finally:
-        for i in outstanding.values():   # never came back: not finished
-            cell, seed = todo[i]
+        queued = set(pending)
+        for i in tasks:                   # not recorded: never started, or never came back
             if slots[i] is None:
-                slots[i] = status_entry(study, cell, seed, status="incomplete", error="interrupted by the user",
-                                  attempts=attempts[i])
-                board.update(key(i), state="incomplete", error="interrupted by the user")
-        for i in pending:                 # never started
-            cell, seed = todo[i]
-            slots[i] = status_entry(study, cell, seed, status="not run", error="interrupted before it started")
-            board.update(key(i), state="not run")
+                cell, seed = todo[i]
+                state, why = ("not run", "interrupted before it started") if i in queued else \
+                    ("incomplete", "interrupted by the user")
+                slots[i] = status_entry(study, cell, seed, status=state, error=why, attempts=attempts[i])
+                board.update(key(i), state=state, error=why)
         publish()
         board.finish()
     return interrupted

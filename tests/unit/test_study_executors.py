@@ -109,7 +109,7 @@ def test_ctrl_c_cancels_what_is_outstanding_and_keeps_each_finished_result_whole
     status = json.loads((tmp_path / "out" / "st" / "status.json").read_text())
     by = {(e["label"], e["seed"]): e for e in status["cells"]}
     assert by[("asgd", 1)]["status"] == "complete"
-    assert len(status["cells"]) == 6, [(e["label"], e["seed"], e["status"], e["error"]) for e in status["cells"]]
+    assert len(status["cells"]) == 6, json.dumps([status["cells"], live.read(tmp_path / "out" / "st")], indent=0)
     assert status["not run"] >= 2   # queued ones never started
     for e in status["cells"]:
         if e["status"] == "complete":      # whole: the report's loader reads it
