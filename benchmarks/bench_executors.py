@@ -80,6 +80,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from edgebed import numerics
     os.environ.update(numerics.environment("portable"))
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")   # the private Ray on loopback
     from edgebed.study.executors import LocalExecutor, RayExecutor, Resources, SlurmExecutor
     from edgebed.study.executors.slurm_executor import slurm_problem
 

@@ -4,6 +4,7 @@ and every cell's compact result is the one the local executor gives."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -13,6 +14,10 @@ from edgebed.study.executors import RayExecutor, Resources
 from edgebed.study.runner import load_study, run_study
 from tests.capabilities import require
 from tests.integration.study_cells import assert_same_result, local_reference, run_of, write_smoke_study
+
+# The test cluster's raylets and GCS talk over loopback only (Ray would pick the host's address):
+# read by Ray when it is first imported, here before any test imports it.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 @pytest.fixture

@@ -47,6 +47,9 @@ class RayExecutor(StudyExecutor):
 
     def __init__(self, address: Optional[str] = None, resources: Resources = Resources(),
                  namespace: str = "edgebed-study"):
+        if address is None:
+            # a private Ray on this machine: its nodes talk over loopback, not the host's address
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         try:
             import ray
         except ImportError:
@@ -138,11 +141,14 @@ def _follow(ref, outer: Future) -> None:
             ray.cancel(ref, force=True)
         except Exception:  # noqa: BLE001
             pass
-        return orig_cancel()
+        # wake wait() now: a cancelled future counts as done only once "notified"
+        if orig_cancel() and outer._state == "CANCELLED":
+            outer.set_running_or_notify_cancel()
+        return outer.cancelled()
     outer.cancel = cancel   # type: ignore[method-assign]
 
     def done(f: Future) -> None:
-        if not outer.set_running_or_notify_cancel():
+        if outer.done() or not outer.set_running_or_notify_cancel():
             return
         err = f.exception() if not f.cancelled() else TaskCancelledError()
         if err is None:

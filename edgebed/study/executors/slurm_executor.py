@@ -118,10 +118,13 @@ class SlurmExecutor(StudyExecutor):
             return None if entry is None else self._where.get(entry[0].job_id)
 
     def interrupt(self, futures: list[Future]) -> None:
+        """``scancel`` the jobs behind ``futures``; each then ends as :class:`WorkerLost` (cancelled)."""
         with self._lock:
-            ids = [self._jobs[f][0].job_id for f in futures if f in self._jobs]
-        if ids:
-            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
+            jobs = {f: self._jobs.pop(f)[0] for f in futures if f in self._jobs}
+        if jobs:
+            subprocess.run(["scancel", *(j.job_id for j in jobs.values())], capture_output=True, timeout=30)
+        for fut, job in jobs.items():
+            fut.set_exception(WorkerLost(f"SLURM job {job.job_id} cancelled (scancel)"))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if cancel_futures:
@@ -175,8 +178,9 @@ class SlurmExecutor(StudyExecutor):
     def _resolve(self, fut: Future, job, lost: Optional[str] = None) -> None:
         import submitit
         with self._lock:
-            self._jobs.pop(fut, None)
             self._where.pop(job.job_id, None)
+            if self._jobs.pop(fut, None) is None:   # already resolved (interrupt)
+                return
         if lost is not None:
             fut.set_exception(WorkerLost(f"SLURM job {job.job_id} ended without a result ({lost}); "
                                          f"its log: {job.paths.stderr}"))
