@@ -89,26 +89,29 @@ def main(argv=None) -> int:
                           "loadavg_before": os.getloadavg()}}
     import ray
     out["host"]["ray"] = ray.__version__
-    over = {"local in-process": overhead(lambda: LocalExecutor(1), args.tasks),
-            "local pool (2 processes)": overhead(lambda: LocalExecutor(2), args.tasks),
-            "ray (private, 2 CPUs)": overhead(lambda: RayExecutor(None, Resources(cpus=1)), args.tasks)}
     if not args.skip_slurm:
         problem = slurm_problem()
         if problem:
             raise SystemExit(f"slurm: {problem}; run `bash .ci/provision` or pass --skip-slurm")
-        over["slurm (one node, job array)"] = overhead(
-            lambda: SlurmExecutor(root / "slurm-overhead", time_min=10), args.tasks)
-    out["scheduling_overhead"] = over
-    print(json.dumps(over, indent=2), flush=True)
-    study = {"local in-process (1 at a time)": smoke(lambda: LocalExecutor(1), root, "local1"),
-             "local --jobs 2": smoke(lambda: LocalExecutor(2), root, "local2"),
-             "ray, 2 workers": smoke(lambda: RayExecutor(None, Resources(cpus=1)), root, "ray2")}
-    out["smoke_study"] = study
+    makers = {"local in-process": lambda: LocalExecutor(1),
+              "local pool (2 processes)": lambda: LocalExecutor(2),
+              "ray (private, 2 CPUs)": lambda: RayExecutor(None, Resources(cpus=1))}
+    if not args.skip_slurm:
+        makers["slurm (one node, job array)"] = lambda: SlurmExecutor(root / "slurm-overhead", time_min=10)
+    over = out["scheduling_overhead"] = {}
+    for name, make in makers.items():
+        over[name] = overhead(make, args.tasks)
+        print(name, json.dumps(over[name]), flush=True)
+    study = out["smoke_study"] = {}
+    for name, make, label in (("local in-process (1 at a time)", lambda: LocalExecutor(1), "local1"),
+                              ("local --jobs 2", lambda: LocalExecutor(2), "local2"),
+                              ("ray, 2 workers", lambda: RayExecutor(None, Resources(cpus=1)), "ray2")):
+        study[name] = smoke(make, root, label)
+        print(name, json.dumps(study[name]), flush=True)
     out["smoke_study_setup"] = ("tests/integration/study_cells.py write_smoke_study: MLP, sim runtime, "
                                 "4 devices, 320 training samples, 300 updates, 2 cells x 2 seeds")
     out["host"]["loadavg_after"] = os.getloadavg()
     out["when"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    print(json.dumps(study, indent=2))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(out, indent=2) + "\n")
     print(f"written {OUT}")

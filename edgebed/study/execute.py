@@ -49,7 +49,7 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
     slots: list[Optional[dict]] = [None] * len(todo)
     tasks: dict[int, CellTask] = {}
     pending: deque[int] = deque()
-    in_process = getattr(executor, "in_process", False)
+    in_process = executor.in_process
     live = show if in_process else (_EveryMinute() if executor.shares_filesystem else None)
 
     def publish() -> None:

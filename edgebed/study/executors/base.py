@@ -6,7 +6,8 @@ standard interface lacks, each with a harmless default:
 
 - ``batch()``: a context in which submits are sent together (SLURM makes them one job array);
 - ``where(future)``: the worker running a task, or None while it is queued (the progress view);
-- ``window``: how many tasks may be outstanding at once (None: all of them; 1: run one by one).
+- ``window``: how many tasks may be outstanding at once (None: all of them; 1: run one by one),
+  and ``in_process`` / ``shares_filesystem``: what the driver may expect of where tasks run.
 
 The study runner (``study/runner.py``) only ever talks to this interface. An engine's own failure —
 a worker process, raylet or SLURM job that died — reaches the runner as :class:`WorkerLost` from
@@ -48,6 +49,7 @@ class StudyExecutor(Executor):
 
     name: str = ""                    # registry key
     shares_filesystem: bool = False   # tasks see the driver's files (then full run dirs are kept)
+    in_process: bool = False          # tasks run in the driver's own process (live progress, Ctrl-C)
     window: Optional[int] = None
 
     @property
