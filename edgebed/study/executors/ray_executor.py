@@ -61,7 +61,7 @@ class RayExecutor(StudyExecutor):
             try:
                 ray.init(address=address, namespace=namespace, log_to_driver=False,
                          include_dashboard=False, configure_logging=False)
-            except (ConnectionError, RuntimeError, ValueError) as err:
+            except Exception as err:  # noqa: BLE001 — Ray raises bare Exception for a start-up timeout
                 raise ExecutorError(f"--executor ray: could not connect to the Ray cluster at "
                                     f"{address or '(a new local one)'}: {err}. Start one with `ray start "
                                     "--head` on the head node (and `ray start --address HEAD:6379` on "
