@@ -91,24 +91,26 @@ class InterruptAfterFirst:
     def __call__(self, line, final):
         self.lines.append(line)
         if ": complete in" in line and not any(": complete in" in x for x in self.lines[:-1]):
+            self.first = line.split("] ", 1)[1].split(":")[0]      # "asgd · seed 1"
             raise KeyboardInterrupt
 
 
 class Slow(FakeRunner):
     def __call__(self, sc, out, progress):
         if "asgd-s1" not in sc.name:
-            time.sleep(1.5)
+            time.sleep(4)
         return super().__call__(sc, out, progress)
 
 
 @pytest.mark.timeout(120)
 def test_ctrl_c_cancels_what_is_outstanding_and_keeps_each_finished_result_whole(tmp_path):
     study = load_study(write_study(tmp_path, **COMPRESSION))
+    user = InterruptAfterFirst()
     with pytest.raises(KeyboardInterrupt):
-        run_study(study, tmp_path / "out", Slow(), InterruptAfterFirst(), jobs=2)
+        run_study(study, tmp_path / "out", Slow(), user, jobs=2)
     status = json.loads((tmp_path / "out" / "st" / "status.json").read_text())
-    by = {(e["label"], e["seed"]): e for e in status["cells"]}
-    assert by[("asgd", 1)]["status"] == "complete"
+    by = {f"{e['label']} · seed {e['seed']}": e for e in status["cells"]}
+    assert by[user.first]["status"] == "complete"     # the one that finished before Ctrl-C
     assert len(status["cells"]) == 6, json.dumps([status["cells"], live.read(tmp_path / "out" / "st")], indent=0)
     assert status["not run"] >= 2   # queued ones never started
     for e in status["cells"]:
