@@ -29,6 +29,9 @@ def _pool_init(study_pid: int, started, stop) -> None:
     an interrupted run, recorded), and no queued task starts after it or after Ctrl-C (``_pool_call``)."""
     global _STUDY_PID, _STARTED, _STOP
     _STUDY_PID, _STARTED, _STOP = study_pid, started, stop
+    # idle, a Ctrl-C must not land inside the pool's queue code (a KeyboardInterrupt there can leave
+    # a queue lock held and hang the pool); ``_pool_call`` takes it while a task runs
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from ...procs import die_with_parent
     die_with_parent(signal.SIGTERM, parent=study_pid)
 
@@ -40,7 +43,11 @@ def _pool_call(tid: int, fn, args, kwargs):
         raise CancelledError("interrupted before it started")
     if _STARTED is not None:
         _STARTED.put((tid, os.getpid()))
-    return fn(*args, **kwargs)
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # the cell ends as an interrupted run
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class LocalExecutor(StudyExecutor):
