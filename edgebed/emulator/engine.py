@@ -331,7 +331,7 @@ class Engine:
                     writer.flush()
                     write_json_atomic(path / "traffic.json", ps.meter.to_dict())
                     last_flush = time.monotonic()
-            status, reason = "complete", ps.stopped
+            status, reason = ("failed", ps.failure) if ps.failure else ("complete", ps.stopped)
         except (KeyboardInterrupt, Interrupted):
             signals.phase = STOPPING
             reason = "interrupted by the user (Ctrl-C / SIGTERM)"
@@ -345,9 +345,9 @@ class Engine:
             elapsed = time.monotonic() - t_start
             self._teardown(runtime, handles, transport, ps, evaluator, collector, writer,
                            wait_eval=(status == "complete"), hurry=lambda: signals.hurry)
-            if status == "complete" and ps.version == 0 and handles and len(exit_codes) == len(handles) \
-                    and all(c != 0 for c in exit_codes.values()):
-                status, reason = "failed", _first_agent_error(path, exit_codes)
+            if status == "complete" and handles and len(exit_codes) == len(handles) \
+                    and all(c != 0 for c in exit_codes.values()):   # the run ended because no device was left
+                status, reason = "failed", _first_agent_error(path, exit_codes, ps.version)
             if cleaned := ended_by_clean(path):   # its agents were killed under it: not complete
                 status, reason = "incomplete", cleaned
             summary = self._summary(ps, evals, handles, seen_exit, lost, status, reason, elapsed, runtime)
@@ -465,8 +465,8 @@ class Engine:
                          self.sc.stop.updates)
 
 
-def _first_agent_error(path: Path, exit_codes: dict[int, int]) -> str:
-    """Reason of a run in which every device failed before any update: the first one's last log line."""
+def _first_agent_error(path: Path, exit_codes: dict[int, int], updates: int = 0) -> str:
+    """Reason of a run that ended because every device exited with an error: the first one's last log line."""
     d, code = next(iter(exit_codes.items()))
     log = path / "logs" / f"agent-{d:04d}.log"
     try:
@@ -474,7 +474,8 @@ def _first_agent_error(path: Path, exit_codes: dict[int, int]) -> str:
     except OSError:
         lines = []
     last = lines[-1].strip() if lines else "(no log)"
-    return (f"every device failed before any update was applied; first: device {d} exited with code "
+    when = "before any update was applied" if updates == 0 else f"after {updates} updates"
+    return (f"every device failed {when}; first: device {d} exited with code "
             f"{code}: {last} (full log: {log})")
 
 

@@ -97,6 +97,7 @@ class ZmqServer:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
+        self._dropped_bytes = 0   # bytes of the last message refused for its frame count
 
     def serve(self) -> None:
         """Run the loop in the calling thread until stop()."""
@@ -112,7 +113,11 @@ class ZmqServer:
                                 peer, body, principal = recv()
                             except zmq.Again:
                                 break
-                            reply = ps.process(peer, body, principal)
+                            if type(body) is int:   # too many frames: body is how many there were
+                                reply = ps.refuse(peer, "frame-count", f"{body} frames; a message has "
+                                                  f"at most {wire.MAX_FRAMES}", self._dropped_bytes)
+                            else:
+                                reply = ps.process(peer, body, principal)
                             if reply is not None:   # at once: the device computes while we go on
                                 send(peer, reply)
                     ps.tick()   # held replies after a stop or a silent round member
@@ -122,9 +127,10 @@ class ZmqServer:
         finally:
             self.sock.close(0)
 
-    def _recv(self) -> tuple[bytes, list, Optional[int]]:
-        """One message: (peer, frames, device of its CURVE key or None). At most MAX_FRAMES + 1 frames
-        are kept (enough for decode to refuse the message); the rest are received and freed one by one."""
+    def _recv(self) -> tuple[bytes, list | int, Optional[int]]:
+        """One message: (peer, frames, device of its CURVE key or None). At most MAX_FRAMES frames are
+        kept; a message with more is received and freed frame by frame and comes back as its frame count
+        (an int) instead of its frames, to be refused with the real count."""
         sock = self.sock
         first = sock.recv(zmq.NOBLOCK, copy=False)
         principal = None
@@ -136,22 +142,28 @@ class ZmqServer:
             more = frame.more
             body.append(frame.buffer)
         if more:
-            self._discard_rest()
+            self._dropped_bytes = wire.frames_nbytes(body)
+            return first.bytes, len(body) + self._discard_rest(), principal
         return first.bytes, body, principal
 
-    def _discard_rest(self) -> None:
+    def _discard_rest(self) -> int:
         """Receive and free the rest of a message that has too many frames, without ``ps.lock`` (held
-        by ``serve`` for the batch): a million frames take seconds, the engine must not wait for them."""
-        lock, dropped, more = self.ps.lock, 0, True
+        by ``serve`` for the batch): a million frames take seconds, the engine must not wait for them.
+        → how many frames were dropped (their bytes are added to ``_dropped_bytes``)."""
+        lock, dropped, more, nbytes = self.ps.lock, 0, True, 0
         lock.release()
         try:
             while more:
-                more = self.sock.recv(copy=False).more
+                frame = self.sock.recv(copy=False)
+                more = frame.more
+                nbytes += len(frame)
                 dropped += 1
         finally:
             lock.acquire()
+        self._dropped_bytes += nbytes
         if dropped > 10_000:   # libzmq queued them all (~64 B each); give that memory back to the OS
             _malloc_trim()
+        return dropped
 
     def _send(self, peer: bytes, frames: list) -> None:
         """Send without blocking; a full queue (peer not reading) or a vanished peer drops the reply."""
@@ -165,12 +177,14 @@ class ZmqServer:
         except zmq.Again:
             self.ps.busy_peers.add(peer)
             self.ps.errors["unread-reply"] = self.ps.errors.get("unread-reply", 0) + 1
+            self.ps.unsent(peer, frames)
             return
         except zmq.ZMQError as err:
             if err.errno != zmq.EHOSTUNREACH:
                 raise
             self.ps.busy_peers.discard(peer)
             self.ps.errors["peer-gone"] = self.ps.errors.get("peer-gone", 0) + 1
+            self.ps.unsent(peer, frames)
             return
         self.ps.busy_peers.discard(peer)
 

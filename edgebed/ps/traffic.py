@@ -20,6 +20,8 @@ class TrafficMeter:
         self.push_bytes = 0
         self.messages_in = 0
         self.rejected = 0
+        self.unsent_bytes = 0    # replies dropped by the transport (never sent): not in egress_bytes
+        self.unsent_msgs = 0
         self.by_kind = defaultdict(lambda: {"in_bytes": 0, "in_msgs": 0, "out_bytes": 0, "out_msgs": 0})
         self.by_device = defaultdict(lambda: {"in_bytes": 0, "out_bytes": 0, "push_bytes": 0, "pushes": 0})
         self._lock = threading.Lock()
@@ -52,7 +54,20 @@ class TrafficMeter:
             if device is not None:
                 self.by_device[device]["out_bytes"] += nbytes
 
-    _TOTALS = ("ingress_bytes", "egress_bytes", "push_bytes", "messages_in", "rejected")
+    def unsent(self, kind: str, nbytes: int, device: int | None) -> None:
+        """A reply counted by ``sent`` that the transport then dropped (unread, or its peer gone)."""
+        with self._lock:
+            self.egress_bytes -= nbytes
+            self.unsent_bytes += nbytes
+            self.unsent_msgs += 1
+            k = self.by_kind[kind]
+            k["out_bytes"] -= nbytes
+            k["out_msgs"] -= 1
+            if device is not None:
+                self.by_device[device]["out_bytes"] -= nbytes
+
+    _TOTALS = ("ingress_bytes", "egress_bytes", "push_bytes", "messages_in", "rejected", "unsent_bytes",
+               "unsent_msgs")
 
     def state(self) -> dict:
         """Every counter, JSON-ready (device keys as strings; copies): what a checkpoint keeps."""
@@ -68,7 +83,7 @@ class TrafficMeter:
         """Restore the counters ``state()`` returned (a resumed PS keeps counting from there)."""
         with self._lock:
             for key in self._TOTALS:
-                setattr(self, key, int(state[key]))
+                setattr(self, key, int(state.get(key, 0)))   # checkpoints before unsent_* lack them
             self.by_kind.clear()
             self.by_kind.update({k: dict(v) for k, v in state["by_kind"].items()})
             self.by_device.clear()

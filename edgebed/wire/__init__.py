@@ -46,7 +46,7 @@ import math
 import re
 import struct
 from dataclasses import MISSING, dataclass, field, fields
-from typing import ClassVar, Optional, Sequence
+from typing import Callable, ClassVar, Optional, Sequence
 
 import numpy as np
 
@@ -297,9 +297,28 @@ def frames_nbytes(frames: Sequence) -> int:
     return n
 
 
-def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes: Optional[int] = None) -> Message:
-    """Frames → Message; raises WireError (code + human message) for anything malformed.
-    ``nbytes``: ``frames_nbytes(frames)`` if the caller has it already."""
+def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes: Optional[int] = None,
+           admit: Optional[Callable[[type, dict], Optional[int]]] = None) -> Message:
+    """Frames → Message; raises WireError (code + human message) for anything malformed, and for
+    nothing else: whatever a check or a library raises on a hostile message (numpy, zstd, even
+    MemoryError) becomes ``WireError("bad-message")``. ``nbytes``: ``frames_nbytes(frames)`` if the
+    caller has it already. ``admit(cls, fields)``: called for a v2 Push or Model once its header is read
+    and before its payload is unpacked; it raises WireError to refuse the message (the PS: an unknown
+    session, so no stranger makes it unpack anything) or returns the most entries the payload may hold
+    (the PS: |Θ|; None: bounded by ``max_bytes`` only)."""
+    try:
+        return _decode(frames, max_bytes, nbytes, admit)
+    except WireError:
+        raise
+    except (Exception, MemoryError, RecursionError) as err:   # a check we lack must not end the receiver
+        raise WireError("bad-message", f"could not decode it ({type(err).__name__}: {_clip(str(err))})") from None
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _decode(frames: Sequence, max_bytes: int, nbytes: Optional[int], admit) -> Message:
     if not frames:
         raise WireError("empty", "no frames")
     check_frame_count(frames)
@@ -333,10 +352,10 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes:
     if not isinstance(meta, dict):
         raise WireError("bad-header", "header JSON must be an object")
     specs = meta.pop("arrays", [])
-    if version == 2 and cls.PACKED:
-        arrays = _decode_packed(cls, meta.pop("enc", None), specs, frames[1:], max_bytes)
-    else:
-        arrays = _decode_arrays(cls, specs, frames[1:])
+    packed = version == 2 and bool(cls.PACKED)
+    enc = meta.pop("enc", None) if packed else None
+    if not packed:
+        arrays = _decode_arrays(cls, specs, frames[1:], max_bytes)
     kwargs = {}
     for name, ftype, accepted, is_int, required in _SCALARS[cls]:
         value = meta.pop(name, _ABSENT)
@@ -358,6 +377,9 @@ def decode(frames: Sequence, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, nbytes:
         kwargs[name] = check_scalar(cls, name, ftype, value)
     if meta:
         raise WireError("bad-field", f"unknown fields {sorted(meta)} in {cls.__name__.lower()}")
+    if packed:   # the scalars are checked; ask whether this sender may make us unpack anything
+        max_entries = admit(cls, kwargs) if admit is not None else None
+        arrays = _decode_packed(cls, enc, specs, frames[1:], max_bytes, max_entries)
     kwargs.update(arrays)
     try:
         return cls(**kwargs)
@@ -417,7 +439,7 @@ def _json_object(text: str):
     return value if end == len(text) else json.loads(text)
 
 
-def _decode_packed(cls: type[Message], enc, specs, frames, max_bytes: int) -> dict:
+def _decode_packed(cls: type[Message], enc, specs, frames, max_bytes: int, max_entries: Optional[int]) -> dict:
     if (not isinstance(specs, list) or len(specs) != 1 or len(frames) != 1
             or specs[0] != ["payload", PAYLOAD_DTYPE, [memoryview(frames[0]).nbytes]]):
         raise WireError("bad-array", f"a v2 {cls.__name__.lower()} carries one payload frame "
@@ -426,13 +448,13 @@ def _decode_packed(cls: type[Message], enc, specs, frames, max_bytes: int) -> di
     payload = np.frombuffer(memoryview(buf) if not isinstance(buf, np.ndarray) else memoryview(buf.data),
                             dtype=np.uint8)
     try:
-        values, indices = _codec.decode_update(enc, payload, max_bytes)
+        values, indices = _codec.decode_update(enc, payload, max_bytes, max_entries)
     except _codec.CodecError as err:
         raise WireError("bad-encoding", f"{cls.__name__.lower()}: {err}") from None
     vname, iname = cls.PACKED
     out = {vname: values, iname: indices}
-    if isinstance(enc, dict) and "b" in enc:
-        if cls is not Model or not isinstance(enc["b"], int) or isinstance(enc["b"], bool) or indices is None:
+    if "b" in enc:   # decode_update checked enc is a dict
+        if cls is not Model or type(enc["b"]) is not int or not 0 <= enc["b"] <= MAX_INT or indices is None:
             raise WireError("bad-encoding", "enc.b (delta base) is for sparse model deltas only")
         out["base"] = enc["b"]
     return out
@@ -444,7 +466,7 @@ def _frame_buffer(frame) -> memoryview:
     return memoryview(frame) if type(frame) is not np.ndarray else memoryview(frame.data)
 
 
-def _decode_arrays(cls: type[Message], specs, frames) -> dict:
+def _decode_arrays(cls: type[Message], specs, frames, max_bytes: int) -> dict:
     if not isinstance(specs, list) or len(specs) != len(frames):
         raise WireError("frame-count", f"header announces {len(specs) if isinstance(specs, list) else '?'} "
                         f"arrays, message has {len(frames)}")
@@ -457,7 +479,9 @@ def _decode_arrays(cls: type[Message], specs, frames) -> dict:
         name, dt, shape = spec
         if type(shape) is list and len(shape) == 1 and type(shape[0]) is int and shape[0] >= 0:
             count = shape[0]
-        elif type(shape) is list and all(type(d) is int and d >= 0 for d in shape):
+        elif (type(shape) is list and len(shape) <= MAX_DIMS
+              and all(type(d) is int and 0 <= d <= max_bytes for d in shape)):
+            # Each dimension bounded too: [0, 2**70] holds 0 bytes, but numpy can't shape it.
             count = math.prod(shape)   # Python ints: np.prod would wrap around on huge dims
         else:
             raise WireError("bad-array", f"bad array spec {spec!r} for {cls.__name__.lower()}")
@@ -481,6 +505,7 @@ MAX_FRAMES = 1 + max(len(c.ARRAYS) for c in MESSAGE_TYPES.values())   # header +
 MAX_STRING = 256                 # session ids, class names
 MAX_TEXT = 4096                  # free text: Bye.reason, Error.message, Stop.reason
 MAX_INT = 2 ** 63 - 1            # every int field is recorded as int64 at most
+MAX_DIMS = 8                     # dimensions of an array (every array sent is 1-D)
 _TEXT_FIELDS = {"reason", "message"}
 
 

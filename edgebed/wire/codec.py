@@ -214,33 +214,89 @@ def encode_update(values: np.ndarray, indices: Optional[np.ndarray], codec: Code
 
 
 _ENC_KEYS = {"n", "i", "ib", "v", "s", "z", "b"}
+_INDEX_WIRE = ("none", "varint", "bitmap")   # enc["i"] a receiver accepts
+_VALUE_WIRE = {"f32": 4, "f16": 2, "bf16": 2, "q8": 1}   # enc["v"] → bytes per value (q8: + 8 a segment)
 
 
-def decode_update(enc, payload: np.ndarray, max_bytes: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
-    """(enc, payload) → (values float32, indices uint32 | None); CodecError on anything inconsistent."""
-    if not isinstance(enc, dict) or not {"n", "i", "ib", "v"} <= set(enc) or set(enc) - _ENC_KEYS:
-        raise CodecError(f"enc must hold n, i, ib, v (and s, z, b), got {enc!r}")
-    n, ib, segs, z = enc["n"], enc["ib"], enc.get("s", 0), enc.get("z", 0)
-    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (n, ib, segs, z)):
+def value_bytes(how: str, count: int, segments: int) -> int:
+    """Bytes of the value section ``enc`` announces: what the payload must hold after the index section."""
+    return _VALUE_WIRE[how] * count + (8 * segments if how == "q8" else 0)
+
+
+def check_enc(enc, max_bytes: int, max_entries: Optional[int] = None) -> tuple[int, int, str, str, int, int]:
+    """The ``enc`` header of a v2 payload, checked before a byte of it is unpacked: known codings,
+    non-negative integer sizes, at most ``max_entries`` entries (the receiver's model size; None: bounded
+    by ``max_bytes``), an index section no larger than that many entries can need, and (zstd) an unpacked
+    size equal to the index plus the value section. → (n, ib, i, v, s, z); CodecError otherwise."""
+    if type(enc) is not dict or not {"n", "i", "ib", "v"} <= enc.keys() or enc.keys() - _ENC_KEYS:
+        raise CodecError(f"enc must hold n, i, ib, v (and s, z, b), got {_short(enc)}")
+    n, ib, segs, z, how_i, how_v = enc["n"], enc["ib"], enc.get("s", 0), enc.get("z", 0), enc["i"], enc["v"]
+    if not all(type(x) is int and x >= 0 for x in (n, ib, segs, z)):
         raise CodecError("enc n, ib, s, z must be non-negative integers")
-    if n > max_bytes or segs > max_bytes:
-        raise CodecError(f"{n} entries exceed the message size limit")
+    if type(how_i) is not str or how_i not in _INDEX_WIRE:
+        raise CodecError(f"unknown index coding {_short(how_i)}: one of {', '.join(_INDEX_WIRE)}")
+    if type(how_v) is not str or how_v not in _VALUE_WIRE:
+        raise CodecError(f"unknown value coding {_short(how_v)}: one of {', '.join(_VALUE_WIRE)}")
+    limit = max_bytes if max_entries is None else max_entries
+    if n > limit:
+        raise CodecError(f"{n} entries, at most {limit} "
+                         + ("(the message size limit)" if max_entries is None else "(the model's size)"))
+    if how_v != "q8" and segs or segs > limit:   # a segment per layer tensor: never more than entries in Θ
+        raise CodecError(f"{segs} q8 segments in {how_v} values of a model of {limit} entries")
+    if how_i == "none" and ib:
+        raise CodecError("dense payload with an index section")
+    # The most bytes n indices can take: 5 a varint gap, or a bitmap up to the largest index there is.
+    if how_i == "varint" and ib > MAX_VARINT_BYTES * n or how_i == "bitmap" and ib > (limit + 7) // 8:
+        raise CodecError(f"{how_i} index section of {ib} bytes, more than {n} entries of a model of "
+                         f"{limit} can need")
+    unpacked = ib + value_bytes(how_v, n, segs)
+    if unpacked > max_bytes:
+        raise CodecError(f"payload unpacks to {unpacked} bytes, over the limit of {max_bytes}")
+    if z and z != unpacked:
+        raise CodecError(f"zstd payload declared to unpack to {z} bytes; its sections take {unpacked}")
+    return n, ib, how_i, how_v, segs, z
+
+
+def _short(x) -> str:
+    r = repr(x)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def unzstd(data, size: int) -> np.ndarray:
+    """A zstd frame → exactly ``size`` bytes, never more in memory: its declared content size checked
+    first (python-zstandard ignores ``max_output_size`` when the frame declares one, and allocates it),
+    then streamed into a ``size``-byte buffer with the window capped to it (a frame may ask for a
+    window of gigabytes)."""
+    if zstandard is None:
+        raise CodecError("zstd-compressed payload, but this side has no zstandard package: "
+                         "pip install 'edgebed[zstd]' or send without zstd")
+    try:
+        declared = zstandard.frame_content_size(data)
+        if declared not in (-1, size):
+            raise CodecError(f"zstd frame declares {declared} bytes, header says {size}")
+        window = 1 << max(10, (size - 1).bit_length())
+        raw, got = bytearray(size + 1), 0   # one byte more than allowed: tells "more" from "exactly"
+        with zstandard.ZstdDecompressor(max_window_size=window).stream_reader(data) as reader:
+            view = memoryview(raw)
+            while got <= size and (k := reader.readinto(view[got:])):
+                got += k
+    except zstandard.ZstdError as err:
+        raise CodecError(f"zstd: {err}") from None
+    if got != size:
+        raise CodecError(f"zstd payload unpacks to {'more than ' if got > size else ''}"
+                         f"{min(got, size)} bytes, header says {size}")
+    return np.frombuffer(raw, dtype=np.uint8, count=size)
+
+
+def decode_update(enc, payload: np.ndarray, max_bytes: int,
+                  max_entries: Optional[int] = None) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """(enc, payload) → (values float32, indices uint32 | None); CodecError on anything inconsistent.
+    Every size is checked (``check_enc``) before anything is unpacked, so nothing expands beyond the
+    sections the header announces, bounded by ``max_entries`` and ``max_bytes``."""
+    n, ib, how_i, how_v, segs, z = check_enc(enc, max_bytes, max_entries)
     if z:
-        if zstandard is None:
-            raise CodecError("zstd-compressed payload, but this side has no zstandard package: "
-                             "pip install 'edgebed[zstd]' or send without zstd")
-        if z > max_bytes:
-            raise CodecError(f"payload unpacks to {z} bytes, over the limit of {max_bytes}")
-        try:
-            raw = zstandard.ZstdDecompressor().decompress(payload.tobytes(), max_output_size=z)
-        except zstandard.ZstdError as err:
-            raise CodecError(f"zstd: {err}") from None
-        if len(raw) != z:
-            raise CodecError(f"zstd payload unpacked to {len(raw)} bytes, header says {z}")
-        payload = np.frombuffer(raw, dtype=np.uint8)
+        payload = unzstd(payload.data if payload.flags.c_contiguous else payload.tobytes(), z)
     if ib > payload.size:
         raise CodecError(f"index section of {ib} bytes in a payload of {payload.size}")
-    indices = None if enc["i"] == "none" else decode_indices(enc["i"], payload[:ib], n)
-    if enc["i"] == "none" and ib:
-        raise CodecError("dense payload with an index section")
-    return decode_values(enc["v"], payload[ib:], n, segs), indices
+    indices = None if how_i == "none" else decode_indices(how_i, payload[:ib], n)
+    return decode_values(how_v, payload[ib:], n, segs), indices

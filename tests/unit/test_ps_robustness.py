@@ -44,7 +44,7 @@ def sparse_push(session, seq, version=0, idx=(1, 5, 9), vals=(0.5, -0.5, 1.0), *
     (dict(idx=(1, 1, 9)), "strictly increasing"),
     (dict(vals=(0.5, float("nan"), 1.0)), "NaN or Inf"),
     (dict(vals=(0.5, float("inf"), 1.0)), "NaN or Inf"),
-    (dict(vals=(0.5, 3e30, 1.0)), "max_abs_value"),
+    (dict(vals=(0.5, 3e30, 1.0)), "max_step"),
     (dict(idtype=np.int32, idx=(-1, 5, 9)), "uint32"),
     (dict(vdtype=np.uint32, vals=(1, 2, 3)), "float32"),
     (dict(idx=(1, 5)), "indices for"),

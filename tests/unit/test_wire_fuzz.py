@@ -144,7 +144,7 @@ def test_ps_survives_any_frames_and_refusals_leave_theta_alone(data):
                                               "arrays": [["values", ["x"], [1]]]}).encode(), b"abcd"], "bad-dtype"),
     ([PREFIX.pack(b"EB", 1, 5) + json.dumps({"session": "a", "seq": 0, "version": 0,
                                               "arrays": [["values", "<f4", [2**32, 2**32]]]}).encode(), b""],
-     "bad-length"),                                                                # int64 wrap-around
+     "bad-array"),            # int64 wrap-around; each dimension is bounded by the message size since issue 29
     ([PREFIX.pack(b"EB", 1, 5) + json.dumps({"session": "a", "seq": 0, "version": 0,
                                               "arrays": [["values", "<f4", [2**70]]]}).encode(), b""], "bad-length"),
 ])

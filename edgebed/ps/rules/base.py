@@ -108,6 +108,11 @@ class UpdateRule(ABC):
     def on_pull(self, device: int, version: int) -> None:
         pass
 
+    def step_scale(self) -> float:
+        """How far Θ moves per unit of a pushed value, at most: α for gradient rules (α/τ ≤ α), 1 for
+        rules whose pushes are deltas or models. The PS bounds pushed values with it."""
+        return self.lr if self.policy == "gradient" else 1.0
+
     @abstractmethod
     def apply(self, device: int, staleness: int, values: np.ndarray,
               indices: Optional[np.ndarray]) -> Applied:
