@@ -1,0 +1,194 @@
+"""Issue 29 against a live `edgebed run` (compact encoding + zstd, three honest agents, checkpoint every
+5 updates): single small messages that failed the run or blew up the PS before — a zstd frame
+declaring a terabyte, a shape numpy can't make, a malformed ``enc``, a zstd frame holding 2 GiB, an
+8 MiB bitmap, poison pushes, a million frames — are each refused with a code while the honest devices
+go on; the last test ends the run: complete, every applied update recorded, every refusal counted."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import zstandard
+
+from edgebed.ps import wire
+from edgebed.rundir import read_json, read_table
+from tests.integration.runproc import end_run, run_dir, start_run, wait_for
+from tests.integration.test_hostile_peers import LiveRun, Peer, _header, _rss
+from tests.unit.test_wire_hostile_v2 import zstd_declaring
+
+pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]   # a live run: ~90 s for the module
+
+SCENARIO = """
+name: hostile
+seed: 4
+dataset: {train_samples: 1200, test_fraction: 0.1}
+model: {name: mlp}
+algorithm: {name: adacomp, lr: 0.05, c: 0.05}
+compression: {encoding: compact, zstd: true}
+workers:   # devices 0-2 train; device 3 sleeps (heartbeats only) and lends its session to the attacks
+  n: 4
+  classes: [{name: default, share: 0.75, think_time: 30ms}, {name: sleeper, share: 0.25, think_time: 900s}]
+stop: {wall_time: 40s}
+eval: {every: 200, test_samples: 200}
+checkpoint: {every: 5}
+"""
+N_PARAMS = 199_210   # mlp 784-200-200-10
+SLEEPER = 3
+
+
+class V2Run(LiveRun):
+    def __init__(self, tmp):   # LiveRun's, with this scenario
+        self.proc = start_run(tmp, SCENARIO)
+        self.path = wait_for(lambda: self._ready(run_dir(tmp, "hostile")), 60, "the run's first updates", self.proc)
+        self.endpoint = read_json(self.path, "endpoint.json")["bind"]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    run = V2Run(tmp_path_factory.mktemp("hostile-v2"))
+    run.attack_started = float(read_table(run.path, "updates")["wall_time"].max())
+    run.refused = {}
+    yield run
+    end_run(run.proc, run.path)
+
+
+def v2_push(session: str, enc: dict, payload: bytes, seq: int = 0, version: int = 0) -> list:
+    meta = {"session": session, "seq": seq, "version": version, "loss": None,
+            "arrays": [["payload", "|u1", [len(payload)]]], "enc": enc}
+    return [wire._PREFIX.pack(b"EB", 2, 5) + json.dumps(meta, separators=(",", ":")).encode(), payload]
+
+
+def refused(live, peer: Peer, frames, code: str, within: float = 10.0) -> wire.Error:
+    reply = peer.ask(frames, timeout=within)
+    assert isinstance(reply, wire.Error) and reply.code == code, reply
+    live.refused[code] = live.refused.get(code, 0) + 1
+    return reply
+
+
+TB_BOMB = ({"n": 4, "i": "none", "ib": 0, "v": "f32", "s": 0, "z": 16}, zstd_declaring(1 << 40))
+SHAPE = [_header(5, {"session": "x", "seq": 0, "version": 0, "arrays": [["values", "<f4", [0, 2 ** 70]]]}), b""]
+ENC_LIST = ({"n": 1, "i": "none", "ib": 0, "v": ["f32"], "s": 0, "z": 0}, bytes(4))
+
+
+def test_one_small_message_from_a_stranger_is_refused_from_its_header(live):
+    """Each of these failed the run before (MemoryError, ValueError, TypeError out of the serve loop)."""
+    p = Peer(live.endpoint)
+    try:
+        assert sum(len(f) for f in v2_push("f" * 16, *TB_BOMB)) < 200
+        refused(live, p, v2_push("f" * 16, *TB_BOMB), "unknown-session")    # nothing unpacked for a stranger
+        refused(live, p, v2_push("f" * 16, *ENC_LIST), "unknown-session")
+        refused(live, p, SHAPE, "bad-array")
+    finally:
+        p.close()
+
+
+def test_the_same_messages_with_a_session_are_refused_too(live):
+    p = Peer(live.endpoint)
+    try:
+        for frames, code in ((v2_push("", *TB_BOMB), "bad-encoding"), (v2_push("", *ENC_LIST), "bad-encoding")):
+            for _ in range(20):   # the honest device may take its session back between join and push
+                s, model = p.join(SLEEPER)
+                reply = p.ask([frames[0].replace(b'"session":""', f'"session":"{s}"'.encode()), frames[1]])
+                if not (isinstance(reply, wire.Error) and reply.code == "unknown-session"):
+                    break
+            assert isinstance(reply, wire.Error) and reply.code == code, reply
+            live.refused[code] = live.refused.get(code, 0) + 1
+    finally:
+        p.close()
+
+
+def _zeros_zstd(nbytes: int) -> bytes:
+    obj, chunk = zstandard.ZstdCompressor(level=1).compressobj(), bytes(1 << 20)
+    return b"".join(obj.compress(chunk) for _ in range(nbytes >> 20)) + obj.flush()
+
+
+def _as_session(p: Peer, device: int, make) -> wire.Message:
+    """Send ``make(session, version)`` from a session of ``device`` (retried while the honest device
+    takes its session back)."""
+    for _ in range(20):
+        s, model = p.join(device)
+        reply = p.ask(make(s, model.version), timeout=30)
+        if not (isinstance(reply, wire.Error) and reply.code == "unknown-session"):
+            return reply
+    raise AssertionError("never held a session long enough")
+
+
+def test_small_messages_do_not_expand_in_the_ps(live):
+    """Issue 29: a 65 KB zstd frame holding 2 GiB added 2,030 MiB; an 8 MiB raw bitmap 2,174 MiB and a
+    5.9 s stall. Both are refused from their sizes, before anything is expanded."""
+    bomb = _zeros_zstd(2 << 30)
+    assert len(bomb) < 100_000
+    rss0 = _rss(live.proc.pid)
+    p = Peer(live.endpoint)
+    try:
+        t0 = time.monotonic()
+        for enc in ({"n": 4, "i": "none", "ib": 0, "v": "f32", "s": 0, "z": 2 << 30},   # as big as it is
+                    {"n": N_PARAMS, "i": "none", "ib": 0, "v": "f32", "s": 0, "z": 4 * N_PARAMS}):   # as a dense push
+            reply = _as_session(p, SLEEPER, lambda s, v: v2_push(s, enc, bomb, version=v))
+            assert isinstance(reply, wire.Error) and reply.code == "bad-encoding", reply
+            live.refused["bad-encoding"] = live.refused.get("bad-encoding", 0) + 1
+        bitmap = b"\x01" * (8 << 20)   # 8 Mi indices, one a byte, and their f32 values: 40 MiB in all
+        enc = {"n": 8 << 20, "i": "bitmap", "ib": 8 << 20, "v": "f32", "s": 0}
+        reply = _as_session(p, SLEEPER, lambda s, v: v2_push(s, enc, bitmap + bytes(4 * (8 << 20)), version=v))
+        assert isinstance(reply, wire.Error) and reply.code == "bad-encoding" and "entries" in reply.message, reply
+        live.refused["bad-encoding"] += 1
+        took = time.monotonic() - t0
+    finally:
+        p.close()
+    grew = _rss(live.proc.pid) - rss0
+    print(f"\nPS RSS +{grew / 2**20:.0f} MiB after a 2 GiB zstd bomb ({len(bomb):,} B) twice and an 8 MiB "
+          f"bitmap; refused in {took:.1f} s")
+    assert grew < 150 * 2 ** 20   # the 64 MiB message itself is received; nothing expands
+
+
+def test_poison_is_refused_and_a_million_frames_are_counted(live):
+    """Three dense pushes of −1e6 were applied under the constant ±1e6 range and then every honest
+    gradient was refused (all devices exited, the run said "complete"): now refused as a step too
+    large for Θ. A million-frame message is refused with its real frame count (it said "4 frames")."""
+    p = Peer(live.endpoint)
+    try:
+        for k in range(3):
+            reply = _as_session(p, SLEEPER, lambda s, v: wire.encode(wire.Push(s, k, v, np.full(N_PARAMS, -1e6, np.float32))))
+            assert isinstance(reply, wire.Error) and reply.code == "bad-payload" and "max_step" in reply.message
+            live.refused["bad-payload"] = live.refused.get("bad-payload", 0) + 1
+        reply = refused(live, p, [_header(3, {"session": "x", "arrays": []})] + [b""] * 1_000_000, "frame-count",
+                        within=60)
+        assert reply.message.startswith("1000001 frames"), reply.message
+    finally:
+        p.close()
+
+
+def test_and_end_the_run_completes_with_every_applied_update_recorded(live):
+    code, out = live.finish()
+    summary = read_json(live.path, "summary.json")
+    assert code == 0 and summary["status"] == "complete", (summary, out[-3000:])
+    updates = read_table(live.path, "updates")
+    assert len(updates) == summary["updates"]
+    assert sorted(updates["update"]) == list(range(1, summary["updates"] + 1))
+    after = updates[updates["wall_time"] > live.attack_started]
+    assert set(after["device"]) == {0, 1, 2} and (after.groupby("device").size() >= 5).all()
+    assert np.isfinite(updates["loss"]).all()
+    for code, n in live.refused.items():   # every refusal counted under its code
+        assert summary["errors"].get(code, 0) >= n, (code, summary["errors"])
+    traffic = read_json(live.path, "traffic.json")
+    assert traffic["rejected"] >= sum(live.refused.values())
+
+
+def test_an_alpha_that_can_only_diverge_is_warned_and_the_run_fails_saying_why(tmp_path):
+    """`lr: 1e39` passed validate and ended "complete", exit 0, after one update."""
+    bad = SCENARIO.replace("lr: 0.05", "lr: 1e39").replace("n: 4", "n: 2").replace(
+        "classes: [{name: default, share: 0.75, think_time: 30ms}, {name: sleeper, share: 0.25, think_time: 900s}]",
+        "classes: [{name: default, share: 1.0}]")
+    (tmp_path / "s.yaml").write_text(bad)
+    r = subprocess.run([sys.executable, "-m", "edgebed.cli", "validate", str(tmp_path / "s.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "algorithm.lr" in r.stderr and "diverge" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "edgebed.cli", "run", str(tmp_path / "s.yaml"), "--out",
+                        str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    summary = read_json(next((tmp_path / "runs").glob("hostile-*")), "summary.json")
+    assert r.returncode != 0 and summary["status"] == "failed", (summary, r.stdout[-2000:])
+    assert summary["updates"] == 0 and "max_step" in summary["reason"], summary["reason"]
