@@ -47,6 +47,7 @@ class PSConfig:
     checkpoint_every: int = 0                 # hand the PS to hooks.checkpoint at every k-th update (0: never)
     lost_after: float = 0.0                   # a round stops waiting for a device silent this long (s; 0: never)
     downlink: Optional[object] = None         # compression.downlink.ModelDownlink: compressed pulls (None: f32)
+    max_peers: Optional[int] = None           # connections to the socket at a time (None: max_peers_for)
 
 
 @dataclass
@@ -71,10 +72,21 @@ class Hooks:
     checkpoint: Callable[["ParameterServer"], None] = lambda ps: None   # e.g. ps/checkpoint.save
     # Deliver a held reply later (round-based rules); set by the transport (ZmqServer) that owns the socket.
     send: Optional[Callable[[bytes, list], None]] = None
+    # Set by a transport that can tell: models sent to a peer and not yet let go of by the socket;
+    # ``consumed(peer, None)``: the peer pushed an update, so it read what it was sent.
+    in_flight: Callable[[bytes], int] = lambda peer: 0
+    consumed: Callable[[bytes, None], None] = lambda peer, default=None: None
 
 
+MAX_MODELS_IN_FLIGHT = 2   # per connection; an honest device has one (two right after an elastic join)
 THETA_CHECK_EVERY = 64   # updates between two looks at ‖Θ‖∞ (≈50 µs for 200k entries: <1 µs an update)
-_HOLD = object()   # a handler's answer when the rule holds the reply until its round closes
+_HOLD = object()
+
+
+def max_peers_for(config: PSConfig) -> int:
+    """Connections the socket admits at a time: ``max_peers``, else two per device (an agent that
+    rejoins opens a new one before the old one is gone) and 16 for tools."""
+    return config.max_peers if config.max_peers is not None else 2 * config.n_devices + 16   # a handler's answer when the rule holds the reply until its round closes
 
 
 class ParameterServer:
@@ -215,9 +227,10 @@ class ParameterServer:
         if self.stopped:
             return wire.Stop(self.stopped)
         d = self.sessions[msg.session]
-        if d in self._held or self._peer in self.busy_peers:
+        if (d in self._held or self._peer in self.busy_peers
+                or self.hooks.in_flight(self._peer) >= MAX_MODELS_IN_FLIGHT):
             # A reply is still outstanding (held by the round, or queued for a peer that isn't
-            # reading): one model per session in flight, so an unread pull costs nothing.
+            # reading): at most MAX_MODELS_IN_FLIGHT models a connection, so unread pulls cost nothing.
             return self._err("busy", "a reply to this session is still outstanding; read it first", d)
         if not self.rule.ready(d, "pull"):
             return _HOLD
@@ -251,6 +264,7 @@ class ParameterServer:
         self.version += 1
         st.last_seq = msg.seq
         st.pushes += 1
+        self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
         wall, virt = self._now()
         self.hooks.record("updates", {
             "update": self.version, "wall_time": wall, "virtual_time": virt, "device": d,

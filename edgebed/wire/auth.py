@@ -68,9 +68,10 @@ def load(path: str | Path) -> dict:
 class _AllowList:
     def __init__(self, keys: set[bytes]):
         self.keys = keys
+        self.gate = None   # ps.gate.ConnectionGate of the socket: its cap on connections
 
     def callback(self, domain: str, key: bytes) -> bool:   # called by the ZAP handler, key in Z85
-        return key in self.keys
+        return key in self.keys and (self.gate is None or self.gate.admit())
 
 
 class CurveServer:

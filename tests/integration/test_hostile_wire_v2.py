@@ -162,6 +162,36 @@ def test_poison_is_refused_and_a_million_frames_are_counted(live):
         p.close()
 
 
+def test_a_flood_of_connections_with_unread_pulls_is_bounded_and_let_go(live):
+    """Issue 29: 150 connections that each said hello and sent 30 pulls without reading took the PS
+    from 331 to 1,042 MiB, and 589 MiB were still held after they closed. Now the socket admits
+    2 × devices + 16 connections and each gets at most 2 models the socket still holds."""
+    rss0 = _rss(live.proc.pid)
+    peers = [Peer(live.endpoint, rcvhwm=1) for _ in range(150)]
+    try:
+        for k, p in enumerate(peers):
+            p.send(wire.Hello(SLEEPER, "x", k))
+        time.sleep(2)
+        admitted = [p for p in peers if p.sock.poll(0) and p.sock.recv_multipart()]   # a Welcome waits
+        for p in admitted:   # each in turn takes the session (the last hello wins it) and pulls 30 times
+            session = p.hello(SLEEPER)
+            for _ in range(30):
+                p.send(wire.Pull(session))
+        time.sleep(4)
+        rss1 = _rss(live.proc.pid)
+    finally:
+        for p in peers:
+            p.close()
+    time.sleep(3)   # the PS sweeps what the closed connections held
+    rss2 = _rss(live.proc.pid)
+    print(f"\nPS RSS {rss0 / 2**20:.0f} → {rss1 / 2**20:.0f} MiB under 150 connections × 30 unread pulls "
+          f"({len(admitted)} admitted), {rss2 / 2**20:.0f} MiB after they closed")
+    assert 0 < len(admitted) <= 2 * 4 + 16
+    assert rss1 - rss0 < 100 * 2 ** 20
+    assert rss2 - rss0 < 50 * 2 ** 20
+    live.refused["busy"] = 1   # at least one pull of a connection with 2 models unread
+
+
 def test_and_end_the_run_completes_with_every_applied_update_recorded(live):
     code, out = live.finish()
     summary = read_json(live.path, "summary.json")

@@ -86,6 +86,8 @@ class SocketTransport:
             self.curve = auth.CurveServer(auth.generate(curve_keys, n_devices)).start()
         self.server = ZmqServer(ps, bind, configure_socket=self.curve.configure_socket if self.curve else None,
                                 device_of=self.curve.device_of if self.curve else None).start()
+        if self.curve is not None:   # the key authenticator also asks the socket's cap on connections
+            self.curve.allowed.gate = self.server.gate
         self.endpoint = self.server.endpoint
 
     @property
