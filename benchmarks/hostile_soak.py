@@ -35,9 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from edgebed import wire  # noqa: E402
 from edgebed.rundir import read_json, read_table  # noqa: E402
+from tests.hostile_v2 import CATEGORIES as V2_CATEGORIES  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 N_HONEST = 4      # training devices 0..3; devices 4..7 sleep and lend their slots to the attacker
+N_PARAMS = 199_210   # mlp 784-200-200-10
 SLEEPERS = (4, 5, 6, 7)
 SCENARIO = """
 name: hostile-soak
@@ -160,6 +162,9 @@ def categories():
         "hello-burst": (lambda a, r: wire.encode(wire.Hello(int(r.integers(8, 10 ** 6)), "x", 0)), None, True),
         "unread-pull": (lambda a, r: wire.encode(wire.Pull(a.session)), 5, False),
         "many-frames": (lambda a, r: [_head(3, {"session": a.session, "arrays": []})] + [b""] * 64, None, True),
+        # Issue 29: structure-aware wire v2 (tests/hostile_v2.py), each from a session of a sleeper.
+        **{name: ((lambda a, r, make=make: make(r, a.session, a.version, N_PARAMS)), SLEEPERS[k % len(SLEEPERS)], True)
+           for k, (name, make) in enumerate(V2_CATEGORIES.items())},
     }
 
 
@@ -195,11 +200,49 @@ def _probes(ctx, endpoint: str, pid: int) -> dict:
     rss2 = _rss(pid)
     for s in (*socks, q):
         s.close()
+    flood = _flood(ctx, endpoint, pid)
     mib = lambda b: round(b / 2 ** 20, 1)  # noqa: E731
     return {"unread_pulls": {"clients": 4, "pulls_each": 1500, "rss_before_mib": mib(rss0),
                              "rss_after_mib": mib(rss1), "growth_mib": mib(rss1 - rss0)},
             "million_frames": {"reply": code, "seconds_to_reply": round(stall, 2), "rss_after_mib": mib(rss2),
-                               "growth_mib": mib(rss2 - rss1)}}
+                               "growth_mib": mib(rss2 - rss1)},
+            "flood": flood}
+
+
+def _flood(ctx, endpoint: str, pid: int, connections: int = 150, pulls: int = 30) -> dict:
+    """Issue 29's flood: ``connections`` connections say hello (as a sleeper) and send ``pulls`` pulls
+    each without reading; then all close. PS RSS before, under the flood and 5 s after they closed."""
+    mib = lambda b: round(b / 2 ** 20, 1)  # noqa: E731
+    rss0 = _rss(pid)
+    socks = []
+    for k in range(connections):
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.RCVHWM, 1)
+        s.connect(endpoint)
+        s.send_multipart(wire.encode(wire.Hello(SLEEPERS[k % len(SLEEPERS)], "sleeper", 0)))
+        socks.append(s)
+    time.sleep(2)
+    admitted = 0
+    for k, s in enumerate(socks):   # each admitted connection in turn takes a session and pulls
+        if not s.poll(0):
+            continue
+        s.recv_multipart()
+        admitted += 1
+        s.send_multipart(wire.encode(wire.Hello(SLEEPERS[k % len(SLEEPERS)], "sleeper", 0)))
+        if s.poll(5000):
+            reply = wire.decode(s.recv_multipart())
+            for _ in range(pulls if isinstance(reply, wire.Welcome) else 0):
+                s.send_multipart(wire.encode(wire.Pull(reply.session)))
+    time.sleep(5)
+    rss1 = _rss(pid)
+    for s in socks:
+        s.close()
+    time.sleep(5)
+    rss2 = _rss(pid)
+    return {"connections": connections, "pulls_each": pulls, "admitted": admitted, "rss_before_mib": mib(rss0),
+            "rss_under_flood_mib": mib(rss1), "rss_after_close_mib": mib(rss2), "growth_mib": mib(rss1 - rss0),
+            "held_after_close_mib": mib(rss2 - rss0)}
 
 
 def _rss(pid: int) -> int:
@@ -335,6 +378,12 @@ def _markdown(r: dict, path: Path) -> None:
     lines += ["", f"Before the soak: 4 clients that never read sent 1,500 pulls each: PS RSS {u['rss_before_mib']} → "
               f"{u['rss_after_mib']} MiB (+{u['growth_mib']} MiB). One message of 1,000,000 empty frames: "
               f"answered `{f['reply']}` after {f['seconds_to_reply']} s, RSS {f['growth_mib']:+} MiB."]
+    fl = r["probes"].get("flood")
+    if fl:
+        lines += ["", f"Flood: {fl['connections']} connections said hello and sent {fl['pulls_each']} pulls each "
+                  f"without reading ({fl['admitted']} admitted by the PS's connection cap): PS RSS "
+                  f"{fl['rss_before_mib']} → {fl['rss_under_flood_mib']} MiB (+{fl['growth_mib']} MiB), "
+                  f"{fl['rss_after_close_mib']} MiB 5 s after they closed."]
     m = r["ps_rss_mib"]
     lines += ["", f"PS RSS: {m['first']} MiB at the start of the attack, max {m['max']} MiB, {m['last']} MiB at the end.",
               f"Honest updates during the attack, per device: {r['honest_updates_during_attack_by_device']} "

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -17,8 +18,8 @@ import zstandard
 from edgebed.ps import wire
 from edgebed.rundir import read_json, read_table
 from tests.integration.runproc import end_run, run_dir, start_run, wait_for
+from tests.hostile_v2 import CATEGORIES, zstd_declaring
 from tests.integration.test_hostile_peers import LiveRun, Peer, _header, _rss
-from tests.unit.test_wire_hostile_v2 import zstd_declaring
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]   # a live run: ~90 s for the module
 
@@ -160,6 +161,36 @@ def test_poison_is_refused_and_a_million_frames_are_counted(live):
         assert reply.message.startswith("1000001 frames"), reply.message
     finally:
         p.close()
+
+
+def test_structure_aware_fuzz_of_wire_v2(live):
+    """600 hostile messages (tests/hostile_v2.py: hostile enc, sizes, zstd frames, index sections, v1
+    shapes, frame counts) from a session of the sleeper: each refused with a code, none applied, the
+    PS's memory bounded; the run completes (last test)."""
+    rng = np.random.default_rng(29)
+    names = list(CATEGORIES)
+    rss0 = peak = _rss(live.proc.pid)
+    codes: Counter = Counter()
+    p = Peer(live.endpoint)
+    try:
+        s, model = p.join(SLEEPER)
+        for i in range(600):
+            name = names[i % len(names)]
+            reply = p.ask(CATEGORIES[name](rng, s, model.version, N_PARAMS))
+            assert isinstance(reply, wire.Error), (name, reply)
+            codes[reply.code] += 1
+            if reply.code == "unknown-session":   # the sleeper's heartbeat took its session back
+                s, model = p.join(SLEEPER)
+            if i % 50 == 0:
+                peak = max(peak, _rss(live.proc.pid))
+    finally:
+        p.close()
+    peak = max(peak, _rss(live.proc.pid))
+    print(f"\nfuzz of wire v2: {dict(codes)}; PS RSS {rss0 / 2**20:.0f} → peak {peak / 2**20:.0f} MiB")
+    assert peak - rss0 < 100 * 2 ** 20
+    assert codes["bad-encoding"] >= 250 and codes["frame-count"] >= 50
+    for code, n in codes.items():
+        live.refused[code] = live.refused.get(code, 0) + n
 
 
 def test_a_flood_of_connections_with_unread_pulls_is_bounded_and_let_go(live):

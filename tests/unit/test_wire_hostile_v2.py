@@ -15,6 +15,7 @@ from edgebed.ps import codec, wire
 from edgebed.ps.codec import Codec
 from edgebed.ps.rules import RULES
 from edgebed.ps.server import ParameterServer, PSConfig
+from tests.hostile_v2 import zstd_declaring
 
 N = 4096
 H = wire._PREFIX
@@ -40,13 +41,6 @@ def v2_push(session: str, enc: dict, payload: bytes, seq: int = 0, **fields) -> 
     meta = {"session": session, "seq": seq, "version": 0, "loss": None, **fields,
             "arrays": [["payload", "|u1", [len(payload)]]], "enc": enc}
     return [H.pack(b"EB", 2, 5) + json.dumps(meta).encode(), payload]
-
-
-def zstd_declaring(size: int, body: bytes = b"\0" * 16) -> bytes:
-    """A zstd frame whose header declares ``size`` bytes of content and holds ``body`` raw."""
-    fhd = 0xE0   # 8-byte content size, single segment, no checksum, no dictionary
-    block = struct.pack("<I", 1 | (len(body) << 3))[:3]   # last block, raw
-    return struct.pack("<I", 0xFD2FB528) + bytes([fhd]) + struct.pack("<Q", size) + block + body
 
 
 def zstd_stream(nbytes: int) -> bytes:
