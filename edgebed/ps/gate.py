@@ -1,9 +1,12 @@
 """ConnectionGate: at most ``max_peers`` connections to the PS's socket at a time.
 
 ZeroMQ has no socket option for that, but it asks a ZAP handler about every new connection during its
-handshake, and a socket monitor reports the connections that were accepted and that ended. The gate
-counts live connections from the monitor and refuses a handshake while ``max_peers`` are open: the peer
-gets no session and no reply (its socket retries, as ZeroMQ sockets do, and is refused again). In a
+handshake, and a socket monitor reports how handshakes ended and which connections closed. Every
+connection ends its handshake with one event (succeeded or failed) and later closes (disconnected),
+so the connections in use are those admitted plus those that failed, minus those closed — counted
+without knowing which connection an event belongs to (ZeroMQ doesn't say). A handshake beyond
+``max_peers`` in use is refused: the peer gets no session and no reply, and libzmq does not reconnect
+it (an agent's request times out and it rejoins on a new connection). In a
 plaintext run the gate is the ZAP handler itself (``zap=True``: the socket gets a ZAP domain so that
 the NULL mechanism consults it); in a CURVE run the key authenticator calls ``admit`` (``ps/auth.py``).
 One thread (``ps-gate``) reads the monitor and answers ZAP; ``admit`` may be called from any thread.
@@ -18,14 +21,18 @@ from zmq.utils.monitor import parse_monitor_message
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"edgebed"
-_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+_FAILED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | _FAILED
 
 
 class ConnectionGate:
     def __init__(self, sock: zmq.Socket, ctx: zmq.Context, max_peers: int, zap: bool = True):
         """Before ``sock`` binds. ``zap``: serve ZAP here (plaintext); False when another handler does."""
         self.max_peers = max_peers
-        self.live = 0          # connections accepted and not ended
+        self.live = 0          # connections accepted and not closed (handshaking or admitted)
+        self.admitted = 0      # handshakes this gate let through
+        self.failed = 0        # handshakes that failed (refused here, bad key, bad greeting, peer gone)
+        self.closed = 0        # connections that closed
         self.refused = 0       # handshakes refused for the cap
         self.peak = 0
         self._lock = threading.Lock()
@@ -45,12 +52,22 @@ class ConnectionGate:
         self._thread = threading.Thread(target=self._run, name="ps-gate", daemon=True)
         self._thread.start()
 
-    def admit(self) -> bool:
-        """May the connection being handshaken go on? (It is already counted in ``live``.)"""
+    def in_use(self) -> int:
+        """Connections admitted and not closed (never more than those accepted and not closed: a
+        connection lost between its admission and the end of its handshake is counted twice)."""
         with self._lock:
-            ok = self.live <= self.max_peers
-            self.refused += not ok
-            return ok
+            return max(0, min(self.admitted + self.failed - self.closed, self.live))
+
+    def admit(self) -> bool:
+        """May the connection being handshaken go on? Any thread (a ZAP handler)."""
+        ok = self.in_use() < self.max_peers
+        with self._lock:
+            if ok:
+                self.admitted += 1
+                self.peak = max(self.peak, self.admitted + self.failed - self.closed)
+            else:
+                self.refused += 1
+        return ok
 
     def _run(self) -> None:
         poller = zmq.Poller()
@@ -72,12 +89,15 @@ class ConnectionGate:
                     s.close(0)
 
     def _event(self, event: dict) -> None:
+        kind = event["event"]
         with self._lock:
-            if event["event"] == zmq.EVENT_ACCEPTED:
+            if kind == zmq.EVENT_ACCEPTED:
                 self.live += 1
-                self.peak = max(self.peak, self.live)
-            elif event["event"] == zmq.EVENT_DISCONNECTED:
+            elif kind == zmq.EVENT_DISCONNECTED:
                 self.live = max(0, self.live - 1)
+                self.closed += 1
+            elif kind & _FAILED:
+                self.failed += 1
 
     def _answer(self, request: list) -> None:
         """ZAP 1.0: version, request id, domain, address, identity, mechanism, credentials…"""
@@ -92,4 +112,5 @@ class ConnectionGate:
 
     def state(self) -> dict:
         with self._lock:
-            return {"max_peers": self.max_peers, "live": self.live, "peak": self.peak, "refused": self.refused}
+            return {"max_peers": self.max_peers, "live": self.live, "peak": self.peak, "refused": self.refused,
+                    "in_use": max(0, min(self.admitted + self.failed - self.closed, self.live))}
