@@ -4,12 +4,18 @@ This is the only serve loop; every socket-based runtime (local, docker, spark) r
 of the engine process. Arrays are received and sent zero-copy.
 
 Back-pressure: every peer has a send queue of at most ``SEND_HWM`` messages. A reply that doesn't fit
-(the peer isn't reading) is dropped and counted (``ps.errors["unread-reply"]``), and the peer is
-``busy``: its pulls are answered with a small ``busy`` Error instead of a model until a reply gets
-through again. Messages are received frame by frame, so a message of a million frames costs a
-million small receives, never a million frames in memory (0.71 s of the serve loop for a million
-empty frames, benchmarks/results/ps.json; most of it libzmq's per-frame work, and no socket option
-limits the frames of a message).
+(the peer isn't reading) is dropped, counted (``ps.errors["unread-reply"]``) and taken out of egress
+(``ps.unsent``), and the peer is ``busy``: its pulls are answered with a small ``busy`` Error instead
+of a model until a reply gets through again. Models are sent tracked: a connection for which ZeroMQ
+still holds ``MAX_MODELS_IN_FLIGHT`` models gets ``busy`` too (ps/server.py), and a sweep every
+``SWEEP_EVERY`` s forgets what closed connections held and trims the heap. ``ConnectionGate``
+(ps/gate.py) admits at most ``max_peers_for(config)`` connections.
+
+Frames: ``MAXMSGSIZE`` bounds each frame, not a message: libzmq queues a multipart message whole
+before the receiver sees its first frame, so a message of ten million empty frames is held in memory
+(~64 B a frame) before this loop can refuse it, and no socket option limits the frames of a message
+(docs/security.md). This loop keeps at most ``MAX_FRAMES`` + 1 frames of a message, frees the rest one
+by one without ``ps.lock``, trims the heap after a large one and refuses it with its real frame count.
 
 Speed: the socket is drained in batches — one poll, then non-blocking receives until it is empty or
 ``BATCH`` messages were served — with ``ps.lock`` taken once per batch, so a burst of pushes costs one
