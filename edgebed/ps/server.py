@@ -80,13 +80,13 @@ class Hooks:
 
 MAX_MODELS_IN_FLIGHT = 2   # per connection; an honest device has one (two right after an elastic join)
 THETA_CHECK_EVERY = 64   # updates between two looks at ‖Θ‖∞ (≈50 µs for 200k entries: <1 µs an update)
-_HOLD = object()
+_HOLD = object()   # a handler's answer when the rule holds the reply until its round closes
 
 
 def max_peers_for(config: PSConfig) -> int:
     """Connections the socket admits at a time: ``max_peers``, else two per device (an agent that
     rejoins opens a new one before the old one is gone) and 16 for tools."""
-    return config.max_peers if config.max_peers is not None else 2 * config.n_devices + 16   # a handler's answer when the rule holds the reply until its round closes
+    return config.max_peers if config.max_peers is not None else 2 * config.n_devices + 16
 
 
 class ParameterServer:
