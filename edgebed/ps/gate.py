@@ -8,7 +8,7 @@ without knowing which connection an event belongs to (ZeroMQ doesn't say). A han
 ``max_peers`` in use is refused: the peer gets no session and no reply, and libzmq does not reconnect
 it (an agent's request times out and it rejoins on a new connection). In a
 plaintext run the gate is the ZAP handler itself (``zap=True``: the socket gets a ZAP domain so that
-the NULL mechanism consults it); in a CURVE run the key authenticator calls ``admit`` (``ps/auth.py``).
+the NULL mechanism consults it); in a CURVE run the key authenticator calls ``admit`` (``wire/auth.py``).
 One thread (``ps-gate``) reads the monitor and answers ZAP; ``admit`` may be called from any thread.
 """
 from __future__ import annotations

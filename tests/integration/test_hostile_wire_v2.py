@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.rundir import read_json, read_table
 from tests.integration.runproc import end_run, run_dir, start_run, wait_for
 from tests.hostile_v2 import CATEGORIES, zstd_declaring

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zmq
 
-from edgebed.ps import wire
+from edgebed import wire
 from edgebed.ps.rules import RULES
 from edgebed.ps.serve import ZmqServer
 from edgebed.ps.server import MAX_MODELS_IN_FLIGHT, ParameterServer, PSConfig

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import zstandard
 
-from edgebed.ps import codec, wire
-from edgebed.ps.codec import Codec
+from edgebed import wire
+from edgebed.wire import codec
+from edgebed.wire.codec import Codec
 from edgebed.ps.rules import RULES
 from edgebed.ps.server import ParameterServer, PSConfig
 from tests.hostile_v2 import zstd_declaring
