@@ -253,3 +253,19 @@ def test_an_alpha_that_can_only_diverge_is_warned_and_the_run_fails_saying_why(t
     summary = read_json(next((tmp_path / "runs").glob("hostile-*")), "summary.json")
     assert r.returncode != 0 and summary["status"] == "failed", (summary, r.stdout[-2000:])
     assert summary["updates"] == 0 and "max_step" in summary["reason"], summary["reason"]
+
+
+def test_a_run_whose_devices_all_exit_with_errors_after_updates_is_failed(tmp_path):
+    """Issue 29: after poison, every honest push was refused, all devices exited with code 1 and the
+    run was recorded "complete" (only a run with no update at all counted as failed). Here α = 60 (below
+    validate's warning) makes Θ blow up within a few updates on the virtual clock: failed, saying so."""
+    from edgebed.emulator.engine import Engine
+    from edgebed.scenario import parse_scenario
+    sc = parse_scenario({"name": "diverge", "seed": 3, "dataset": {"train_samples": 600}, "model": {"name": "mlp"},
+                         "algorithm": {"name": "asgd", "lr": 60.0}, "workers": {"n": 3},
+                         "stop": {"updates": 400}, "eval": {"every": 400, "test_samples": 100},
+                         "runtime": {"name": "sim"}})
+    summary = Engine(sc, out=tmp_path).run().summary
+    assert summary["status"] == "failed" and 0 < summary["updates"] < 400, summary
+    assert summary["reason"].startswith(f"every device failed after {summary['updates']} updates"), summary["reason"]
+    assert summary["errors"].get("bad-payload", 0) >= 3
