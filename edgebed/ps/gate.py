@@ -13,6 +13,7 @@ One thread (``ps-gate``) reads the monitor and answers ZAP; ``admit`` may be cal
 """
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Optional
 
@@ -37,7 +38,15 @@ class ConnectionGate:
         self.peak = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._monitor = sock.get_monitor_socket(_EVENTS)
+        # The monitor by hand (not sock.get_monitor_socket) to make its queue unbounded before it
+        # connects: with the default 1,000 a burst of connections could fill it, and libzmq's I/O
+        # thread then waits for this thread to read.
+        addr = f"inproc://edgebed-gate-{id(self):x}"
+        sock.monitor(addr, _EVENTS)
+        self._monitor = ctx.socket(zmq.PAIR)
+        self._monitor.setsockopt(zmq.RCVHWM, 0)
+        self._monitor.setsockopt(zmq.LINGER, 0)
+        self._monitor.connect(addr)
         self._zap: Optional[zmq.Socket] = None
         if zap:
             z = ctx.socket(zmq.REP)
@@ -83,6 +92,9 @@ class ConnectionGate:
                     self._answer(self._zap.recv_multipart())
         except zmq.ZMQError:   # the context is ending
             pass
+        except Exception as err:   # never silently: a dead gate would leave handshakes unanswered
+            print(f"edgebed: the PS's connection gate failed: {err!r}", file=sys.stderr)
+            raise
         finally:
             for s in (self._monitor, self._zap):
                 if s is not None:
