@@ -13,8 +13,11 @@ An update is (values float32, indices uint32 ascending | None for dense). Packed
   codes — value = code · scale of its segment (``compression.ops.quantize_q8``).
 
 The header describes it as ``enc`` = {"n": entries, "i": index coding, "ib": index bytes, "v": value
-coding, "s": q8 segments, "z": unpacked size if zstd-compressed else 0}. Decoding checks every length
-against the header and raises ``CodecError``; range checks against Θ stay with the PS.
+coding, "s": q8 segments, "z": unpacked size if zstd-compressed else 0}. Decoding checks the header
+before it unpacks a byte (``check_enc``: known codings; entries, segments and the index section within
+what a model of the receiver's size can need; the zstd size equal to the sections), decompresses into
+a buffer of exactly that size (``unzstd``), then checks every length and raises ``CodecError``; range
+checks of the values against Θ stay with the PS.
 """
 from __future__ import annotations
 
