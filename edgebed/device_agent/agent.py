@@ -24,7 +24,12 @@ class PSUnreachable(RuntimeError):
 
 
 class _Rejoin(Exception):
-    """The PS went away or forgot our session (restart): say hello again with attempt+1."""
+    """The PS went away or forgot our session (restart): say hello again with attempt+1.
+    ``answered``: the PS replied on this connection (so it can carry the hello)."""
+
+    def __init__(self, reason: str, answered: bool = False):
+        super().__init__(reason)
+        self.answered = answered
 
 
 CLASS_ENV = "EDGEBED_CLASS"   # the device's speed-class name, set by the runtime (AgentSpec.environment)
@@ -67,12 +72,14 @@ def _block_forever() -> None:
 
 
 def _join(ps_address: str, machine, attempt: int, timeout: float, configure_socket,
-          give_up_after: float) -> tuple[Channel, wire.Message, int]:
+          give_up_after: float, channel: Optional[Channel] = None) -> tuple[Channel, wire.Message, int]:
     """Hello until the PS answers (a fresh socket per try, so a late reply can't be mistaken for a
-    new one); each retry counts as a new attempt. Raises PSUnreachable after ``give_up_after`` s."""
+    new one); each retry counts as a new attempt. Raises PSUnreachable after ``give_up_after`` s.
+    ``channel``: a connection the PS just answered on (nothing outstanding), tried first — a new one
+    may be refused while the PS has its maximum of connections (ps/gate.py)."""
     deadline = time.monotonic() + give_up_after
     while True:
-        ch = Channel(ps_address, timeout, configure_socket=configure_socket)
+        ch, channel = channel or Channel(ps_address, timeout, configure_socket=configure_socket), None
         try:
             (hello,) = machine.hello(attempt)
             ch.send(hello.msg)
@@ -180,7 +187,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
             _idle(pacer[0].until(action.seconds) if paced else action.seconds, ch, machine.session)
             return machine.waited()
         if isinstance(action, Rejoin):
-            raise _Rejoin(action.reason)
+            raise _Rejoin(action.reason, answered=True)
         raise AssertionError(f"unhandled {action}")
 
     try:
@@ -196,10 +203,12 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
                 return 0
             try:
                 actions += carry_out(action)
-            except _Rejoin:
-                ch.close()
+            except _Rejoin as why:
+                keep = why.answered   # the PS answered (e.g. unknown-session): keep the connection
+                if not keep:
+                    ch.close()
                 ch, reply, attempt = _join(ps_address, machine, attempt + 1, timeout, configure_socket,
-                                           give_up_after)
+                                           give_up_after, ch if keep else None)
                 actions = machine.receive(reply)
         return 0
     finally:
