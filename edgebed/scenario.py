@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from .ps.rules import FLAT_KEYS, RULES, Algorithm, AlgorithmParams, own_keys, takers
+from .algorithms import ALGORITHMS, FLAT_KEYS, Algorithm, AlgorithmParams, own_keys, takers
 from .units import Duration, Fraction, Rate
 
 
@@ -269,7 +269,7 @@ class Scenario(_Strict):
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
     algorithm: Annotated[Algorithm, BeforeValidator(_algorithm_section)] = Field(
-        default_factory=lambda: RULES[DEFAULT_ALGORITHM].Params())
+        default_factory=lambda: ALGORITHMS[DEFAULT_ALGORITHM].params())
     compression: CompressionSpec = CompressionSpec()
     workers: WorkersSpec
     failures: FailureSpec = FailureSpec()
@@ -288,7 +288,7 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _compression_applies(self):
         cp = self.compression
-        gradient = [name for name, rule in RULES.items() if rule.policy == "gradient"]
+        gradient = [name for name, a in ALGORITHMS.items() if a.policy == "gradient"]
         if (cp.error_feedback or cp.quantize != "none") and self.algorithm.name not in gradient:
             raise ValueError(f"compression.error_feedback / quantize apply to gradient pushes ({', '.join(gradient)}), "
                              f"not to {self.algorithm.name}; remove them or change algorithm.name")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..emulator.fidelity import class_shares  # noqa: F401  (re-exported: part of the metrics API)
-from ..ps.rules import own_keys
+from ..algorithms import own_keys
 from ..target import TargetHit, to_target  # noqa: F401  (re-exported: part of the metrics API)
 
 

@@ -88,9 +88,9 @@ def per_update(model: str, algorithm: str, c: float) -> float:
     By the rule's compressor: dense (asgd, every averaging rule) → the dense list; top-c of each
     tensor (adacomp); top-c over the whole model (comp-asgd)."""
     from ..compression import SELECTORS
-    from ..ps.rules import RULES
+    from ..algorithms import ALGORITHMS
     layers = _layers(model)
-    kind = RULES[algorithm].compressor if algorithm in RULES else "dense"
+    kind = ALGORITHMS[algorithm].compressor if algorithm in ALGORITHMS else "dense"
     kept = SELECTORS[kind].kept(c, layers)
     if kept is None:
         return float(dense_bytes(sum(size for _, size in layers)))

@@ -19,7 +19,7 @@ from .groups import group_runs
 from .metrics import class_shares
 from .run_page import run_page
 from .. import numerics
-from ..ps.rules import BASELINE
+from ..algorithms import BASELINE
 from ..rundir import read_json
 from .runs import ReportError, Run, check_target, load_runs
 from .sections import fidelity_tables, fidelity_text, wire_vs_payload
@@ -59,7 +59,7 @@ class ReportResult:
 
 def choose_baseline(runs: list[Run], baseline: Optional[str]) -> Run:
     """The run named ``baseline`` (dir name or path), else the first run of the baseline rule (ASGD,
-    ``rules.BASELINE``), else the first run."""
+    ``algorithms.BASELINE``), else the first run."""
     if baseline is None:
         return next((r for r in runs if r.algorithm == BASELINE), runs[0])
     wanted = Path(baseline)

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from .. import rundir
-from ..ps.rules import own_keys
+from ..algorithms import own_keys
 
 
 class ReportError(ValueError):

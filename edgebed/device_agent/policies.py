@@ -20,7 +20,7 @@ from typing import Optional, Union
 import numpy as np
 
 from .. import wire
-from ..ps.averaging import adaptive_exchange_due, divergence, easgd_exchange
+from ..algorithms.averaging import adaptive_exchange_due, divergence, easgd_exchange
 
 PULL = "pull"
 # elastic: exchange after this many local steps even if the accumulated loss stays below the threshold.

@@ -10,14 +10,14 @@ import numpy as np
 
 from .. import timing as tm, wire
 from ..compression import make_compressor
-from ..ps.rules import RULES
+from ..algorithms import ALGORITHMS
 
 
 def message_sizes(model: str, algorithm: str, c: float, seed: int = 0) -> tm.MessageSizes:
     """Exact sizes from encoding real messages for this model and update rule (imports torch)."""
     from ..models import initial_theta
     theta, layers = initial_theta(model, seed)
-    update = make_compressor(RULES[algorithm].compressor, c, layers).compress(
+    update = make_compressor(ALGORITHMS[algorithm].compressor, c, layers).compress(
         np.random.default_rng(seed).standard_normal(theta.size).astype(np.float32))
     size = lambda m: wire.frames_nbytes(wire.encode(m))  # noqa: E731
     session = "0" * 32
@@ -40,7 +40,7 @@ def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, s
         x = rng.integers(0, 255, (max(64, batch_size * 4), 28, 28), dtype=np.uint8)
         y = rng.integers(0, 10, len(x), dtype=np.uint8)
         tr = Trainer(model, x, y, batch_size, seed, 0)
-        comp = make_compressor(RULES[algorithm].compressor, c, tr.layers)
+        comp = make_compressor(ALGORITHMS[algorithm].compressor, c, tr.layers)
         theta = get_flat(tr.model)
         comp.compress(tr.gradient(theta)[0])   # warm-up
         times = []

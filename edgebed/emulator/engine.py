@@ -17,7 +17,8 @@ from .. import __version__, numerics
 from ..models import initial_theta
 from ..ps.aggregate import PUSH_PATH
 from ..ps.evaluator import Collector
-from ..ps.rules import RULES, flat
+from ..algorithms import flat
+from ..ps.rules import RULES
 from ..ps.server import Hooks, ParameterServer, PSConfig
 from ..rundir import RunWriter, host_facts, new_run_dir, read_json, read_table, write_json_atomic
 from ..scenario import Scenario, ScenarioError, class_assignment, dump_scenario

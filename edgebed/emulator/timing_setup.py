@@ -10,7 +10,7 @@ from typing import Callable, Optional
 
 from .. import timing as tm
 from .calibration import calibrate_step_time, message_sizes
-from ..ps.rules import RULES
+from ..algorithms import ALGORITHMS
 from ..scenario import Scenario, ScenarioError
 
 MAX_LAG_CYCLES = 3    # a paced device catches up on a delay of up to this many of its cycles
@@ -43,7 +43,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     info["step_time_s"] = step
     info["link_model"] = link_model_of(runtime)
     expected, sizes = None, None
-    if RULES[sc.algorithm.name].policy == "gradient":   # the one-gradient-per-pull cycle the timing models
+    if ALGORITHMS[sc.algorithm.name].policy == "gradient":   # the one-gradient-per-pull cycle the timing models
         try:
             sizes = message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
             expected = tm.scenario_expected(sc, step, info["link_model"], sizes, runtime.dilation)

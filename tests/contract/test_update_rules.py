@@ -5,7 +5,8 @@ import pytest
 
 from edgebed.compression import make_compressor
 from edgebed.models import initial_theta
-from edgebed.ps.rules import RULES, Applied, CompressingParams
+from edgebed.algorithms import CompressingParams
+from edgebed.ps.rules import RULES, Applied
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from edgebed.emulator.engine import welcome_config
-from edgebed.ps.rules import FLAT_KEYS, RULES, flat
+from edgebed.algorithms import FLAT_KEYS, flat
+from edgebed.ps.rules import RULES
 from edgebed.scenario import ScenarioError, load_scenario, parse_scenario
 
 pytestmark = pytest.mark.timeout(30)

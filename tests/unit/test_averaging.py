@@ -1,8 +1,8 @@
-"""Hand-computed examples for the Spark papers' averaging math (edgebed.ps.averaging)."""
+"""Hand-computed examples for the Spark papers' averaging math (edgebed.algorithms.averaging)."""
 import numpy as np
 import pytest
 
-from edgebed.ps.averaging import (adaptive_exchange_due, average, divergence, diverged, dynamic_sync,
+from edgebed.algorithms.averaging import (adaptive_exchange_due, average, divergence, diverged, dynamic_sync,
                                   easgd_exchange)
 
 

@@ -12,7 +12,7 @@ import yaml
 from edgebed.analysis import metrics
 from edgebed.analysis.compact import load_compact
 from edgebed.api import _classes
-from edgebed.ps.rules import FLAT_KEYS
+from edgebed.algorithms import FLAT_KEYS
 from edgebed.scenario import parse_scenario
 from edgebed.study.runner import load_study
 from edgebed.study.storage import compact_done, same_scenario

@@ -7,7 +7,7 @@ import pytest
 
 from edgebed.device_agent.policies import PULL, DynamicLocal, Elastic, LocalSteps, Upload, make_policy
 from edgebed import wire
-from edgebed.ps.averaging import add_delta, apply_mean, average, easgd_exchange
+from edgebed.algorithms.averaging import add_delta, apply_mean, average, easgd_exchange
 from edgebed.ps.rules import RULES, DynamicAveraging, EASGD, ModelAveraging
 from edgebed.ps.server import Hooks, ParameterServer, PSConfig
 from edgebed.scenario import ScenarioError, parse_scenario

@@ -7,21 +7,15 @@ counted σ = 0 as 1 in some cases (here σ = 0 gives α exactly).
 """
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from ..aggregate import adacomp_apply, lr_table
-from .base import Applied, CompressingParams, UpdateRule
-
-
-class AdaCompParams(CompressingParams):
-    name: Literal["adacomp"] = "adacomp"
+from ...algorithms.params import AdaCompParams
+from .base import Applied, UpdateRule
 
 
 class AdaComp(UpdateRule):
     Params = AdaCompParams
-    compressor = "top-c-per-layer"
 
     def __init__(self, theta, lr):
         super().__init__(theta, lr)

@@ -1,21 +1,15 @@
 """ASGD: Θ ← Θ − (α/τ)·g with τ the global staleness of the update (α when τ = 0)."""
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from ..aggregate import apply_dense, apply_sparse, staleness_lr
-from .base import AlgorithmParams, Applied, UpdateRule
-
-
-class ASGDParams(AlgorithmParams):
-    name: Literal["asgd"] = "asgd"
+from ...algorithms.params import ASGDParams
+from .base import Applied, UpdateRule
 
 
 class ASGD(UpdateRule):
     Params = ASGDParams
-    compressor = "dense"
 
     _scratch = None   # |Θ| float32, so a dense apply allocates nothing
 

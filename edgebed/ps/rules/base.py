@@ -7,52 +7,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ...units import Fraction
-
-
-class AlgorithmParams(BaseModel):
-    """The scenario's ``algorithm`` section: name, α, b and one rule's own parameters. Each rule
-    subclasses it next to itself (``UpdateRule.Params``, with ``name`` a one-value Literal); the
-    scenario's section is their union, told apart by ``name``. A field's ``title`` is its symbol."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
-    lr: float = Field(0.1, gt=0, title="α", description="α, the base learning rate (of the local SGD "
-                      "steps for the averaging rules)")
-    batch_size: int = Field(10, ge=1, title="b", description="b, samples per gradient")
-
-    @property
-    def ratio(self) -> float:
-        """c, the fraction of gradient entries a device sends: 1 for a rule that sends them all."""
-        return 1.0
-
-    def own(self) -> dict:
-        """This rule's own parameters (beyond name, α and b), in their order."""
-        return {k: getattr(self, k) for k in type(self).model_fields if k not in AlgorithmParams.model_fields}
-
-    def describe(self) -> str:
-        """The parameters in symbols, e.g. ``α=0.05, b=10, c=0.01`` or ``α=0.05, b=10, τ=10``."""
-        fields = type(self).model_fields
-        return ", ".join(f"{fields[k].title or k}={v}" for k, v in
-                         {"lr": self.lr, "batch_size": self.batch_size, **self.own()}.items())
-
-
-class CompressingParams(AlgorithmParams):
-    """The parameters of a rule whose devices send a top-c selection of each gradient."""
-    c: Fraction = Field(0.01, title="c", description="compression ratio: the fraction of gradient "
-                        "entries a device sends")
-
-    @field_validator("c")
-    @classmethod
-    def _positive(cls, c):
-        if c <= 0:
-            raise ValueError("c must be > 0 (the fraction of gradient entries sent), e.g. 0.01")
-        return c
-
-    @property
-    def ratio(self) -> float:
-        return self.c
+from ...algorithms import ALGORITHMS, AlgorithmParams
 
 
 @dataclass
@@ -75,23 +31,24 @@ class UpdateRule(ABC):
     without one that went silent."""
 
     Params: ClassVar[type[AlgorithmParams]]   # the scenario's algorithm section for this rule
-    name: ClassVar[str]                       # the registry key: its Params' name (set below)
-    compressor: ClassVar[str] = "dense"   # what devices send: dense | top-c | top-c-per-layer
+    # Set below from the algorithm registry (``edgebed.algorithms``), keyed by its Params' name:
+    name: ClassVar[str]                       # the registry key
+    compressor: ClassVar[str] = "dense"       # what devices send: dense | top-c | top-c-per-layer
+    policy: ClassVar[str] = "gradient"        # what devices do between messages (device_agent/policies.py)
     empty_push_is_report: ClassVar[bool] = False   # True: a 0-entry push means something (PS applies it)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "Params" in vars(cls):
             cls.name = cls.Params.model_fields["name"].default
+            algorithm = ALGORITHMS[cls.name]
+            cls.compressor, cls.policy = algorithm.compressor, algorithm.policy
 
     @classmethod
     def uses_c(cls) -> bool:
         """Whether the compression ratio c means anything: only for a compressing rule (whose
         ``Params`` are ``CompressingParams``; tests/contract/test_update_rules.py checks both agree)."""
         return cls.compressor != "dense"
-
-    # What devices do between messages (device_agent/policies.py); default: pull → one gradient → push.
-    policy: ClassVar[str] = "gradient"
 
     @classmethod
     def device_policy(cls, algorithm: AlgorithmParams) -> dict:

@@ -11,26 +11,16 @@ This is the full synchronisation of ``averaging.dynamic_sync``, spread over mess
 """
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field
 
-from ..averaging import add_delta, apply_mean
+from ...algorithms.averaging import add_delta, apply_mean
+from ...algorithms.params import DynamicAveragingParams
 from .base import Applied, UpdateRule
-from .model_averaging import ModelAveragingParams
-
-
-class DynamicAveragingParams(ModelAveragingParams):   # τ local steps a round, as model averaging
-    name: Literal["dynamic-averaging"] = "dynamic-averaging"
-    delta: float = Field(1.0, ge=0, title="δ", description="δ, the divergence threshold "
-                         "‖local − reference‖² that triggers a synchronisation")
 
 
 class DynamicAveraging(UpdateRule):
     Params = DynamicAveragingParams
     empty_push_is_report = True   # a quiet-round report: "my model is still inside the safe zone"
-    policy = "dynamic"
 
     def __init__(self, theta, lr):
         super().__init__(theta, lr)

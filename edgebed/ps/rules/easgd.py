@@ -7,26 +7,13 @@ split across the wire). No staleness damping: the elastic force itself bounds a 
 """
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from ..averaging import add_delta
-from .base import AlgorithmParams, Applied, UpdateRule
-
-
-class EASGDParams(AlgorithmParams):
-    name: Literal["easgd"] = "easgd"
-    moving_rate: float = Field(0.1, gt=0, lt=1, title="moving rate", description="the moving rate α "
-                               "of the elastic exchange, in (0, 1)")
-    loss_threshold: float = Field(5.0, gt=0, title="loss threshold", description="training loss a "
-                                  "device accumulates before it exchanges with the center: DeepSpark's "
-                                  "adaptive period")
+from ...algorithms.averaging import add_delta
+from ...algorithms.params import EASGDParams
+from .base import Applied, UpdateRule
 
 
 class EASGD(UpdateRule):
     Params = EASGDParams
-    policy = "elastic"
 
     def __init__(self, theta, lr):
         super().__init__(theta, lr)

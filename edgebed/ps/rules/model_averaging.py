@@ -8,23 +8,15 @@ barrier; its delta, if it sent one, still counts. Devices join at their first pu
 """
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field
 
-from ..averaging import add_delta, apply_mean
-from .base import AlgorithmParams, Applied, UpdateRule
-
-
-class ModelAveragingParams(AlgorithmParams):
-    name: Literal["model-averaging"] = "model-averaging"
-    local_steps: int = Field(10, ge=1, title="τ", description="τ, local SGD steps per round")
+from ...algorithms.averaging import add_delta, apply_mean
+from ...algorithms.params import ModelAveragingParams
+from .base import Applied, UpdateRule
 
 
 class ModelAveraging(UpdateRule):
     Params = ModelAveragingParams
-    policy = "local-steps"
 
     def __init__(self, theta, lr):
         super().__init__(theta, lr)
