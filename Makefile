@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SCENARIO ?= scenarios/quickstart.yaml
 
-.PHONY: setup run test check docs provision bench clean
+.PHONY: setup run test check docs provision bench clean architecture
 
 setup: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ check: setup
 # Generated pages (scenario reference, CLI, results, API) are made during the build by docs/gen/.
 docs: setup
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict
+
+# docs/architecture.md's layer diagram, drawn from the real imports and the layer contract.
+architecture: setup
+	$(PY) -m benchmarks.architecture
 
 bench: setup
 	$(PY) -m benchmarks.bench_ps
