@@ -74,3 +74,12 @@ def test_runtime_section_is_validated(name):
                          "runtime": {"name": name, name: {"no_such_option": 1}}})
     with pytest.raises(ScenarioError, match=f"runtime.{name}.no_such_option"):
         get_runtime(name)(sc, "/nonexistent")
+
+
+def test_the_scenario_accepts_exactly_the_registered_runtimes():
+    """The scenario (below the emulator) spells the runtime names, the registry maps them to classes:
+    a name in one and not the other would be a runtime nobody can choose or one that can't start."""
+    from typing import get_args
+
+    from edgebed.scenario import RuntimeSpec
+    assert set(get_args(RuntimeSpec.model_fields["name"].annotation)) == set(_KNOWN)
