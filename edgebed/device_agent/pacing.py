@@ -11,10 +11,49 @@ time is lost for good, which is the distortion the run's fidelity verdict and wa
 from __future__ import annotations
 
 import json
+import math
 import time
+from dataclasses import asdict, dataclass, fields
 from typing import Optional
 
 from ..timing import kernel_rate_time
+
+
+@dataclass(frozen=True)
+class PacingStats:
+    """What a paced device's schedule came to, carried in its Bye's reason to the PS's event log
+    (``emulator/verdict.py`` reads it): steps, compute overruns (count, total and longest excess, s),
+    schedule lags (count, lost s) and the compute budget of one step (s)."""
+    steps: int
+    overruns: int
+    overrun_s: float
+    max_overrun_s: float
+    lags: int
+    lag_s: float
+    budget_s: float
+
+    def bye_reason(self, reason: str) -> str:
+        return f"{reason} pacing={json.dumps(asdict(self), separators=(',', ':'))}"
+
+    @classmethod
+    def of_bye(cls, detail: str) -> Optional["PacingStats"]:
+        """The stats in a Bye event's detail; None when it has none or they are malformed (the text
+        comes from a peer: anything but these seven finite non-negative numbers is ignored)."""
+        _, sep, tail = detail.partition(" pacing=")
+        if not sep:
+            return None
+        try:
+            data = json.loads(tail)
+        except ValueError:
+            return None
+        names = [f.name for f in fields(cls)]
+        if not isinstance(data, dict) or set(data) != set(names):
+            return None
+        values = [data[n] for n in names]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                   for v in values):
+            return None
+        return cls(*values)
 
 
 class Pacer:
@@ -74,22 +113,10 @@ class Pacer:
             self.max_overrun_s = max(self.max_overrun_s, real_s - budget)
         return self.until(budget)
 
-    def stats(self) -> dict:
-        return {"steps": self.steps, "overruns": self.overruns, "overrun_s": round(self.overrun_s, 6),
-                "max_overrun_s": round(self.max_overrun_s, 6), "lags": self.lags, "lag_s": round(self.lag_s, 6),
-                "budget_s": self.budget}
+    def stats(self) -> PacingStats:
+        return PacingStats(self.steps, self.overruns, round(self.overrun_s, 6), round(self.max_overrun_s, 6),
+                           self.lags, round(self.lag_s, 6), self.budget)
 
     def bye_reason(self, reason: str) -> str:
         """The Bye reason carrying these stats to the PS's event log (``emulator/verdict.py`` reads it)."""
-        return f"{reason} pacing={json.dumps(self.stats(), separators=(',', ':'))}"
-
-
-def parse_bye(detail: str) -> Optional[dict]:
-    """The pacing stats in a Bye event's detail, or None."""
-    _, sep, tail = detail.partition(" pacing=")
-    if not sep:
-        return None
-    try:
-        return json.loads(tail)
-    except ValueError:
-        return None
+        return self.stats().bye_reason(reason)

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from ..device_agent.pacing import parse_bye
+from ..device_agent.pacing import PacingStats
 from ..timing import distortion, steady_rates
 
 STALENESS_FACTOR = 2.0   # mean staleness is judged within this many times the rate/share tolerance
@@ -40,16 +40,16 @@ def pacing_stats(events: Optional[pd.DataFrame], class_of_device: dict[int, str]
     if events is None or events.empty:
         return out
     for _, e in events[events["event"] == "bye"].iterrows():
-        st = parse_bye(str(e["detail"]))
+        st = PacingStats.of_bye(str(e["detail"]))
         k = class_of_device.get(int(e["device"]))
         if st is None or k is None:
             continue
         agg = out.setdefault(k, {"devices": 0, "steps": 0, "overruns": 0, "overrun_s": 0.0,
-                                 "max_overrun_s": 0.0, "lags": 0, "lag_s": 0.0, "budget_s": st["budget_s"]})
+                                 "max_overrun_s": 0.0, "lags": 0, "lag_s": 0.0, "budget_s": st.budget_s})
         agg["devices"] += 1
         for key in ("steps", "overruns", "overrun_s", "lags", "lag_s"):
-            agg[key] += st[key]
-        agg["max_overrun_s"] = max(agg["max_overrun_s"], st["max_overrun_s"])
+            agg[key] += getattr(st, key)
+        agg["max_overrun_s"] = max(agg["max_overrun_s"], st.max_overrun_s)
     for agg in out.values():
         agg["overrun_share"] = round(agg["overruns"] / agg["steps"], 4) if agg["steps"] else 0.0
         agg["overrun_s"], agg["lag_s"] = round(agg["overrun_s"], 4), round(agg["lag_s"], 4)

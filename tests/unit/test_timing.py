@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from edgebed import timing as tm
-from edgebed.device_agent.pacing import Pacer, parse_bye
+from edgebed.device_agent.pacing import Pacer, PacingStats
 from edgebed.scenario import parse_scenario
 
 pytestmark = pytest.mark.timeout(60)
@@ -183,9 +183,33 @@ def test_pacer_over_kernel_links_waits_at_least_the_wire_time():
 def test_bye_carries_pacing_stats():
     p = Pacer(0.001, 1, 1.0)
     p.computed(0.5)
-    st = parse_bye(p.bye_reason("stop"))
-    assert st["overruns"] == 1 and st["steps"] == 1
-    assert parse_bye("stop") is None and parse_bye("stop pacing={broken") is None
+    reason = p.bye_reason("stop")
+    assert reason.startswith('stop pacing={"steps":1,"overruns":1,')   # the bytes on the wire, as before
+    st = PacingStats.of_bye(reason)
+    assert st == p.stats() and st.overruns == 1 and st.steps == 1
+    assert PacingStats.of_bye("stop") is None and PacingStats.of_bye("stop pacing={broken") is None
+
+
+@pytest.mark.parametrize("tail", ['{"steps":1}', '[1,2]', '{"steps":1,"overruns":0,"overrun_s":0,'
+                                  '"max_overrun_s":0,"lags":0,"lag_s":"x","budget_s":0.1}',
+                                  '{"steps":-1,"overruns":0,"overrun_s":0,"max_overrun_s":0,"lags":0,'
+                                  '"lag_s":0,"budget_s":0.1}'])
+def test_a_malformed_pacing_report_is_ignored_not_fatal(tail):
+    """A Bye's reason comes from a peer: stats that are not the seven numbers count as none, so the
+    run's verdict is still written (it read them by key before)."""
+    assert PacingStats.of_bye(f"stop pacing={tail}") is None
+
+
+def test_the_verdict_counts_only_well_formed_pacing_reports():
+    import pandas as pd
+
+    from edgebed.emulator.verdict import pacing_stats
+    p = Pacer(0.001, 1, 1.0)
+    p.computed(0.5)
+    events = pd.DataFrame({"event": ["bye", "bye"], "device": [0, 1],
+                           "detail": ["stop pacing={}", p.bye_reason("stop")]})
+    out = pacing_stats(events, {0: "fast", 1: "fast"})
+    assert out["fast"]["devices"] == 1 and out["fast"]["overruns"] == 1
 
 
 def test_steady_rates_count_a_crashed_device_only_while_alive():
