@@ -225,32 +225,30 @@ def _reference_hash() -> str:
     return h.hexdigest()[:16]
 
 
-@lru_cache(maxsize=1)
-def _cpu_flags() -> frozenset:
+@lru_cache(maxsize=None)
+def _cpuinfo(key: str) -> Optional[str]:
+    """The value of the first ``key`` line of /proc/cpuinfo, None where there is none."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                if line.startswith(key):
+                    return line.split(":", 1)[1]
     except OSError:
         pass
-    return frozenset()
+    return None
+
+
+def _cpu_flags() -> frozenset:
+    return frozenset((_cpuinfo("flags") or "").split())
 
 
 def _host_has_avx2() -> bool:
     return platform.machine() in ("x86_64", "AMD64") and {"avx2", "fma"} <= _cpu_flags()
 
 
-@lru_cache(maxsize=1)
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    model = _cpuinfo("model name")
+    return model.strip() if model is not None else platform.processor() or "unknown"
 
 
 def _mkl_version() -> Optional[str]:
