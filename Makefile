@@ -28,6 +28,7 @@ test: setup provision
 check: setup
 	$(VENV)/bin/ruff check edgebed tests benchmarks
 	$(VENV)/bin/lint-imports
+	$(PY) -m benchmarks.architecture --check
 	$(PY) -m pytest -q tests/unit tests/contract -m "not slow"
 
 # The documentation site (MkDocs), strict: a broken link, a missing page or a warning fails the build.
