@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import shutil
 import struct
 import urllib.request
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
+
+from ..atomic import replacing
 
 BUNDLED_DIR = Path(__file__).parent / "mnist10k"
 BUNDLED_FILES = ("mnist10k-images-idx3-ubyte.gz", "mnist10k-labels-idx1-ubyte.gz")
@@ -156,21 +157,18 @@ def download_mnist(dest: str | Path, base_url: str = MNIST_URL,
         target = dest / name
         if target.exists() and sha256_of(target) == want:
             continue
-        tmp = target.with_name(f".{name}.part")
-        try:
-            with urllib.request.urlopen(base_url.rstrip("/") + "/" + name, timeout=timeout) as r, \
-                    open(tmp, "wb") as f:
-                shutil.copyfileobj(r, f)
-        except OSError as err:
-            tmp.unlink(missing_ok=True)
-            raise DatasetError(f"download of {name} from {base_url} failed: {err}; "
-                               f"use dataset.source: bundled or path") from None
-        got = sha256_of(tmp)
-        if got != want:
-            tmp.unlink()
-            raise DatasetError(f"{name}: sha256 {got} does not match the expected {want}; "
-                               f"the mirror served a different file, nothing was kept")
-        os.replace(tmp, target)
+        with replacing(target) as tmp:    # renamed only when the download is complete and verified
+            try:
+                with urllib.request.urlopen(base_url.rstrip("/") + "/" + name, timeout=timeout) as r, \
+                        open(tmp, "wb") as f:
+                    shutil.copyfileobj(r, f)
+            except OSError as err:
+                raise DatasetError(f"download of {name} from {base_url} failed: {err}; "
+                                   f"use dataset.source: bundled or path") from None
+            got = sha256_of(tmp)
+            if got != want:
+                raise DatasetError(f"{name}: sha256 {got} does not match the expected {want}; "
+                                   f"the mirror served a different file, nothing was kept")
     return dest
 
 

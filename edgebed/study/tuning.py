@@ -22,6 +22,7 @@ from typing import Optional
 import pandas as pd
 import yaml
 
+from ..atomic import replacing
 from .spec import Cell, Study, StudyError
 from .storage import complete_run, tuned_path
 
@@ -93,9 +94,8 @@ def write_tuning(study: Study, table: pd.DataFrame, chosen: dict, missing: list[
     """``<study>.tuning.csv`` and ``<study>.tuned.yaml`` next to the study file."""
     t = study.spec.tuning
     csv = study.path.with_name(f"{study.path.stem}.tuning.csv")
-    tmp = csv.with_name(f".{csv.name}.tmp")
-    table.drop(columns=["run"], errors="ignore").to_csv(tmp, index=False)
-    tmp.replace(csv)
+    with replacing(csv) as tmp:
+        table.drop(columns=["run"], errors="ignore").to_csv(tmp, index=False)
     out = tuned_path(study.path)
     head = (f"# Written by `edgebed study tune {study.path.name}` on {time.strftime('%Y-%m-%d %H:%M %Z')}.\n"
             f"# Each cell × α ran {t.updates:,} updates at seeds {t.seeds}, scored on the last "
@@ -104,9 +104,8 @@ def write_tuning(study: Study, table: pd.DataFrame, chosen: dict, missing: list[
             f"wins (ties: the smaller α). Whole table: {csv.name}.\n")
     body = {"rule": t.rule, "window": t.window, "horizon": t.updates, "seeds": list(t.seeds),
             "grid": list(t.lr), "chosen": chosen, "not_complete": missing}
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(head + yaml.safe_dump(body, sort_keys=False))
-    tmp.replace(out)
+    with replacing(out) as tmp:
+        tmp.write_text(head + yaml.safe_dump(body, sort_keys=False))
     return csv, out
 
 

@@ -90,7 +90,7 @@ def test_download_verifies_sha256_against_loopback_server(http_dir, tmp_path):
     (dest / "b.gz").unlink()
     with pytest.raises(data.DatasetError, match="does not match"):
         data.download_mnist(tmp_path / "cache", base_url=url, checksums=sums)
-    assert not (dest / "b.gz").exists() and not list(dest.glob(".*part"))
+    assert not (dest / "b.gz").exists() and not list(dest.glob(".*"))   # no temporary file left either
 
 
 def test_download_failure_is_explained(tmp_path, http_dir):
