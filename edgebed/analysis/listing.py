@@ -19,7 +19,7 @@ import pandas as pd
 import yaml
 
 from .. import rundir
-from ..ps.rules import own_keys
+from ..algorithms import own_keys
 
 COLUMNS = ["run", "status", "scenario", "algorithm", "c", "runtime", "devices", "updates", "final_accuracy",
            "ingress_bytes", "started", "wall_time_s", "path"]

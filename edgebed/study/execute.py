@@ -19,8 +19,7 @@ from typing import Callable, Optional
 from .executors.base import StudyExecutor, WorkerLost
 from .executors.task import CellOutcome, CellTask, run_task, write_returned
 from .progress import Board, render
-from .runner import _where
-from .storage import cell_dir, complete_run, status_entry
+from .storage import cell_dir, complete_run, recorded_path, status_entry
 
 VIEW_EVERY_S = 60.0      # the whole view in the log, for executors whose cells don't print live
 INTERRUPT_GRACE_S = 30.0  # after Ctrl-C: how long cells that end as interrupted runs may take to say so
@@ -61,7 +60,7 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
         sc = study.scenario(cell, seed)
         done = complete_run(sdir, results, cell, seed, sc)
         if done is not None:
-            slots[i] = status_entry(study, cell, seed, status="skipped", run=_where(done, sdir))
+            slots[i] = status_entry(study, cell, seed, status="skipped", run=recorded_path(done, sdir))
             board.update((cell.id, seed), state="skipped")
             show(f"{head}: already complete ({done.name}), skipped", True)
             continue
@@ -181,7 +180,7 @@ def _record(study, sdir: Path, cell, seed: int, outcome: CellOutcome, attempts: 
         parent.mkdir(parents=True, exist_ok=True)
         (parent / "error.txt").write_text(outcome.traceback)
     entry = status_entry(study, cell, seed, status=outcome.status, error=outcome.error,
-                   run=_where(run, sdir) if run is not None else None, wall_time_s=outcome.wall_time_s,
+                   run=recorded_path(run, sdir) if run is not None else None, wall_time_s=outcome.wall_time_s,
                    worker=outcome.worker, attempts=attempts)
     if entry["status"] == "complete":
         entry["error"] = None

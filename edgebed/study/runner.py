@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from ..rundir import write_json_atomic
 from ..scenario import Scenario, ScenarioError, read_yaml
 from .spec import Cell, CellSpec, Study, StudyError, StudySpec, _format
-from .storage import complete_run, status_entry, tuned_path
+from .storage import complete_run, recorded_path, status_entry, tuned_path
 
 
 def _override(key: str, value: Any) -> str:
@@ -164,20 +164,12 @@ def engine_runner(source: str) -> RunCell:
     return EngineRunner(source)
 
 
-def _where(run: Path, sdir: Path) -> str:
-    """A run's path as status.json records it: relative to the study dir when inside it."""
-    try:
-        return str(run.relative_to(sdir))
-    except ValueError:
-        return str(run.resolve())
-
-
 def _recorded(study: Study, sdir: Path, cell: Cell, seed: int, results: Optional[Path] = None) -> dict:
     """The status entry of a cell × seed this invocation does not run: its complete run, if any."""
     sc = study.scenario(cell, seed)
     done = complete_run(sdir, results, cell, seed, sc)
     return status_entry(study, cell, seed, status="skipped" if done else "not run",
-                  run=_where(done, sdir) if done else None)
+                  run=recorded_path(done, sdir) if done else None)
 
 
 def run_study(study: Study, out: str | Path = "studies-out", run_cell: Optional[RunCell] = None,

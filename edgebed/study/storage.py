@@ -85,3 +85,11 @@ def status_entry(study: Study, cell: Cell, seed: int, **fields) -> dict:
             "baseline": base.id if base else None,
             "reference": cell.reference.model_dump() if cell.reference else None,
             "status": "", "run": None, "error": None, "wall_time_s": None, **fields}
+
+
+def recorded_path(run: Path, sdir: Path) -> str:
+    """A run's path as status.json records it: relative to the study dir when inside it."""
+    try:
+        return str(run.relative_to(sdir))
+    except ValueError:
+        return str(run.resolve())
