@@ -71,3 +71,13 @@ def test_a_registry_image_absent_from_a_node_is_left_for_the_node_to_pull(tmp_pa
     info = rt._image_on(Node())
     assert (info.name, info.kind, info.python, info.mounts) == ("registry.example/edgebed/agent:1", "dockerfile",
                                                                 "python", {})
+
+
+def test_service_and_network_names_are_dns_components_whatever_the_run_directory(tmp_path):
+    """Swarm refuses '_' and '.' in service and network names ("must be valid as a DNS name
+    component"); a run directory's name may hold both, its labels keep them."""
+    run = tmp_path / "my_run.v2-20261126-170000"
+    run.mkdir()
+    rt = SwarmRuntime(scenario(), run)
+    assert rt.dns_id == "my-run-v2-20261126-170000"
+    assert rt.run_id == "my_run.v2-20261126-170000" and rt.label.endswith("=" + rt.run_id)

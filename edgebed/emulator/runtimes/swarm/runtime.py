@@ -19,6 +19,7 @@ registry (``runtime.swarm.image``) is pulled by the nodes themselves.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -99,6 +100,8 @@ class SwarmRuntime(Runtime):
                                          link_jitter="app", link_loss="app", cpu_quota=True, freeze="pause")
         self._netem = prop == "kernel"
         self.run_id = run_id_of(self.run_dir)
+        # Swarm names services and networks in its DNS: letters, digits and '-' only ('_', '.' refused).
+        self.dns_id = re.sub(r"[^a-zA-Z0-9-]", "-", self.run_id)
         self.label = f"{RUN_LABEL}={self.run_id}"
         self.labels = {LABEL: "1", RUN_LABEL: self.run_id, f"{LABEL}.run_dir": str(self.run_dir.resolve())}
         self._manager = None
@@ -229,7 +232,7 @@ class SwarmRuntime(Runtime):
         for agent in self.agents.values():
             self.image = self._image_on(agent)
         self.record["image"] = {"name": self.image.name, "kind": self.image.kind}
-        net = mgr.networks.create(f"edgebed-{self.run_id}", driver="overlay", labels=self.labels,
+        net = mgr.networks.create(f"edgebed-{self.dns_id}", driver="overlay", labels=self.labels,
                                   check_duplicate=True)
         self.record["network"] = {"name": net.name, "id": net.id}
         self._save()
@@ -246,7 +249,7 @@ class SwarmRuntime(Runtime):
             cmd = [self.image.python, "-c", GATE, devices, *self.agent_command(template)]
             env = {**self.image.env, **template.environment(), "EDGEBED_SLOT": "{{.Task.Slot}}"}
             constraints = [*self.spec.constraints, *self.spec.class_constraints.get(klass.name, [])]
-            name = f"edgebed-{self.run_id}-c{idx}"
+            name = f"edgebed-{self.dns_id}-c{idx}"
             svc = mgr.services.create(
                 self.image.name, command=cmd, name=name, labels=self.labels,
                 container_labels={**self.labels, f"{LABEL}.class": klass.name},
