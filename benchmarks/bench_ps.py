@@ -93,6 +93,42 @@ def apply_cost(rule: str, n: int, pushes: int, seed: int = 0) -> dict:
             "cpu_mean_us": statistics.fmean(cpu) * 1e6}
 
 
+def pull_memory(rule: str, n: int, rounds: int = 3, seed: int = 0) -> dict:
+    """The PS's memory per outstanding pull: bytes allocated (tracemalloc, which numpy reports its
+    arrays to) once ``n`` devices said hello and each holds a pull, after ``rounds`` × n round-robin
+    pushes with a re-pull after each (a run's steady state), over the PS before the first hello; ÷ n.
+    Also the peak during those pushes, ÷ n. Θ, the rule's global counters and the push pool are
+    allocated before tracing starts (and one push applied, so buffers a rule makes on first use are
+    too), so what is left is what each device costs."""
+    import gc
+    import tracemalloc
+    ps, layers, size = make_ps(rule, n)
+    rng = np.random.default_rng(seed)
+    pool = [payload(rule, layers, size, rng) for _ in range(8)]
+    ps.rule.apply(-1, 0, *pool[0])   # lazily made global buffers (ASGD's dense scratch) before tracing
+    ps.rule.forget(-1)
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    sessions, pulled, seqs = [], [], [0] * n
+    for d in range(n):
+        sessions.append(wire.decode(ps.process(b"p", frames_bytes(wire.Hello(d)))).session)
+        ps.process(b"p", frames_bytes(wire.Pull(sessions[d])))
+        pulled.append(ps.version)
+    for i in range(rounds * n):
+        d = i % n
+        v, idx = pool[i % len(pool)]
+        ps.process(b"p", frames_bytes(wire.Push(sessions[d], seqs[d], pulled[d], v, idx)))
+        seqs[d] += 1
+        ps.process(b"p", frames_bytes(wire.Pull(sessions[d])))
+        pulled[d] = ps.version
+    gc.collect()
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"rule": rule, "n": n, "model": "cnn", "parameters": size, "pushes": rounds * n,
+            "bytes_per_pull": (current - base) / n, "peak_bytes_per_pull": (peak - base) / n}
+
+
 def _one_device(rule: str):
     """A PS with one device that said hello and has a pull on record (AdaComp computes σ_k from its
     snapshot), and the push payload: (ps, session, values, indices)."""
@@ -397,7 +433,16 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="alternating PS / raw ingest runs per rule")
     ap.add_argument("--parts", metavar="FILE", help="only the µs of process()'s parts, to FILE (json)")
     ap.add_argument("--budget", metavar="FILE", help="only the ratio to raw for a process() of fixed cost, to FILE (json)")
+    ap.add_argument("--memory", metavar="FILE", help="only the PS's memory per outstanding pull, to FILE (json)")
     args = ap.parse_args(argv)
+    if args.memory:
+        rows = [pull_memory(rule, n) for rule in ("asgd", "comp-asgd", "adacomp") for n in (10, 200)]
+        Path(args.memory).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"),
+                                                 "load_average": os.getloadavg(), "pull_memory": rows}, indent=2) + "\n")
+        for r in rows:
+            print(f"{r['rule']:9s} n={r['n']:3d}: {r['bytes_per_pull']:,.0f} B per outstanding pull "
+                  f"(peak {r['peak_bytes_per_pull']:,.0f})", flush=True)
+        return 0
     if args.budget:
         res = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_average_start": os.getloadavg(), **budget()}
         res["load_average_end"] = os.getloadavg()

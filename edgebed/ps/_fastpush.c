@@ -17,6 +17,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH(addr, write) __builtin_prefetch((addr), (write))
@@ -208,12 +209,288 @@ done:
     return ret;
 }
 
+/* ---- AdaComp's touch log (edgebed/ps/staleness.py): σ_k without a |Θ|-sized snapshot per pull ----
+ *
+ * Every parameter k has a list of the stamps (apply numbers, ascending) of the updates that touched it,
+ * pool[start[k] : start[k] + len[k]], room for cap[k] in place. A device that pulled when the stamp was
+ * `since` has σ_k = the number of stamps > since in k's list (a binary search). Stamps ≤ the oldest
+ * outstanding pull (`floor`) are dead: dropped when a list is moved or the pool compacted. */
+
+/* index of the first stamp > v in a[0:n] (ascending) */
+static inline Py_ssize_t upper(const uint32_t *a, Py_ssize_t n, uint32_t v) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) >> 1;
+        if (a[mid] <= v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* 0 if the per-parameter arrays have n entries each and every list lies inside the pool, else -1
+ * (ValueError). Checked for the touched k only, where they are read. */
+static int check_lists(Py_buffer *sb, Py_buffer *lb, Py_buffer *cb, Py_ssize_t n) {
+    if (sb->len != n * 8 || lb->len != n * 4 || (cb && cb->len != n * 4)) {
+        PyErr_SetString(PyExc_ValueError, "start (int64), length and capacity (uint32) need one entry per parameter");
+        return -1;
+    }
+    return 0;
+}
+
+static int list_inside(const int64_t *start, const uint32_t *len, Py_ssize_t k, Py_ssize_t pool_n) {
+    if (start[k] < 0 || start[k] + (int64_t)len[k] > (int64_t)pool_n) {
+        PyErr_Format(PyExc_ValueError, "the touch list of parameter %zd lies outside the pool", k);
+        return -1;
+    }
+    return 0;
+}
+
+/* touch_sigma(pool, start, length, indices|None, since, out) -> None
+ *   out[j] = σ_k for the j-th sent k (indices None: k = j for every parameter): the stamps > since
+ *   in k's list. out: writable uint32, one per sent entry. */
+static PyObject *touch_sigma(PyObject *self, PyObject *args) {
+    Py_buffer pb, sb, lb, ob, ib = {0};
+    PyObject *idx_obj;
+    unsigned long long since;
+    if (!PyArg_ParseTuple(args, "y*y*y*OKw*", &pb, &sb, &lb, &idx_obj, &since, &ob))
+        return NULL;
+    PyObject *ret = NULL;
+    int have_idx = idx_obj != Py_None;
+    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t n = lb.len / 4, pool_n = pb.len / 4, m = ob.len / 4;
+    if (check_lists(&sb, &lb, NULL, n) < 0)
+        goto done;
+    if ((have_idx && ib.len != ob.len) || (!have_idx && m != n)) {
+        PyErr_SetString(PyExc_ValueError, "out needs one entry per sent index");
+        goto done;
+    }
+    const uint32_t *pool = (const uint32_t *)pb.buf, *len = (const uint32_t *)lb.buf;
+    const int64_t *start = (const int64_t *)sb.buf;
+    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
+    uint32_t *out = (uint32_t *)ob.buf;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
+        if (k >= n) {
+            PyErr_Format(PyExc_ValueError, "index %zd out of range (theta has %zd entries)", k, n);
+            goto done;
+        }
+        if (list_inside(start, len, k, pool_n) < 0)
+            goto done;
+        if (ix && j + 8 < m) {
+            Py_ssize_t f = (Py_ssize_t)ix[j + 8];
+            if (f < n)
+                PREFETCH(&len[f], 0);
+        }
+        const uint32_t *a = pool + start[k];
+        out[j] = (uint32_t)(len[k] - upper(a, len[k], (uint32_t)since));
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&lb);
+    PyBuffer_Release(&ob);
+    if (have_idx && ib.obj)
+        PyBuffer_Release(&ib);
+    return ret;
+}
+
+/* adacomp_sigma(theta, counts, sigma, indices|None, values, alpha, lr_table) -> (Σσ, max σ)
+ *   adacomp()'s step with σ_k given per sent entry (touch_sigma) instead of a snapshot: the same
+ *   lr_k, the same two float32 roundings, counts[k] += 1. */
+static PyObject *adacomp_sigma(PyObject *self, PyObject *args) {
+    Py_buffer tb, cb, gb, vb, lb, ib = {0};
+    PyObject *idx_obj;
+    double alpha;
+    if (!PyArg_ParseTuple(args, "w*w*y*Oy*dy*", &tb, &cb, &gb, &idx_obj, &vb, &alpha, &lb))
+        return NULL;
+    PyObject *ret = NULL;
+    int have_idx = idx_obj != Py_None;
+    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t n = items(&tb, 4, "theta"), nc = items(&cb, 4, "counts"), m = items(&vb, 4, "values");
+    Py_ssize_t ng = items(&gb, 4, "sigma"), nl = items(&lb, 4, "lr_table");
+    if (n < 0 || nc < 0 || m < 0 || ng < 0 || nl < 0)
+        goto done;
+    if (nc != n || ng != m) {
+        PyErr_SetString(PyExc_ValueError, "counts must have theta's length and sigma the values' length");
+        goto done;
+    }
+    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
+    if (have_idx) {
+        if (check_indices(&ib, &vb, n) < 0)
+            goto done;
+    } else if (m != n) {
+        PyErr_Format(PyExc_ValueError, "dense push of %zd values for theta of %zd", m, n);
+        goto done;
+    }
+    float *theta = (float *)tb.buf;
+    uint32_t *counts = (uint32_t *)cb.buf;
+    const uint32_t *sig = (const uint32_t *)gb.buf;
+    const float *v = (const float *)vb.buf, *table = (const float *)lb.buf;
+    unsigned long long sum = 0, max = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
+        if (ix && j + 16 < m) {
+            Py_ssize_t f = (Py_ssize_t)ix[j + 16];
+            PREFETCH(&theta[f], 1);
+            PREFETCH(&counts[f], 1);
+        }
+        uint32_t sigma = sig[j];
+        float lr = (Py_ssize_t)sigma < nl ? table[sigma] : (float)(alpha / (double)(sigma > 1 ? sigma : 1));
+        sum += sigma;
+        if (sigma > max)
+            max = sigma;
+        float step = v[j] * lr;
+        theta[k] = theta[k] - step;
+        counts[k] += 1;
+    }
+    ret = Py_BuildValue("KK", sum, max);
+done:
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&gb);
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&lb);
+    if (have_idx && ib.obj)
+        PyBuffer_Release(&ib);
+    return ret;
+}
+
+#define MIN_CAP 4
+
+/* touch_append(pool, start, length, capacity, used, indices|None, stamp, floor) -> used' or −needed
+ *   Appends `stamp` to the list of every sent k. A full list first drops its dead stamps (≤ floor)
+ *   in place; if still full it moves to the pool's free tail pool[used:] with twice the room. Returns
+ *   the new end of the used pool; or, changing nothing, −(pool entries needed) when the free tail
+ *   might not hold the moved lists (the caller compacts or grows the pool and calls again). */
+static PyObject *touch_append(PyObject *self, PyObject *args) {
+    Py_buffer pb, sb, lb, cb, ib = {0};
+    PyObject *idx_obj;
+    long long used;
+    unsigned long long stamp, floor_;
+    if (!PyArg_ParseTuple(args, "w*w*w*w*LOKK", &pb, &sb, &lb, &cb, &used, &idx_obj, &stamp, &floor_))
+        return NULL;
+    PyObject *ret = NULL;
+    int have_idx = idx_obj != Py_None;
+    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t n = lb.len / 4, pool_n = pb.len / 4, m = have_idx ? ib.len / 4 : n;
+    if (check_lists(&sb, &lb, &cb, n) < 0)
+        goto done;
+    if (used < 0 || used > (long long)pool_n) {
+        PyErr_SetString(PyExc_ValueError, "used must lie within the pool");
+        goto done;
+    }
+    uint32_t *pool = (uint32_t *)pb.buf, *len = (uint32_t *)lb.buf, *cap = (uint32_t *)cb.buf;
+    int64_t *start = (int64_t *)sb.buf;
+    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
+    long long need = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {   /* checks, and the room moved lists may need */
+        Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
+        if (k >= n) {
+            PyErr_Format(PyExc_ValueError, "index %zd out of range (theta has %zd entries)", k, n);
+            goto done;
+        }
+        if (start[k] < 0 || start[k] + (int64_t)cap[k] > (int64_t)pool_n || len[k] > cap[k]) {
+            PyErr_Format(PyExc_ValueError, "the touch list of parameter %zd lies outside the pool", k);
+            goto done;
+        }
+        if (len[k] == cap[k])
+            need += cap[k] ? 2 * (long long)cap[k] : MIN_CAP;
+    }
+    if (used + need > (long long)pool_n) {
+        ret = PyLong_FromLongLong(-need);
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
+        uint32_t *a = pool + start[k];
+        if (len[k] == cap[k]) {
+            Py_ssize_t dead = upper(a, len[k], (uint32_t)floor_);
+            if (dead > 0) {   /* room in place */
+                memmove(a, a + dead, (size_t)(len[k] - dead) * sizeof(uint32_t));
+                len[k] -= (uint32_t)dead;
+            } else {          /* move to the free tail with twice the room */
+                uint32_t room = cap[k] ? 2 * cap[k] : MIN_CAP;
+                memcpy(pool + used, a, (size_t)len[k] * sizeof(uint32_t));
+                start[k] = used;
+                cap[k] = room;
+                used += room;
+                a = pool + start[k];
+            }
+        }
+        a[len[k]++] = (uint32_t)stamp;
+    }
+    ret = PyLong_FromLongLong(used);
+done:
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&lb);
+    PyBuffer_Release(&cb);
+    if (have_idx && ib.obj)
+        PyBuffer_Release(&ib);
+    return ret;
+}
+
+/* touch_compact(pool, start, length, capacity, floor, new_pool) -> used
+ *   Copies every list's live stamps (> floor) into new_pool, one after the other with no room to
+ *   spare, and points start/length/capacity there. new_pool must hold them all. */
+static PyObject *touch_compact(PyObject *self, PyObject *args) {
+    Py_buffer pb, sb, lb, cb, nb;
+    unsigned long long floor_;
+    if (!PyArg_ParseTuple(args, "y*w*w*w*Kw*", &pb, &sb, &lb, &cb, &floor_, &nb))
+        return NULL;
+    PyObject *ret = NULL;
+    Py_ssize_t n = lb.len / 4, pool_n = pb.len / 4, new_n = nb.len / 4;
+    if (check_lists(&sb, &lb, &cb, n) < 0)
+        goto done;
+    const uint32_t *pool = (const uint32_t *)pb.buf;
+    uint32_t *np_ = (uint32_t *)nb.buf, *len = (uint32_t *)lb.buf, *cap = (uint32_t *)cb.buf;
+    int64_t *start = (int64_t *)sb.buf;
+    long long used = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (list_inside(start, len, k, pool_n) < 0)
+            goto done;
+        const uint32_t *a = pool + start[k];
+        Py_ssize_t dead = upper(a, len[k], (uint32_t)floor_), live = len[k] - dead;
+        if (used + live > (long long)new_n) {
+            PyErr_SetString(PyExc_ValueError, "new_pool is too small for the live stamps");
+            goto done;
+        }
+        memcpy(np_ + used, a + dead, (size_t)live * sizeof(uint32_t));
+        start[k] = used;
+        len[k] = cap[k] = (uint32_t)live;
+        used += live;
+    }
+    ret = PyLong_FromLongLong(used);
+done:
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&lb);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&nb);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"check_sparse", check_sparse, METH_VARARGS, "check_sparse(indices, values, n, limit) -> 0 fine, "
      "1 not increasing, 2 index >= n, 3 NaN/Inf, 4 outside ±limit"},
     {"sgd_sparse", sgd_sparse, METH_VARARGS, "sgd_sparse(theta, indices, values, lr): θ[k] -= v·lr"},
     {"adacomp", adacomp, METH_VARARGS, "adacomp(theta, counts, snapshot|None, indices|None, values, alpha, "
      "staleness, lr_table) -> (sum σ, max σ): AdaComp's apply and counter update"},
+    {"touch_sigma", touch_sigma, METH_VARARGS, "touch_sigma(pool, start, length, indices|None, since, out): "
+     "σ_k = stamps > since in k's touch list, per sent k"},
+    {"adacomp_sigma", adacomp_sigma, METH_VARARGS, "adacomp_sigma(theta, counts, sigma, indices|None, values, alpha, "
+     "lr_table) -> (sum σ, max σ): AdaComp's apply with σ given per entry"},
+    {"touch_append", touch_append, METH_VARARGS, "touch_append(pool, start, length, capacity, used, indices|None, "
+     "stamp, floor) -> new used, or -needed when the pool's free tail is too small"},
+    {"touch_compact", touch_compact, METH_VARARGS, "touch_compact(pool, start, length, capacity, floor, new_pool) "
+     "-> used: the live stamps packed into new_pool"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -182,3 +182,60 @@ def test_other_index_dtypes_take_the_numpy_path():
     idx = np.array([1, 2, 2**32 + 3], dtype=np.int64)   # as uint32 the last would read 3: sorted, in range
     vals = np.ones(3, np.float32)
     assert aggregate.check_entries(idx, vals, 10, 1e6) == aggregate.INDEX_TOO_LARGE
+
+
+def test_touch_log_same_sigma_and_bits_either_path(numpy_path):
+    """AdaComp's touch log (edgebed/ps/staleness.py): appends, compactions, σ and the step with σ
+    given per entry, compiled against numpy."""
+    _require_compiled()
+    from edgebed.ps import staleness
+    rng = np.random.default_rng(5)
+
+    def build():
+        log = staleness.TouchLog(N)
+        pushes = np.random.default_rng(9)
+        for stamp in range(300):
+            idx = None if stamp % 97 == 0 else _push(pushes, N, 400)[0]
+            log.append(idx)
+            if stamp % 50 == 49:
+                log.advance(stamp - 120)
+        return log
+
+    a, b = build(), numpy_path(build)
+    assert a.floor == b.floor and a.live_entries == b.live_entries
+    for since in (b.floor, b.floor + 1, 200, 299, 300):
+        idx = _push(rng, N, 700)[0]
+        assert np.array_equal(a.sigma(idx, since), numpy_path(b.sigma, idx, since))
+        assert np.array_equal(a.sigma(None, since), numpy_path(b.sigma, None, since))
+    sigma = a.sigma(None, a.floor)
+    assert sigma.max() > 1
+    theta = rng.standard_normal(N).astype(np.float32)
+    counts = rng.integers(0, 9_000, N).astype(np.uint32)
+    idx, vals = _push(rng, N, 600)
+    s = sigma[idx.astype(np.intp)] * 20   # σ across the lookup table's edge (4,096)
+    t1, c1, t2, c2 = theta.copy(), counts.copy(), theta.copy(), counts.copy()
+    got = staleness.adacomp_sigma(t1, c1, s, idx, vals, 0.05, aggregate.lr_table(0.05))
+    want = numpy_path(staleness.adacomp_sigma, t2, c2, s, idx, vals, 0.05, aggregate.lr_table(0.05))
+    assert tuple(got) == tuple(want) and t1.tobytes() == t2.tobytes() and np.array_equal(c1, c2)
+
+
+def test_touch_log_functions_refuse_bad_arguments():
+    _require_compiled()
+    f = aggregate._fast
+    pool, start = np.zeros(16, np.uint32), np.zeros(10, np.int64)
+    length, cap = np.zeros(10, np.uint32), np.zeros(10, np.uint32)
+    out = np.zeros(1, np.uint32)
+    with pytest.raises(ValueError, match="out of range"):
+        f.touch_sigma(pool, start, length, np.array([10], np.uint32), 0, out)
+    with pytest.raises(ValueError, match="one entry per parameter"):
+        f.touch_sigma(pool, start[:5], length, np.array([1], np.uint32), 0, out)
+    length[3] = 20                       # a list reaching past the pool
+    with pytest.raises(ValueError, match="outside the pool"):
+        f.touch_sigma(pool, start, length, np.array([3], np.uint32), 0, out)
+    with pytest.raises(ValueError, match="outside the pool"):
+        f.touch_append(pool, start, length, cap, 0, np.array([3], np.uint32), 1, 0)
+    length[3] = 0
+    assert f.touch_append(pool, start, length, cap, 14, np.array([3], np.uint32), 1, 0) == -4   # no room: asks
+    assert f.touch_append(pool, start, length, cap, 0, np.array([3], np.uint32), 1, 0) == 4
+    with pytest.raises(ValueError, match="too small"):
+        f.touch_compact(pool, start, length, cap, 0, np.zeros(0, np.uint32))

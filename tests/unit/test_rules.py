@@ -64,7 +64,7 @@ def test_adacomp_bookkeeping_cost_does_not_depend_on_history():
         r.apply(d, d, f32(1), u32(7))
     assert r.counts[7] == 50 and r.counts.sum() == 50
     r.forget(3)
-    assert 3 not in r.snapshots
+    assert 3 not in r.pulls
     state = r.state_dict()
     r2 = AdaComp(np.zeros(1000, np.float32), A)
     r2.load_state_dict(state)

@@ -1,9 +1,11 @@
 """AdaComp (Hardy et al. 2017): per-layer top-c from devices; per-parameter staleness σ_k, α_k = α/σ_k.
 
 σ_k counts the updates applied to Θ_k between the device's pull and its push. We keep a global
-per-parameter update counter and a snapshot of it per outstanding pull, so σ for a push costs
-O(c·|Θ|) whatever the number of workers — the original history scan was O(d·c·|Θ|·log d) and
-counted σ = 0 as 1 in some cases (here σ = 0 gives α exactly).
+per-parameter update counter, and for each outstanding pull the stamp it was made at: σ_k is the
+number of later updates that touched Θ_k, found in a log of the entries touched since the oldest
+outstanding pull (``ps/staleness.py``) in O(c·|Θ|·log) per push and O(c·|Θ|) memory per device —
+where a snapshot of the counter per pull cost |Θ| each. The original history scan was
+O(d·c·|Θ|·log d) and counted σ = 0 as 1 in some cases (here σ = 0 gives α exactly).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import numpy as np
 
 from ..aggregate import adacomp_apply, lr_table
 from ...algorithms.params import AdaCompParams
+from ..staleness import PullRecords, adacomp_sigma
 from .base import Applied, UpdateRule
 
 
@@ -20,24 +23,31 @@ class AdaComp(UpdateRule):
     def __init__(self, theta, lr):
         super().__init__(theta, lr)
         self.counts = np.zeros(theta.size, dtype=np.uint32)   # updates applied to each Θ_k
-        self.snapshots: dict[int, np.ndarray] = {}            # device → counts at its last pull
+        self.pulls = PullRecords(theta.size)                    # when each outstanding pull was made
         self._lr_table = lr_table(lr)                           # α/max(σ, 1) for the small σ
 
     def on_pull(self, device, version):
-        self.snapshots[device] = self.counts.copy()
+        self.pulls.pull(device)
 
     def apply(self, device, staleness, values, indices):
-        # Without a snapshot (no pull on record, e.g. after a restart): the global τ for every entry.
-        total, top = adacomp_apply(self.theta, self.counts, self.snapshots.get(device), indices, values,
-                                   self.lr, staleness, self._lr_table)
+        since = self.pulls.since.get(device)
+        if since is not None:
+            sigma = self.pulls.log.sigma(indices, since)
+            total, top = adacomp_sigma(self.theta, self.counts, sigma, indices, values, self.lr, self._lr_table)
+        else:   # a dense snapshot; without one (no pull on record, e.g. after a restart): the global τ
+            total, top = adacomp_apply(self.theta, self.counts, self.pulls.dense.get(device), indices, values,
+                                       self.lr, staleness, self._lr_table)
+        self.pulls.applied(indices, self.counts)
         n = values.size
         return Applied(staleness, total / n if n else 0.0, float(top))
 
     def forget(self, device):
-        self.snapshots.pop(device, None)
+        self.pulls.forget(device)
 
     def state_dict(self):
         return {"counts": self.counts.copy()}
 
     def load_state_dict(self, state):
+        # A restored PS has no pull on record (devices rejoin and pull again): a fresh log.
         self.counts[:] = state["counts"]
+        self.pulls = PullRecords(self.theta.size)

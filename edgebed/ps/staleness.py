@@ -1,0 +1,258 @@
+"""Per-parameter staleness σ_k for every outstanding pull, without a |Θ|-sized snapshot per pull.
+
+AdaComp's σ_k counts the updates applied to Θ_k between a device's pull and its push. A snapshot of a
+global per-parameter counter at each pull gives it in O(entries sent), but costs |Θ|·4 bytes per
+outstanding pull (847 kB for the paper's CNN; 8.5 GB for 10,000 devices). Here instead:
+
+- Every apply has a *stamp* (1, 2, 3, …). Each parameter keeps the ascending list of the stamps that
+  touched it (``TouchLog``): σ_k for a pull at stamp s is the number of stamps > s in k's list, one
+  binary search. Stamps at or below the oldest outstanding pull can never count again and are
+  dropped when a list is moved or the pool compacted, so the log holds the entries sent since the
+  oldest outstanding pull: with n devices cycling, about n·c·|Θ| entries of 4 bytes — O(c·|Θ|) per
+  device.
+- A pull that pins the log alone for long (a device that went silent with a pull on record) would let
+  it grow without bound: once the entries only the oldest pull(s) keep exceed |Θ|, those pulls get a
+  dense snapshot of the counters as they were (counts − σ, shared by every device that pulled at that
+  stamp) and stop pinning the log. So no pull ever costs more than the old scheme did.
+
+σ_k is the same number either way, so AdaComp's updates are bit-identical to the snapshot scheme's
+(tests/unit/test_staleness.py runs both side by side). The lists live in one pool: parameter k's are
+``pool[start[k] : start[k] + length[k]]`` with room for ``capacity[k]``. The compiled push path
+(``_fastpush.c``: ``touch_sigma``, ``touch_append``, ``touch_compact``) and the numpy functions below
+give the same σ (tests/unit/test_fastpush.py).
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Optional
+
+import numpy as np
+
+from . import aggregate
+
+MIN_CAP = 4          # the room a list gets at its first touch (as in _fastpush.c)
+MIN_POOL = 1 << 16   # entries
+
+
+def _fast():
+    return aggregate._fast   # looked up per call: tests switch the compiled path off
+
+
+def _upper(pool: np.ndarray, start: np.ndarray, length: np.ndarray, value: int) -> np.ndarray:
+    """Per list (start, length): the position of its first stamp > value (a vectorised binary search)."""
+    lo = start.astype(np.int64)
+    hi = lo + length
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) >> 1
+        right = np.zeros(lo.shape, bool)
+        right[active] = pool[mid[active]] <= value
+        lo = np.where(active & right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
+
+
+def touch_sigma(pool, start, length, indices: Optional[np.ndarray], since: int) -> np.ndarray:
+    """σ_k (uint32) for each sent k (indices None: every k): the stamps > ``since`` in k's list."""
+    m = start.size if indices is None else indices.size
+    out = np.empty(m, np.uint32)
+    f = _fast()
+    if f is not None and (indices is None or (indices.dtype == np.uint32 and indices.flags.c_contiguous)):
+        f.touch_sigma(pool, start, length, indices, since, out)
+        return out
+    ix = slice(None) if indices is None else indices.astype(np.intp)
+    s, n = start[ix], length[ix].astype(np.int64)
+    out[:] = s + n - _upper(pool, s, n, since)
+    return out
+
+
+def adacomp_sigma(theta, counts, sigma, indices, values, alpha: float, table) -> tuple[int, int]:
+    """AdaComp's step with σ_k given per sent entry: Θ_k ← Θ_k − (α/max(σ_k, 1))·v_k, counts[k] += 1;
+    the same bits as ``aggregate.adacomp_apply`` with the snapshot that gives these σ. (Σσ, max σ)."""
+    f = _fast()
+    if (f is not None and theta.dtype == np.float32 and counts.dtype == np.uint32 and values.dtype == np.float32
+            and values.flags.c_contiguous and (indices is None or (indices.dtype == np.uint32
+                                                                 and indices.flags.c_contiguous))):
+        return f.adacomp_sigma(theta, counts, sigma, indices, values, alpha, table)
+    ix = np.arange(theta.size) if indices is None else aggregate.as_index(indices)
+    sig = sigma.astype(np.int64)
+    aggregate.apply_sparse(theta, ix, values, aggregate.staleness_lr(alpha, sig))
+    aggregate.count_updates(counts, ix)
+    return int(sig.sum()), int(sig.max()) if sig.size else 0
+
+
+class TouchLog:
+    """The stamps that touched each parameter since ``floor`` (see the module docstring). Owned by
+    one update rule, on the PS's thread."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.start = np.zeros(size, np.int64)
+        self.length = np.zeros(size, np.uint32)
+        self.capacity = np.zeros(size, np.uint32)
+        self.pool = np.zeros(0, np.uint32)
+        self.used = 0
+        self.stamp = 0                    # stamps appended so far (the last one)
+        self.floor = 0                    # stamps ≤ floor are dead
+        # cumulative entries appended by stamps 1 … s, at position s − floor + _skip (a list with its
+        # dead head cut off now and then: O(1) at any position, unlike a deque)
+        self._entries = [0]
+        self._skip = 0
+
+    @property
+    def live_entries(self) -> int:
+        """Entries appended after ``floor`` (what the lists must hold)."""
+        return self._entries[-1] - self._entries[self._skip]
+
+    def entries_between(self, a: int, b: int) -> int:
+        """Entries appended by stamps a+1 … b (floor ≤ a ≤ b ≤ stamp)."""
+        at = self._skip - self.floor
+        return self._entries[b + at] - self._entries[a + at]
+
+    def nbytes(self) -> int:
+        return self.pool.nbytes + self.start.nbytes + self.length.nbytes + self.capacity.nbytes
+
+    def sigma(self, indices: Optional[np.ndarray], since: int) -> np.ndarray:
+        return touch_sigma(self.pool, self.start, self.length, indices, since)
+
+    def append(self, indices: Optional[np.ndarray]) -> None:
+        """A new stamp touched ``indices`` (None: every parameter)."""
+        self.stamp += 1
+        while True:
+            used = self._append(indices)
+            if used >= 0:
+                break
+            self._repack(-used)
+        self.used = used
+        self._entries.append(self._entries[-1] + (self.size if indices is None else indices.size))
+
+    def _append(self, indices) -> int:
+        f = _fast()
+        if f is not None and (indices is None or (indices.dtype == np.uint32 and indices.flags.c_contiguous)):
+            return f.touch_append(self.pool, self.start, self.length, self.capacity, self.used, indices,
+                                  self.stamp, self.floor)
+        ix = np.arange(self.size) if indices is None else indices.astype(np.intp)
+        full = ix[self.length[ix] == self.capacity[ix]]
+        cap = self.capacity[full].astype(np.int64)
+        need = int(np.where(cap > 0, 2 * cap, MIN_CAP).sum())
+        if self.used + need > self.pool.size:
+            return -need
+        used = self.used
+        for k in full.tolist():   # as _fastpush.c: drop dead stamps in place, else move with twice the room
+            a, n = int(self.start[k]), int(self.length[k])
+            dead = int(np.searchsorted(self.pool[a:a + n], self.floor, side="right"))
+            if dead:
+                self.pool[a:a + n - dead] = self.pool[a + dead:a + n].copy()
+                self.length[k] = n - dead
+            else:
+                room = 2 * n if n else MIN_CAP
+                self.pool[used:used + n] = self.pool[a:a + n]
+                self.start[k], self.capacity[k] = used, room
+                used += room
+        self.pool[self.start[ix] + self.length[ix]] = self.stamp
+        self.length[ix] += 1
+        return used
+
+    def _repack(self, need: int) -> None:
+        """Compact the live stamps into a pool with room for ``need`` more entries and as many again
+        as are live (amortised O(1) per entry)."""
+        live = self.live_entries
+        new = np.empty(max(MIN_POOL, 2 * (live + need)), np.uint32)
+        f = _fast()
+        if f is not None:
+            self.used = f.touch_compact(self.pool, self.start, self.length, self.capacity, self.floor, new)
+        else:
+            self.used = self._compact_numpy(new)
+        self.pool = new
+
+    def _compact_numpy(self, new: np.ndarray) -> int:
+        first = _upper(self.pool, self.start, self.length.astype(np.int64), self.floor)
+        live = (self.start + self.length - first).astype(np.int64)
+        start = np.concatenate(([0], np.cumsum(live)[:-1]))
+        owner = np.repeat(np.arange(self.size), live)
+        offs = np.arange(owner.size) - start[owner]
+        new[:owner.size] = self.pool[first[owner] + offs]
+        self.start[:] = start
+        self.length[:] = self.capacity[:] = live
+        return int(owner.size)
+
+    def advance(self, floor: int) -> None:
+        """Stamps ≤ ``floor`` will never be asked for again (no pull on record is older)."""
+        floor = min(floor, self.stamp)
+        if floor > self.floor:
+            self._skip += floor - self.floor
+            self.floor = floor
+            if self._skip > 1024 and self._skip > len(self._entries) // 2:
+                del self._entries[:self._skip]
+                self._skip = 0
+
+    def counts_at(self, counts: np.ndarray, since: int) -> np.ndarray:
+        """The per-parameter counters as they were at stamp ``since``: counts − σ (a dense snapshot)."""
+        return counts - self.sigma(None, since)
+
+
+class PullRecords:
+    """AdaComp's record of every outstanding pull: the stamp it was made at (σ from the ``TouchLog``),
+    or a dense snapshot of the counters for pulls that alone kept more than |Θ| entries in the log."""
+
+    def __init__(self, size: int):
+        self.log = TouchLog(size)
+        self.since: dict[int, int] = {}          # device → stamp of its pull (σ from the log)
+        self.dense: dict[int, np.ndarray] = {}   # device → counters at its pull (shared per stamp)
+        self._pinned: dict[int, set] = {}        # stamp → the devices in `since` that pulled at it
+        self._order: deque = deque()             # those stamps, ascending (emptied ones removed lazily)
+
+    def __contains__(self, device: int) -> bool:
+        return device in self.since or device in self.dense
+
+    def __len__(self) -> int:
+        return len(self.since) + len(self.dense)
+
+    def pull(self, device: int) -> None:
+        """``device`` pulled now."""
+        self.forget(device)
+        s = self.log.stamp
+        self.since[device] = s
+        if s not in self._pinned:
+            self._pinned[s] = set()
+            self._order.append(s)
+        self._pinned[s].add(device)
+
+    def forget(self, device: int) -> None:
+        self.dense.pop(device, None)
+        s = self.since.pop(device, None)
+        if s is not None:
+            self._pinned[s].discard(device)
+            self._settle()
+
+    def applied(self, indices: Optional[np.ndarray], counts: np.ndarray) -> None:
+        """An update touched ``indices`` (after its σ were computed); ``counts`` already include it."""
+        self.log.append(indices)
+        self._bound(counts)
+
+    def _settle(self) -> None:
+        while self._order and not self._pinned[self._order[0]]:
+            del self._pinned[self._order.popleft()]
+        self.log.advance(self._order[0] if self._order else self.log.stamp)
+
+    def _bound(self, counts: np.ndarray) -> None:
+        """Give the oldest pulls dense snapshots while they alone keep more than |Θ| entries alive."""
+        log, order = self.log, self._order
+        while order and log.entries_between(order[0], log.stamp) > log.size:
+            oldest = order.popleft()
+            while order and not self._pinned[order[0]]:   # the next stamp still on record
+                del self._pinned[order.popleft()]
+            order.appendleft(oldest)
+            if log.entries_between(oldest, order[1] if len(order) > 1 else log.stamp) <= log.size:
+                return
+            snapshot = log.counts_at(counts, oldest)
+            for d in self._pinned[oldest]:
+                del self.since[d]
+                self.dense[d] = snapshot
+            self._pinned[oldest] = set()
+            self._settle()
+
+    def nbytes(self) -> int:
+        """Bytes of arrays held: the log and the distinct dense snapshots."""
+        return self.log.nbytes() + sum(a.nbytes for a in {id(a): a for a in self.dense.values()}.values())
