@@ -71,7 +71,9 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
             runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
             problems = runtime.check()
             from .data import missing
+            from .emulator.capacity import problems as capacity_problems
             problems += missing(sc.dataset)
+            problems += [] if problems else capacity_problems(sc)   # samples for the partition; memory (sim)
         except (ScenarioError, ValueError, RuntimeError) as err:
             problems = [str(err)]
         out["errors"] += [f"{path}: {prefix}{p}" for p in problems]

@@ -41,6 +41,12 @@ class DatasetSpec(_Strict):
                                               "samples and evaluate on them instead of the test set")
     partition: Literal["iid", "by-label"] = "iid"
     labels_per_worker: int = Field(2, ge=1, le=10, description="for partition: by-label")
+    # Off: the paper's disjoint shards (every device a different slice; n ≤ the training samples). On:
+    # each device draws its own k samples from its own stream (seed, device), overlapping across
+    # devices as in FL simulators, so populations larger than the data set can run (docs/scale.md).
+    samples_per_device: Optional[int] = Field(None, gt=0, description="each device draws its own sample of "
+                                              "this many training samples (overlapping across devices) "
+                                              "instead of a disjoint shard")
 
     @model_validator(mode="after")
     def _path_needed(self):
@@ -156,7 +162,7 @@ class SpeedClass(_Strict):
 
 
 class WorkersSpec(_Strict):
-    n: int = Field(..., ge=1, le=10_000)
+    n: int = Field(..., ge=1, le=1_000_000)
     classes: list[SpeedClass] = Field(default_factory=lambda: [SpeedClass(name="default", share=1.0)])
 
     @model_validator(mode="after")

@@ -208,7 +208,8 @@ def partition(labels: np.ndarray, n: int, scheme: str, seed: int, labels_per_wor
     rng = np.random.default_rng(seed)
     m = len(labels)
     if n > m:
-        raise DatasetError(f"{n} workers but only {m} training samples; lower workers.n or add data")
+        raise DatasetError(f"{n} workers but only {m} training samples; lower workers.n, add data, or "
+                           "give each device its own sample (dataset.samples_per_device)")
     if scheme == "iid":
         return [np.sort(s) for s in np.array_split(rng.permutation(m), n)]
     if scheme == "by-label":
@@ -217,6 +218,121 @@ def partition(labels: np.ndarray, n: int, scheme: str, seed: int, labels_per_wor
         pick = rng.permutation(len(shards))
         return [np.sort(np.concatenate([shards[j] for j in pick[w::n]])) for w in range(n)]
     raise DatasetError(f"unknown partition {scheme!r}; use iid or by-label")
+
+
+_SAMPLE_STREAM = 0x5A3D   # a device's own sample: rng [seed, device, this]
+
+
+class Partition:
+    """The training samples of each device, by device number (``shards[d]``: sorted indices).
+
+    Disjoint shards by default (the paper's setting, ``partition``: all n computed at once). With
+    ``samples_per_device`` k, each device draws its own k samples without replacement from its own
+    stream (seed, device), independently of the others — samples overlap across devices, as in FL
+    simulators, so n may exceed the data set; ``by-label`` first draws the device's
+    ``labels_per_worker`` classes, then k samples among them. Computed on demand, so a device's sample
+    costs memory only once it is asked for."""
+
+    def __init__(self, labels: np.ndarray, n: int, scheme: str, seed: int, labels_per_worker: int = 2,
+                 samples_per_device: Optional[int] = None):
+        self.labels, self.n, self.scheme, self.seed = labels, n, scheme, seed
+        self.labels_per_worker, self.k = labels_per_worker, samples_per_device
+        self._shards = None if samples_per_device else partition(labels, n, scheme, seed, labels_per_worker)
+        if samples_per_device:
+            problem = sample_problem(labels, scheme, samples_per_device, labels_per_worker)
+            if problem:
+                raise DatasetError(problem)
+            self._by_class = {int(c): np.flatnonzero(labels == c) for c in np.unique(labels)}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, device: int) -> np.ndarray:
+        if not 0 <= device < self.n:
+            raise IndexError(f"device {device} is not in 0..{self.n - 1}")
+        if self._shards is not None:
+            return self._shards[device]
+        rng = np.random.default_rng([self.seed, device, _SAMPLE_STREAM])
+        if self.scheme == "iid":
+            return np.sort(rng.choice(len(self.labels), size=self.k, replace=False))
+        classes = rng.choice(sorted(self._by_class), size=self.labels_per_worker, replace=False)
+        pool = np.concatenate([self._by_class[int(c)] for c in sorted(classes)])
+        return np.sort(rng.choice(pool, size=self.k, replace=False))
+
+    def __iter__(self):
+        return (self[d] for d in range(self.n))
+
+
+def sample_problem(labels: np.ndarray, scheme: str, k: int, labels_per_worker: int) -> Optional[str]:
+    """Why every device can't draw its own ``k`` samples (None: it can)."""
+    m = len(labels)
+    if scheme == "iid":
+        if k > m:
+            return (f"dataset.samples_per_device={k} but the training split has only {m} samples; lower "
+                    "samples_per_device or use more data")
+        return None
+    if scheme not in ("by-label",):
+        return f"unknown partition {scheme!r}; use iid or by-label"
+    sizes = sorted(np.bincount(labels.astype(np.int64)).tolist())
+    sizes = [s for s in sizes if s]
+    if labels_per_worker > len(sizes):
+        return (f"dataset.labels_per_worker={labels_per_worker} but the training split has only {len(sizes)} "
+                "classes; lower labels_per_worker")
+    smallest = sum(sizes[:labels_per_worker])
+    if k > smallest:
+        return (f"dataset.samples_per_device={k} with by-label: a device's {labels_per_worker} classes may hold "
+                f"only {smallest} samples; lower samples_per_device to at most {smallest} or raise "
+                "labels_per_worker")
+    return None
+
+
+def partition_problems(spec, n: int) -> list[str]:
+    """What keeps ``n`` devices from getting their samples under a scenario's ``dataset`` section
+    (empty: nothing), read from the label file alone, before anything starts. A ``download`` source
+    not yet cached can't be checked here (the run checks it)."""
+    try:
+        labels = load_labels(spec)
+    except DatasetError as err:
+        return [str(err)]
+    if labels is None:
+        return []
+    if getattr(spec, "samples_per_device", None):
+        problem = sample_problem(labels, spec.partition, spec.samples_per_device, spec.labels_per_worker)
+        return [problem] if problem else []
+    if n > len(labels):
+        return [f"workers.n={n} but the training split has only {len(labels)} samples, and the default "
+                "partitions are disjoint (every device needs at least one); set dataset.samples_per_device "
+                "(e.g. 300: each device draws its own sample, overlapping), lower workers.n, or use more data"]
+    if spec.partition == "by-label" and n * spec.labels_per_worker > len(labels):
+        return [f"workers.n={n} × labels_per_worker={spec.labels_per_worker} shards but only {len(labels)} "
+                "training samples; lower workers.n or labels_per_worker, or set dataset.samples_per_device"]
+    return []
+
+
+def load_labels(spec) -> Optional[np.ndarray]:
+    """The training labels a scenario's ``dataset`` section gives (``train_samples`` and
+    ``validation_samples`` applied), reading no images; None for a ``download`` not yet cached."""
+    if spec.source == "bundled":
+        y = load_idx(BUNDLED_DIR / BUNDLED_FILES[1])
+        y = y[: len(y) - int(round(len(y) * spec.test_fraction))]
+    else:
+        d = Path(spec.path) if spec.source == "path" else Path(spec.path or Path.home() / ".cache" / "edgebed" / "mnist")
+        if spec.source == "download" and not any((d / f).exists() for f in ("train-labels-idx1-ubyte",
+                                                                             "train-labels-idx1-ubyte.gz")):
+            return None
+        y = load_idx(_find(d, STANDARD_FILES[1]))
+    v = getattr(spec, "validation_samples", None)
+    if v is not None:
+        if not 0 < v < len(y):
+            raise DatasetError(f"dataset.validation_samples={v} must be between 1 and the training split's "
+                               f"{len(y) - 1} (it has {len(y)} samples)")
+        y = y[: len(y) - v]
+    if spec.train_samples is not None:
+        if spec.train_samples > len(y):
+            raise DatasetError(f"dataset.train_samples={spec.train_samples} but the training split has "
+                               f"only {len(y)} samples")
+        y = y[: spec.train_samples]
+    return y
 
 
 def normalize(x: np.ndarray) -> np.ndarray:

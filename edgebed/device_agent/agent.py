@@ -217,13 +217,13 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
 
 def trainer_for(cfg: dict, device: int, data=None, torch_device: str = "cpu"):
     """The device's Trainer from its Welcome config; ``data=(x, y)`` instead of the scenario's shard."""
-    from ..data import load_dataset, partition
+    from ..data import Partition, load_dataset
     from ..scenario import DatasetSpec
     from .trainer import Trainer
     seed = cfg["seed"]
     if data is None:
         ds = load_dataset(DatasetSpec.model_validate(cfg["dataset"]), seed)
-        shard = partition(ds.train_y, cfg["n_devices"], cfg["dataset"]["partition"], seed,
-                          cfg["dataset"]["labels_per_worker"])[device]
+        shard = Partition(ds.train_y, cfg["n_devices"], cfg["dataset"]["partition"], seed,
+                          cfg["dataset"]["labels_per_worker"], cfg["dataset"].get("samples_per_device"))[device]
         data = (ds.train_x[shard], ds.train_y[shard])
     return Trainer(cfg["model"], data[0], data[1], cfg["algorithm"]["batch_size"], seed, device, torch_device)

@@ -49,7 +49,7 @@ def trainer_batches(trainers: Sequence) -> tuple[list[torch.Tensor], list[torch.
     """The next batch of each trainer (advances each one's order exactly as ``Trainer.gradient``)."""
     xs, ys = [], []
     for tr in trainers:
-        idx = torch.from_numpy(tr.next_batch()).to(tr.dev)
-        xs.append(tr.x[idx])
-        ys.append(tr.y[idx])
+        x, y = tr.batch()
+        xs.append(x)
+        ys.append(y)
     return xs, ys

@@ -37,6 +37,8 @@ class Upload:
     indices: Optional[np.ndarray] = None  # None: dense (the machine's compressor picks the entries)
     loss: float = math.nan
     theta: Optional[np.ndarray] = None    # set: the gradient at this Θ is still to compute (virtual clock)
+    compressed: bool = False              # values/indices are already the compressor's output
+    q8: Optional[tuple] = None            # with compressed: the q8 codes the compressor made
 
 
 Request = Union[str, Upload]

@@ -3,9 +3,9 @@
     hello → Welcome → (Compute → [Wait] → Send Pull | Push)* … Stop → Bye, exit
 
 The machine owns everything a device decides: its session, its push sequence numbers, its device
-policy (``policies.py``: what it computes between two messages), its compressor (called in one place,
-``_push``) and its think-time draws. It never sleeps, opens a socket or reads a clock. A driver feeds it
-the PS's replies and carries out the actions it returns, in order:
+policy (``policies.py``: what it computes between two messages), its compressor (called in ``_push``,
+or right after the gradient in ``receive_early``) and its think-time draws. It never sleeps, opens a
+socket or reads a clock. A driver feeds it the PS's replies and carries out the actions it returns, in order:
 
 - ``Send(msg)``: put ``msg`` on the uplink; hand the reply (if any) to ``receive``.
 - ``Compute()``: call ``compute()`` (the policy's SGD steps), then ``computed()`` for what follows. A
@@ -91,6 +91,7 @@ class DeviceProtocol:
         self._reply: Optional[wire.Message] = None        # the reply the next compute() answers
         self._request = None                              # PULL or the Upload the compute produced
         self.deferred_gradients = False    # the virtual clock may compute gradients later, in batches
+        self._early: Optional[int] = None  # steps of the compute done at receive_early, until arrived
         self.codec = self.pulled = None
 
     # -- driver entry points -------------------------------------------------------------------
@@ -122,8 +123,30 @@ class DeviceProtocol:
             return [Compute()]
         return [Exit(1, f"unexpected reply {reply.kind}")]
 
+    def receive_early(self, reply: wire.Model) -> None:
+        """Virtual clock: a Model reply, taken the moment the PS sends it (while that Θ is still the
+        PS's current one), and at once what ``receive`` and ``compute`` would do at its arrival — the
+        policy's work on it — and the push's compression. Until then the device keeps only what it
+        will send (O(c·|Θ|) for a compressed gradient), not Θ and a dense gradient, through its
+        downlink transfer, compute and think time. Its own streams (batches, compressor) are drawn in
+        the same order as without, so its messages are the same bits. ``arrived`` at the arrival."""
+        self._reply = self.pulled.receive(reply)
+        self._early = self.compute()
+        up = self._request
+        if isinstance(up, Upload) and self.policy.compressed:
+            s = self.compressor.compress(up.values)
+            self._request = Upload(up.version, s.values, s.indices, up.loss, compressed=True, q8=s.q8)
+
+    def arrived(self) -> list[Action]:
+        """The reply taken by ``receive_early`` reached the device: its compute phase (``compute``
+        returns the steps already taken)."""
+        return [Compute()]
+
     def compute(self) -> int:
         """The policy's work on the last reply; returns the number of SGD steps it took."""
+        if self._early is not None:
+            steps, self._early = self._early, None
+            return steps
         before = self.trainer.steps
         self._request = self.policy.next(self._reply)
         self._reply = None
@@ -181,8 +204,8 @@ class DeviceProtocol:
         if up.theta is not None:
             raise RuntimeError(f"device {self.device}: the deferred gradient at version {up.version} was "
                                "never computed (the driver must fill it before the push)")
-        values, indices, q8 = up.values, up.indices, None
-        if self.policy.compressed:   # the one place a payload is compressed (gradient pushes)
+        values, indices, q8 = up.values, up.indices, up.q8
+        if self.policy.compressed and not up.compressed:   # (receive_early compressed it already)
             sparse = self.compressor.compress(values)
             values, indices, q8 = sparse.values, sparse.indices, sparse.q8
         msg = wire.Push(self.session, self.seq, up.version, values, indices,

@@ -1,6 +1,8 @@
 """Trainer: one device's model, shard and SGD gradient — the compute part of an agent, no I/O."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -9,32 +11,65 @@ from ..data import normalize
 from ..models import build_model, get_flat, grad_flat, layers_of, set_flat
 
 
-class Trainer:
-    """Computes the gradient of the loss on b samples of the device's shard, at a given Θ.
+class SharedData:
+    """A training set as the tensors trainers read batches from, normalised once: the virtual clock's
+    devices all index into one copy (read-only) instead of each holding its shard."""
 
-    Batches walk through a per-device shuffled order of the shard, reshuffled every epoch, so the
-    sequence of batches is a function of (seed, device) alone."""
-
-    def __init__(self, model: str, x: np.ndarray, y: np.ndarray, batch_size: int,
-                 seed: int, device: int, torch_device: str = "cpu"):
-        if len(y) == 0:
-            raise ValueError(f"device {device} has an empty shard; use fewer workers or more samples")
+    def __init__(self, x: np.ndarray, y: np.ndarray, model: str, torch_device: str = "cpu"):
         self.dev = torch.device(torch_device)
-        self.model = build_model(model, seed).to(self.dev)
-        self.layers = layers_of(self.model)
         self.x = torch.from_numpy(normalize(x)).to(self.dev)
         if model == "cnn":
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(y.astype(np.int64)).to(self.dev)
+
+
+class Trainer:
+    """Computes the gradient of the loss on b samples of the device's shard, at a given Θ.
+
+    Batches walk through a per-device shuffled order of the shard, reshuffled every epoch, so the
+    sequence of batches is a function of (seed, device) alone.
+
+    ``x``, ``y``: the shard's images and labels. Or, for many trainers in one process, ``data`` (a
+    ``SharedData``) and ``index`` (this device's rows in it), and ``module``: a model shared by trainers
+    that only compute gradients at a Θ they are given (set in full before each one, so sharing changes
+    no bit); without it the trainer builds its own, which local SGD steps (averaging rules) need."""
+
+    def __init__(self, model: str, x: Optional[np.ndarray], y: Optional[np.ndarray], batch_size: int,
+                 seed: int, device: int, torch_device: str = "cpu", *, data: Optional[SharedData] = None,
+                 index: Optional[np.ndarray] = None, module: Optional[torch.nn.Module] = None):
+        if data is None:
+            data, index = SharedData(x, y, model, torch_device), None
+        size = len(data.y) if index is None else len(index)
+        if size == 0:
+            raise ValueError(f"device {device} has an empty shard; use fewer workers or more samples")
+        self.dev = data.dev
+        self.model = module if module is not None else build_model(model, seed).to(self.dev)
+        self.layers = layers_of(self.model)
+        self.data, self.index, self.size = data, index, size
         self.b = batch_size
         self.rng = np.random.default_rng([seed, device, 0xBA7C])
-        self._order = np.empty(0, dtype=np.int64)
+        self._order = np.empty(0, dtype=np.int32)
         self._pos = 0
         self.steps = 0   # batches drawn: SGD steps taken (the virtual clock charges compute time by it)
 
+    @property
+    def x(self) -> torch.Tensor:
+        """The shard's normalised images (a copy when the data is shared)."""
+        return self.data.x if self.index is None else self.data.x[torch.from_numpy(self.index)]
+
+    @property
+    def y(self) -> torch.Tensor:
+        return self.data.y if self.index is None else self.data.y[torch.from_numpy(self.index)]
+
+    def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next batch's (images, labels)."""
+        idx = self.next_batch()
+        rows = torch.from_numpy((idx if self.index is None else self.index[idx]).astype(np.int64)).to(self.dev)
+        return self.data.x[rows], self.data.y[rows]
+
     def next_batch(self) -> np.ndarray:
         if self._pos + self.b > len(self._order):
-            self._order = self.rng.permutation(len(self.y))
+            self._order = self.rng.permutation(self.size).astype(np.int32)   # 4 bytes a sample kept per device
             self._pos = 0
         idx = self._order[self._pos:self._pos + self.b]
         self._pos += self.b
@@ -48,10 +83,10 @@ class Trainer:
         return grad_flat(self.model).astype(np.float32, copy=False), loss
 
     def _backward(self) -> float:
-        idx = torch.from_numpy(self.next_batch()).to(self.dev)
+        x, y = self.batch()
         for p in self.model.parameters():
             p.grad = None
-        loss = F.cross_entropy(self.model(self.x[idx]), self.y[idx])
+        loss = F.cross_entropy(self.model(x), y)
         loss.backward()
         return float(loss.detach())
 

@@ -63,8 +63,9 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
     return {**extra,
         "seed": sc.seed, "n_devices": sc.workers.n, "device": device,
         # Unset newer keys stay out: the Welcome's bytes cross the emulated link (golden sim tables).
-        "dataset": sc.dataset.model_dump(mode="json", exclude={"validation_samples"}
-                                         if sc.dataset.validation_samples is None else None), "model": sc.model.name,
+        "dataset": sc.dataset.model_dump(mode="json", exclude={k for k in ("validation_samples", "samples_per_device")
+                                                               if getattr(sc.dataset, k) is None}),
+        "model": sc.model.name,
         "algorithm": flat(sc.algorithm), "compressor": compressor,   # the flat form: bytes as before
         "policy": RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         "speed_class": speed_class,
@@ -92,6 +93,12 @@ class Engine:
         # before anything here runs a torch operation (timing calibration, Θ's initialisation)
         self.numerics = numerics.enter(sc.numerics)
         runtime_cls = get_runtime(sc.runtime.name)
+        if not self.resume:   # what can't run is refused before a run directory exists
+            from ..data import missing
+            from .capacity import problems as capacity_problems
+            problems = missing(sc.dataset) or capacity_problems(sc)
+            if problems:
+                raise ScenarioError("\n".join(f"{self.source or sc.name}: {p}" for p in problems))
         path = self._setup_path = self.resume or new_run_dir(self.out, sc.name)
         self.progress(Phase(f"run directory: {path}"), False)
         self._phase("checking the runtime and the dataset; timing model")

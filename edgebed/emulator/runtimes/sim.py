@@ -46,6 +46,7 @@ from .transport import VirtualClock
 
 # event kinds: a message reaches the PS; a reply reaches the device; the device's timed phase is over
 _ARRIVE, _REPLY, _RESUME = 0, 1, 2
+_EARLY = "early"   # a _REPLY's payload: the model the device took when it was sent (receive_early)
 
 
 def sim_step_time(scenario, spec: "SimSpec") -> float:
@@ -177,18 +178,30 @@ class SimRuntime(Runtime):
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
         import torch
         torch.set_num_threads(self.spec.threads)
-        from ...data import load_dataset, partition
+        from ...data import Partition, load_dataset
         from ...device_agent.link import AppLink
-        from ...device_agent.trainer import Trainer
+        from ...device_agent.trainer import SharedData, Trainer
+        from ...models import build_model
         sc = self.scenario
         seed = sc.seed
         ds = load_dataset(sc.dataset, seed)
-        shards = partition(ds.train_y, sc.workers.n, sc.dataset.partition, seed, sc.dataset.labels_per_worker)
+        shards = Partition(ds.train_y, sc.workers.n, sc.dataset.partition, seed, sc.dataset.labels_per_worker,
+                           sc.dataset.samples_per_device)
         classes = class_assignment(sc)
+        # One normalised copy of the data for all devices, each with its index into it; one model for
+        # every device that only computes gradients at a Θ it is given (set in full before each).
+        data = SharedData(ds.train_x, ds.train_y, sc.model.name)
+        shared: dict[str, object] = {}
 
-        def trainer_of(d: int):   # one dataset load for all devices; the agent's Trainer otherwise
-            return lambda cfg: Trainer(cfg["model"], ds.train_x[shards[d]], ds.train_y[shards[d]],
-                                       cfg["algorithm"]["batch_size"], seed, d)
+        def trainer_of(d: int):
+            def make(cfg):
+                module = None
+                if (cfg.get("policy") or {}).get("name", "gradient") == "gradient":
+                    module = shared.setdefault("module", build_model(cfg["model"], seed))
+                index = shards[d]
+                return Trainer(cfg["model"], None, None, cfg["algorithm"]["batch_size"], seed, d, data=data,
+                               index=index.astype(np.int32) if len(ds.train_y) < 2**31 else index, module=module)
+            return make
         handles = []
         for spec in specs:
             d = spec.device
@@ -228,7 +241,7 @@ class SimRuntime(Runtime):
             elif dev.code is not None or dev.frozen:
                 continue
             elif kind == _REPLY:
-                self._carry_out(dev, dev.machine.receive(wire.decode(payload)))
+                self._carry_out(dev, dev.machine.arrived() if payload is _EARLY else dev.machine.receive(payload))
             else:
                 then, dev.then = dev.then, []
                 self._carry_out(dev, then)
@@ -309,17 +322,29 @@ class SimRuntime(Runtime):
             self._deliver(dev.peer, reply)
 
     def _deliver(self, peer: bytes, frames) -> None:
-        """A reply leaves the PS for the device (also ``Hooks.send`` for held replies)."""
+        """A reply leaves the PS for the device (also ``Hooks.send`` for held replies).
+
+        A model is taken by the device now (``DeviceProtocol.receive_early``: its compute and the
+        push's compression happen at once, while this Θ is current), so what crosses the downlink
+        and waits out the compute and think time is only what the device will send, not Θ; the
+        deferred (batched) gradients need their Θ and take the model at its arrival."""
         dev = self._by_peer[peer]
         nbytes = wire.frames_nbytes(frames)
+        reply = wire.decode(frames)
+        if (isinstance(reply, wire.Model) and not dev.machine.deferred_gradients and dev.code is None
+                and not dev.frozen):
+            t0 = time.perf_counter()
+            dev.machine.receive_early(reply)
+            self.stats["compute_s"] += time.perf_counter() - t0
+            reply = _EARLY
         down = dev.down.transfer_time(nbytes)
         if self.spec.link_model == "kernel-rate":   # handled once it arrived and the agent slept its delay
             rate = dev.down.rate
             arrives = self.now + kernel_rate_time(nbytes, rate, self.dilation)
             self._schedule(max(arrives, dev.app_until) + down - (nbytes * 8.0 / rate if rate else 0.0),
-                           _REPLY, dev.device, frames)
+                           _REPLY, dev.device, reply)
             return
-        self._schedule(max(self.now, dev.sent_until) + down, _REPLY, dev.device, frames)
+        self._schedule(max(self.now, dev.sent_until) + down, _REPLY, dev.device, reply)
 
     # -- batched compute -----------------------------------------------------------------------
     def _fill_deferred(self, dev: _Device) -> None:

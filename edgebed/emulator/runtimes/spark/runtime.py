@@ -255,11 +255,11 @@ class SparkRuntime(Runtime):
 
     def training_rdd(self, sc):
         """The scenario's training shards as an RDD with one partition per barrier task."""
-        from ....data import load_dataset, partition
+        from ....data import Partition, load_dataset
         sc_ = self.scenario
         ds = load_dataset(sc_.dataset, sc_.seed)
-        shards = partition(ds.train_y, sc_.workers.n, sc_.dataset.partition, sc_.seed,
-                           sc_.dataset.labels_per_worker)
+        shards = Partition(ds.train_y, sc_.workers.n, sc_.dataset.partition, sc_.seed,
+                           sc_.dataset.labels_per_worker, sc_.dataset.samples_per_device)
         records = list(shard_records(ds.train_x, ds.train_y, shards, self.plan))
         return (sc.parallelize(records, max(1, min(self.tasks, len(records))))
                 .partitionBy(self.tasks, _identity))
