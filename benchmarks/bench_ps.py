@@ -11,9 +11,13 @@ bookkeeping + record hook), with n devices each holding an outstanding pull, in 
 pull/push pattern so AdaComp keeps n snapshots; also its CPU time (thread_time), which a busy host
 does not inflate. Ingest = pushes/s through the real ZmqServer with clients in another process, every
 device with a pull on record; also with the PS's compiled push path switched off (its numpy path) and
-with a canned-Ack ``process`` (the loop's ceiling); baseline = the same frames through a bare ROUTER
-that answers a 1-frame ack; all also as CPU µs per message of the serving process (getrusage: serve +
-ZeroMQ I/O threads); each with the CPUs shared and pinned (server process on CPU 0, client on CPU 1:
+with a canned-Ack ``process`` that still answers hellos and counts versions; baseline ("raw pyzmq") =
+the same serve loop — ``ZmqServer``'s receive path, lock, batching and send, in the same process
+layout — around a ``process`` that does no work at all and returns one canned Ack, so every ratio is
+a fraction of a true upper bound (it was a bare ROUTER in another process with a receive loop of its
+own, which the real loop outran: the committed ps.json before issue 26 had the stub at 9,431 dense
+pushes/s against 4,840 for that "raw"); all also as CPU µs per message of the serving process
+(getrusage: serve + ZeroMQ I/O threads); each with the CPUs shared and pinned (server process on CPU 0, client on CPU 1:
 see SERVER_CPUS). PS and raw runs alternate for
 ``--rounds`` rounds and the medians are compared, so a change in the host's load during the run hits
 both sides (single runs here varied 2× from one minute to the next). Goals (issue 15): AdaComp
@@ -201,19 +205,32 @@ def budget(costs=(0, 5, 10, 15, 20), rounds: int = 3, seconds: float = 3.0, sock
 
 
 def _raw_once(rule: str, seconds: float, sockets: int, pinned: bool = False) -> tuple[float, float]:
-    """(msgs/s, CPU s per message of the router process) through a bare ROUTER in another process."""
-    ctx = mp.get_context("spawn")
-    q, stop, eq = ctx.Queue(), ctx.Event(), ctx.Queue()
-    router = ctx.Process(target=_raw_router, args=(eq, stop, SERVER_CPUS if pinned else None))
-    router.start()
-    cl = ctx.Process(target=_client, args=(eq.get(), rule, sockets, seconds, q, False, CLIENT_CPUS if pinned else None))
-    cl.start()
-    rate = q.get()
-    cl.join()
-    stop.set()
-    cpu = eq.get()
-    router.join()
+    """(msgs/s, CPU s per message of the serving process) through the serve loop with a ``process``
+    that does no work (``NullPS``): the ceiling of any PS on this receive path."""
+    rate, cpu, _ = _serve_ps(rule, seconds, sockets, null=True, pinned=pinned)
     return rate, cpu
+
+
+class NullPS:
+    """What ``ZmqServer`` needs of a PS, doing no work: every message gets the same canned Ack
+    (nothing decoded, counted or checked). The serve loop around it is the one the real PS runs."""
+
+    def __init__(self):
+        import threading
+        self.lock = threading.RLock()
+        self.config = PSConfig(n_devices=1, welcome=lambda d: {}, class_of=lambda d: "x")
+        self.hooks = Hooks()
+        self.busy_peers: set = set()
+        self.errors: dict = {}
+        self.version = 0   # messages answered
+        self._ack = wire.encode(wire.Ack(0))
+
+    def process(self, peer, frames, principal=None):
+        self.version += 1
+        return self._ack
+
+    def tick(self) -> None:
+        pass
 
 
 def _cpu_s() -> float:
@@ -248,8 +265,8 @@ def _client(endpoint: str, rule: str, sockets: int, seconds: float, q, handshake
         if handshake:
             s.send_multipart(wire.encode(wire.Hello(d)))
             sessions.append(wire.decode(s.recv_multipart()).session)
-        else:
-            sessions.append("raw")
+        else:   # the same header size as a real session's
+            sessions.append("0123456789abcdef")
     seq = {s: 0 for s in socks}
     index = {s: i for i, s in enumerate(socks)}
     poller = zmq.Poller()
@@ -271,30 +288,6 @@ def _client(endpoint: str, rule: str, sockets: int, seconds: float, q, handshake
     q.put(done / elapsed)
 
 
-def _raw_router(endpoint_q, stop, cpus: Optional[set] = None) -> None:
-    _pin(cpus)
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    port = sock.bind_to_random_port("tcp://127.0.0.1")
-    endpoint_q.put(f"tcp://127.0.0.1:{port}")
-    ack = frames_bytes(wire.Ack(0))
-    served, cpu0 = 0, None
-    while not stop.is_set():
-        if sock.poll(100):
-            while True:
-                try:
-                    msg = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                if cpu0 is None:
-                    cpu0 = _cpu_s()
-                sock.send_multipart([msg[0], *ack])
-                served += 1
-    endpoint_q.put((_cpu_s() - (cpu0 or _cpu_s())) / max(served, 1))
-    sock.close(0)
-    ctx.term()
-
-
 # ``pinned``: the serving process (PS or raw ROUTER, with its ZeroMQ I/O thread) on CPU 0, the client
 # process on CPU 1 — a server with one core of its own, its devices elsewhere. Unpinned, the four busy
 # threads share both cores as the scheduler places them, so the PS's CPU also slows its load generator.
@@ -314,8 +307,8 @@ def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3, pinned:
             "rounds": [{k: r[k] for k in (*keys, "ps_over_raw", "stub_over_raw", "numpy_over_raw")} for r in runs]}
 
 
-def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
-              numpy_path: bool = False, busy_us: float = 0.0, pinned: bool = False) -> tuple[float, float, int]:
+def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy_path: bool = False,
+              busy_us: float = 0.0, pinned: bool = False, null: bool = False) -> tuple[float, float, int]:
     """(pushes/s, CPU µs per push of this process, pushes applied) through the real ZmqServer.
 
     Every device has a pull on record (AdaComp keeps a snapshot of its counters for each, as in a
@@ -324,13 +317,17 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
     Ack without decoding it — the serve loop and ZeroMQ alone, the ceiling of any ``process``.
     ``numpy_path``: the real PS with its compiled push path switched off (``aggregate._fast = None``),
     the numpy code it falls back to. ``busy_us`` (with ``stub``): the canned Ack after spinning that
-    long on the serve thread, a ``process`` that costs exactly that much. ``pinned``: see SERVER_CPUS."""
+    long on the serve thread, a ``process`` that costs exactly that much. ``null``: ``NullPS``, no
+    work at all, the clients skip hello (the raw baseline). ``pinned``: see SERVER_CPUS."""
     from edgebed.ps import aggregate
     from edgebed.ps.serve import ZmqServer
     ctx = mp.get_context("spawn")
-    ps, layers, size = make_ps(rule, sockets)
-    for d in range(sockets):
-        ps.rule.on_pull(d, 0)
+    if null:
+        ps = NullPS()
+    else:
+        ps, layers, size = make_ps(rule, sockets)
+        for d in range(sockets):
+            ps.rule.on_pull(d, 0)
     if stub:
         real, ack = ps.process, wire.encode(wire.Ack(1))
 
@@ -354,7 +351,7 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
         if pinned:
             _pin(SERVER_CPUS)
         q = ctx.Queue()
-        cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, True,
+        cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, not null,
                                                CLIENT_CPUS if pinned else None))
         cpu0 = _cpu_s()
         cl.start()
@@ -371,7 +368,7 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False,
 
 def _ingest_once(rule: str, seconds: float, sockets: int, pinned: bool = False) -> dict:
     """Pushes/s through the real PS (serve thread in this process), the same with its numpy path, the
-    same serve loop with a stub ``process``, then a bare ROUTER (other process); clients in a separate
+    same serve loop with a stub ``process``, then with a no-work ``process`` (raw); clients in a separate
     process."""
     from edgebed.ps import aggregate
     layers, size = initial_theta("cnn", 0)[1], 211_690
@@ -471,6 +468,9 @@ def main(argv=None) -> int:
             r = apply_cost(rule, n, max(pushes, 2 * n))
             res["apply"].append(r)
             print(f"apply {rule:9s} n={n:3d}: mean {r['mean_us']:7.1f} µs  median {r['median_us']:7.1f} µs", flush=True)
+    res["pull_memory"] = [pull_memory(rule, n) for rule in ("asgd", "adacomp") for n in (10, 200)]
+    print("PS bytes per outstanding pull: " + ", ".join(
+        f"{r['rule']} n={r['n']} {r['bytes_per_pull']:,.0f}" for r in res["pull_memory"]), flush=True)
     res["process"] = [process_cpu(rule) for rule in ("asgd", "comp-asgd", "adacomp")]
     print("process CPU µs per push, compiled / numpy: " + ", ".join(
         f"{r['rule']} {r['cpu_us_per_push']:.1f} / {r['numpy_cpu_us_per_push']:.1f}" for r in res["process"]), flush=True)
@@ -492,11 +492,20 @@ def main(argv=None) -> int:
              "| rule | n outstanding | mean µs | median µs | p90 µs | CPU µs |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['rule']} | {r['n']} | {r['mean_us']:.1f} | {r['median_us']:.1f} | {r['p90_us']:.1f} "
               f"| {r['cpu_mean_us']:.1f} |" for r in res["apply"]]
+    before = OUT / "ps-pull-memory-before.json"
+    was = {(r["rule"], r["n"]): r["bytes_per_pull"] for r in json.loads(before.read_text())["pull_memory"]} \
+        if before.exists() else {}
+    lines += ["", "PS memory per outstanding pull (CNN, tracemalloc, after 3 × n round-robin pushes; before issue 26 "
+              "in brackets, `ps-pull-memory-before.json`): " + ", ".join(
+                  f"{r['rule']} n = {r['n']}: {r['bytes_per_pull']:,.0f} B"
+                  + (f" ({was[(r['rule'], r['n'])]:,.0f} B)" if (r["rule"], r["n"]) in was else "")
+                  for r in res["pull_memory"])]
     lines += ["", "`process()` alone, CPU µs per push, one device with a pull on record (best of 3 × 3,000), "
               "compiled push path / numpy path: " + ", ".join(
                   f"{r['rule']} {r['cpu_us_per_push']:.1f} / {r['numpy_cpu_us_per_push']:.1f}" for r in res["process"])]
     lines += ["", f"Ingest, medians of {args.rounds} alternating rounds of {seconds:g} s: the real PS (compiled push "
-              "path), the real PS on its numpy path, the serve loop with a canned Ack, a bare pyzmq ROUTER; "
+              "path), the real PS on its numpy path, the serve loop with a canned Ack (hellos answered, versions "
+              "counted), and raw: the same serve loop around a `process` that does no work (the ceiling); "
               "8 client DEALERs in another process, one push in flight each, every device with a pull on "
               "record; CPUs: both shared as the scheduler places the threads, or pinned (server process on "
               "CPU 0, client on CPU 1). Per-round ratios in brackets:", "",

@@ -90,15 +90,15 @@ class Engine:
     # -- set-up --------------------------------------------------------------------------------
     def _prepare(self):
         sc = self.sc
-        # before anything here runs a torch operation (timing calibration, Θ's initialisation)
-        self.numerics = numerics.enter(sc.numerics)
-        runtime_cls = get_runtime(sc.runtime.name)
-        if not self.resume:   # what can't run is refused before a run directory exists
+        if not self.resume:   # what can't run is refused before anything starts or a run directory exists
             from ..data import missing
             from .capacity import problems as capacity_problems
             problems = missing(sc.dataset) or capacity_problems(sc)
             if problems:
                 raise ScenarioError("\n".join(f"{self.source or sc.name}: {p}" for p in problems))
+        # before anything here runs a torch operation (timing calibration, Θ's initialisation)
+        self.numerics = numerics.enter(sc.numerics)
+        runtime_cls = get_runtime(sc.runtime.name)
         path = self._setup_path = self.resume or new_run_dir(self.out, sc.name)
         self.progress(Phase(f"run directory: {path}"), False)
         self._phase("checking the runtime and the dataset; timing model")

@@ -76,3 +76,36 @@ def test_local_steps_policy_charges_its_steps_and_sends_a_dense_delta(shard):
     m.computed()
     msg = m.waited()[0].msg
     assert msg.indices is None and msg.values.shape == theta.shape and np.abs(msg.values).sum() > 0
+
+
+@pytest.mark.parametrize("compressor", ["top-c", "dense"])
+def test_a_model_taken_early_gives_the_same_pushes_and_keeps_only_what_is_sent(shard, compressor):
+    """The virtual clock's receive_early (the model taken when the PS sends it) against receive at its
+    arrival: the same push bytes, push after push (batches and compressor drawn in the same order);
+    in between, the early device holds the compressed push, no dense gradient and no Θ."""
+    from edgebed.device_agent.trainer import SharedData
+    theta, _ = initial_theta("mlp", 1)
+    data, index = SharedData(*shard, "mlp"), np.arange(100, dtype=np.int32)
+    late = _machine(shard)
+    early = DeviceProtocol(2, "fast", lambda cfg: Trainer(cfg["model"], None, None, 10, cfg["seed"], 2,
+                                                          data=data, index=index))
+    for m in (late, early):
+        m.hello(0)
+        m.receive(_welcome(compressor))
+    for version in range(3):
+        model = wire.Model(version, theta + np.float32(version * 1e-3))
+        assert late.receive(model) == [Compute()]
+        assert late.compute() == 1
+        early.receive_early(model)
+        held = early._request
+        if compressor == "top-c":
+            assert held.compressed and held.values.size < theta.size // 50 and held.theta is None
+        assert early.arrived() == [Compute()]
+        assert early.compute() == 1
+        pushes = [m.computed() and m.waited()[0].msg for m in (late, early)]
+        a, b = ([bytes(memoryview(f)) for f in wire.encode(p)] for p in pushes)
+        assert a == b and pushes[0].seq == version
+        for m in (late, early):
+            m.receive(wire.Ack(version + 1))
+            m.compute()
+            m.computed()
