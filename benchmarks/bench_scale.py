@@ -86,6 +86,8 @@ def point(model: str, rule: str, n: int, updates: int) -> dict:
         up = read_table(res.path, "updates")
         sim = json.loads((res.path / "sim.json").read_text())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if len(up) < 2:
+        raise SystemExit(f"{model} {rule} n={n}: {len(up)} updates: {res.summary['status']}: {res.summary['reason']}")
     first, last = up["wall_time"].iloc[0], up["wall_time"].iloc[-1]
     return {"model": model, "rule": rule, "n": n, "updates": int(len(up)), "status": res.summary["status"],
             "wall_s": round(wall, 2), "setup_s": round(float(first), 2),

@@ -211,16 +211,22 @@ done:
 
 /* ---- AdaComp's touch log (edgebed/ps/staleness.py): σ_k without a |Θ|-sized snapshot per pull ----
  *
- * Every parameter k has a list of the stamps (apply numbers, ascending) of the updates that touched it,
- * pool[start[k] : start[k] + len[k]], room for cap[k] in place. A device that pulled when the stamp was
- * `since` has σ_k = the number of stamps > since in k's list (a binary search). Stamps ≤ the oldest
- * outstanding pull (`floor`) are dead: dropped when a list is moved or the pool compacted. */
+ * Every parameter k has a list of the stamps (apply numbers, ascending) of the updates that touched it:
+ * heads[k] = {start, length, capacity, 0} (uint32, one 16-byte record, so one cache line holds four),
+ * the list being pool[start : start + length] with room for capacity. A device that pulled when the
+ * stamp was `since` has σ_k = the number of stamps > since in k's list (a binary search). Stamps ≤ the
+ * oldest outstanding pull (`floor`) are dead: dropped when a full list is appended to or the pool
+ * compacted. */
+
+typedef struct { uint32_t start, len, cap, pad; } head_t;
+
+#define MIN_CAP 4
 
 /* index of the first stamp > v in a[0:n] (ascending) */
-static inline Py_ssize_t upper(const uint32_t *a, Py_ssize_t n, uint32_t v) {
-    Py_ssize_t lo = 0, hi = n;
+static inline uint32_t upper(const uint32_t *a, uint32_t n, uint32_t v) {
+    uint32_t lo = 0, hi = n;
     while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) >> 1;
+        uint32_t mid = (lo + hi) >> 1;
         if (a[mid] <= v)
             lo = mid + 1;
         else
@@ -229,95 +235,182 @@ static inline Py_ssize_t upper(const uint32_t *a, Py_ssize_t n, uint32_t v) {
     return lo;
 }
 
-/* 0 if the per-parameter arrays have n entries each and every list lies inside the pool, else -1
- * (ValueError). Checked for the touched k only, where they are read. */
-static int check_lists(Py_buffer *sb, Py_buffer *lb, Py_buffer *cb, Py_ssize_t n) {
-    if (sb->len != n * 8 || lb->len != n * 4 || (cb && cb->len != n * 4)) {
-        PyErr_SetString(PyExc_ValueError, "start (int64), length and capacity (uint32) need one entry per parameter");
+/* The log's buffers: n lists (heads), a pool; -1 with ValueError set if they don't fit together. */
+static int log_sizes(Py_buffer *hb, Py_buffer *pb, Py_ssize_t *n, Py_ssize_t *pool_n) {
+    if (hb->len % (Py_ssize_t)sizeof(head_t) || pb->len % 4) {
+        PyErr_SetString(PyExc_ValueError, "heads must be uint32 [n, 4] and the pool uint32");
         return -1;
     }
+    *n = hb->len / (Py_ssize_t)sizeof(head_t);
+    *pool_n = pb->len / 4;
     return 0;
 }
 
-static int list_inside(const int64_t *start, const uint32_t *len, Py_ssize_t k, Py_ssize_t pool_n) {
-    if (start[k] < 0 || start[k] + (int64_t)len[k] > (int64_t)pool_n) {
+/* 0 if parameter k (< n) has a list inside the pool, else -1 with ValueError set. */
+static int list_ok(const head_t *h, Py_ssize_t k, Py_ssize_t n, Py_ssize_t pool_n) {
+    if (k >= n) {
+        PyErr_Format(PyExc_ValueError, "index %zd out of range (theta has %zd entries)", k, n);
+        return -1;
+    }
+    if ((Py_ssize_t)h[k].start + (Py_ssize_t)h[k].cap > pool_n || h[k].len > h[k].cap) {
         PyErr_Format(PyExc_ValueError, "the touch list of parameter %zd lies outside the pool", k);
         return -1;
     }
     return 0;
 }
 
-/* touch_sigma(pool, start, length, indices|None, since, out) -> None
- *   out[j] = σ_k for the j-th sent k (indices None: k = j for every parameter): the stamps > since
- *   in k's list. out: writable uint32, one per sent entry. */
+/* Checks every sent k's list and returns the pool entries appending to them may need (moved lists),
+ * prefetching the lists' ends for the pass that follows; -1 with ValueError set on a bad list. */
+static long long append_need(const head_t *h, const uint32_t *pool, const uint32_t *ix, Py_ssize_t m,
+                             Py_ssize_t n, Py_ssize_t pool_n) {
+    long long need = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
+        if (ix && j + 16 < m && (Py_ssize_t)ix[j + 16] < n)
+            PREFETCH(&h[ix[j + 16]], 1);
+        if (list_ok(h, k, n, pool_n) < 0)
+            return -1;
+        PREFETCH(&pool[h[k].start + (h[k].len ? h[k].len - 1 : 0)], 1);
+        if (h[k].len == h[k].cap)
+            need += h[k].cap ? 2 * (long long)h[k].cap : MIN_CAP;
+    }
+    return need;
+}
+
+/* Appends stamp to k's list (room: checked by append_need); returns the new end of the used pool. */
+static inline long long append_one(head_t *hk, uint32_t *pool, long long used, uint32_t stamp, uint32_t floor_) {
+    uint32_t *a = pool + hk->start;
+    if (hk->len == hk->cap) {
+        uint32_t dead = upper(a, hk->len, floor_);
+        if (dead > 0) {   /* room in place */
+            memmove(a, a + dead, (size_t)(hk->len - dead) * sizeof(uint32_t));
+            hk->len -= dead;
+        } else {          /* move to the free tail with twice the room */
+            uint32_t room = hk->cap ? 2 * hk->cap : MIN_CAP;
+            memcpy(pool + used, a, (size_t)hk->len * sizeof(uint32_t));
+            hk->start = (uint32_t)used;
+            hk->cap = room;
+            used += room;
+            a = pool + hk->start;
+        }
+    }
+    a[hk->len++] = stamp;
+    return used;
+}
+
+/* touch_sigma(pool, heads, indices|None, since, out) -> None
+ *   out[j] = σ_k for the j-th sent k (indices None: every parameter): the stamps > since in k's list.
+ *   out: writable uint32, one per sent entry. */
 static PyObject *touch_sigma(PyObject *self, PyObject *args) {
-    Py_buffer pb, sb, lb, ob, ib = {0};
+    Py_buffer pb, hb, ob, ib = {0};
     PyObject *idx_obj;
     unsigned long long since;
-    if (!PyArg_ParseTuple(args, "y*y*y*OKw*", &pb, &sb, &lb, &idx_obj, &since, &ob))
+    if (!PyArg_ParseTuple(args, "y*y*OKw*", &pb, &hb, &idx_obj, &since, &ob))
         return NULL;
     PyObject *ret = NULL;
     int have_idx = idx_obj != Py_None;
     if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
         goto done;
-    Py_ssize_t n = lb.len / 4, pool_n = pb.len / 4, m = ob.len / 4;
-    if (check_lists(&sb, &lb, NULL, n) < 0)
+    Py_ssize_t n, pool_n, m = ob.len / 4;
+    if (log_sizes(&hb, &pb, &n, &pool_n) < 0)
         goto done;
     if ((have_idx && ib.len != ob.len) || (!have_idx && m != n)) {
         PyErr_SetString(PyExc_ValueError, "out needs one entry per sent index");
         goto done;
     }
-    const uint32_t *pool = (const uint32_t *)pb.buf, *len = (const uint32_t *)lb.buf;
-    const int64_t *start = (const int64_t *)sb.buf;
-    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
+    const uint32_t *pool = (const uint32_t *)pb.buf, *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
+    const head_t *h = (const head_t *)hb.buf;
     uint32_t *out = (uint32_t *)ob.buf;
     for (Py_ssize_t j = 0; j < m; j++) {
         Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
-        if (k >= n) {
-            PyErr_Format(PyExc_ValueError, "index %zd out of range (theta has %zd entries)", k, n);
+        if (ix && j + 16 < m && (Py_ssize_t)ix[j + 16] < n)
+            PREFETCH(&h[ix[j + 16]], 0);
+        if (list_ok(h, k, n, pool_n) < 0)
             goto done;
-        }
-        if (list_inside(start, len, k, pool_n) < 0)
-            goto done;
-        if (ix && j + 8 < m) {
-            Py_ssize_t f = (Py_ssize_t)ix[j + 8];
-            if (f < n)
-                PREFETCH(&len[f], 0);
-        }
-        const uint32_t *a = pool + start[k];
-        out[j] = (uint32_t)(len[k] - upper(a, len[k], (uint32_t)since));
+        out[j] = h[k].len - upper(pool + h[k].start, h[k].len, (uint32_t)since);
     }
     ret = Py_None;
     Py_INCREF(ret);
 done:
     PyBuffer_Release(&pb);
-    PyBuffer_Release(&sb);
-    PyBuffer_Release(&lb);
+    PyBuffer_Release(&hb);
     PyBuffer_Release(&ob);
     if (have_idx && ib.obj)
         PyBuffer_Release(&ib);
     return ret;
 }
 
-/* adacomp_sigma(theta, counts, sigma, indices|None, values, alpha, lr_table) -> (Σσ, max σ)
- *   adacomp()'s step with σ_k given per sent entry (touch_sigma) instead of a snapshot: the same
- *   lr_k, the same two float32 roundings, counts[k] += 1. */
-static PyObject *adacomp_sigma(PyObject *self, PyObject *args) {
-    Py_buffer tb, cb, gb, vb, lb, ib = {0};
+/* touch_append(pool, heads, used, indices|None, stamp, floor) -> used' or −needed
+ *   Appends `stamp` to the list of every sent k. A full list first drops its dead stamps (≤ floor)
+ *   in place; if still full it moves to the pool's free tail pool[used:] with twice the room. Returns
+ *   the new end of the used pool; or, changing nothing, −(pool entries needed) when the free tail
+ *   might not hold the moved lists (the caller compacts or grows the pool and calls again). */
+static PyObject *touch_append(PyObject *self, PyObject *args) {
+    Py_buffer pb, hb, ib = {0};
     PyObject *idx_obj;
+    long long used;
+    unsigned long long stamp, floor_;
+    if (!PyArg_ParseTuple(args, "w*w*LOKK", &pb, &hb, &used, &idx_obj, &stamp, &floor_))
+        return NULL;
+    PyObject *ret = NULL;
+    int have_idx = idx_obj != Py_None;
+    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t n, pool_n;
+    if (log_sizes(&hb, &pb, &n, &pool_n) < 0)
+        goto done;
+    if (used < 0 || used > (long long)pool_n) {
+        PyErr_SetString(PyExc_ValueError, "used must lie within the pool");
+        goto done;
+    }
+    uint32_t *pool = (uint32_t *)pb.buf;
+    head_t *h = (head_t *)hb.buf;
+    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
+    Py_ssize_t m = have_idx ? ib.len / 4 : n;
+    long long need = append_need(h, pool, ix, m, n, pool_n);
+    if (need < 0)
+        goto done;
+    if (used + need > (long long)pool_n) {
+        ret = PyLong_FromLongLong(-need);
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < m; j++)
+        used = append_one(&h[ix ? (Py_ssize_t)ix[j] : j], pool, used, (uint32_t)stamp, (uint32_t)floor_);
+    ret = PyLong_FromLongLong(used);
+done:
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&hb);
+    if (have_idx && ib.obj)
+        PyBuffer_Release(&ib);
+    return ret;
+}
+
+/* adacomp_touch(theta, counts, pool, heads, used, indices|None, values, alpha, lr_table, since, stamp,
+ *               floor) -> (Σσ, max σ, used') or (−needed, 0, 0)
+ *   AdaComp's whole step for a device that pulled at stamp `since`, in one pass over the sent entries:
+ *   σ_k from k's list (as touch_sigma), lr_k = float32(α / max(σ_k, 1)) (lr_table for the small σ, as
+ *   adacomp()), θ[k] ← θ[k] − float32(v·lr_k), counts[k] += 1, and `stamp` appended to k's list (as
+ *   touch_append; σ is read first, so the new stamp never counts). Changes nothing and returns
+ *   (−needed, 0, 0) when the pool's free tail might not hold the lists it moves. */
+static PyObject *adacomp_touch(PyObject *self, PyObject *args) {
+    Py_buffer tb, cb, pb, hb, vb, lb, ib = {0};
+    PyObject *idx_obj;
+    long long used;
     double alpha;
-    if (!PyArg_ParseTuple(args, "w*w*y*Oy*dy*", &tb, &cb, &gb, &idx_obj, &vb, &alpha, &lb))
+    unsigned long long since, stamp, floor_;
+    if (!PyArg_ParseTuple(args, "w*w*w*w*LOy*dy*KKK", &tb, &cb, &pb, &hb, &used, &idx_obj, &vb, &alpha, &lb,
+                          &since, &stamp, &floor_))
         return NULL;
     PyObject *ret = NULL;
     int have_idx = idx_obj != Py_None;
     if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
         goto done;
     Py_ssize_t n = items(&tb, 4, "theta"), nc = items(&cb, 4, "counts"), m = items(&vb, 4, "values");
-    Py_ssize_t ng = items(&gb, 4, "sigma"), nl = items(&lb, 4, "lr_table");
-    if (n < 0 || nc < 0 || m < 0 || ng < 0 || nl < 0)
+    Py_ssize_t nl = items(&lb, 4, "lr_table"), nh, pool_n;
+    if (n < 0 || nc < 0 || m < 0 || nl < 0 || log_sizes(&hb, &pb, &nh, &pool_n) < 0)
         goto done;
-    if (nc != n || ng != m) {
-        PyErr_SetString(PyExc_ValueError, "counts must have theta's length and sigma the values' length");
+    if (nc != n || nh != n) {
+        PyErr_SetString(PyExc_ValueError, "theta, counts and heads must have one entry per parameter");
         goto done;
     }
     const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
@@ -328,10 +421,21 @@ static PyObject *adacomp_sigma(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "dense push of %zd values for theta of %zd", m, n);
         goto done;
     }
+    if (used < 0 || used > (long long)pool_n) {
+        PyErr_SetString(PyExc_ValueError, "used must lie within the pool");
+        goto done;
+    }
     float *theta = (float *)tb.buf;
-    uint32_t *counts = (uint32_t *)cb.buf;
-    const uint32_t *sig = (const uint32_t *)gb.buf;
+    uint32_t *counts = (uint32_t *)cb.buf, *pool = (uint32_t *)pb.buf;
+    head_t *h = (head_t *)hb.buf;
     const float *v = (const float *)vb.buf, *table = (const float *)lb.buf;
+    long long need = append_need(h, pool, ix, m, n, pool_n);
+    if (need < 0)
+        goto done;
+    if (used + need > (long long)pool_n) {
+        ret = Py_BuildValue("LKK", -need, 0ULL, 0ULL);
+        goto done;
+    }
     unsigned long long sum = 0, max = 0;
     for (Py_ssize_t j = 0; j < m; j++) {
         Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
@@ -340,7 +444,8 @@ static PyObject *adacomp_sigma(PyObject *self, PyObject *args) {
             PREFETCH(&theta[f], 1);
             PREFETCH(&counts[f], 1);
         }
-        uint32_t sigma = sig[j];
+        head_t *hk = &h[k];
+        uint32_t sigma = hk->len - upper(pool + hk->start, hk->len, (uint32_t)since);
         float lr = (Py_ssize_t)sigma < nl ? table[sigma] : (float)(alpha / (double)(sigma > 1 ? sigma : 1));
         sum += sigma;
         if (sigma > max)
@@ -348,12 +453,14 @@ static PyObject *adacomp_sigma(PyObject *self, PyObject *args) {
         float step = v[j] * lr;
         theta[k] = theta[k] - step;
         counts[k] += 1;
+        used = append_one(hk, pool, used, (uint32_t)stamp, (uint32_t)floor_);
     }
-    ret = Py_BuildValue("KK", sum, max);
+    ret = Py_BuildValue("LKK", used, sum, max);
 done:
     PyBuffer_Release(&tb);
     PyBuffer_Release(&cb);
-    PyBuffer_Release(&gb);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&hb);
     PyBuffer_Release(&vb);
     PyBuffer_Release(&lb);
     if (have_idx && ib.obj)
@@ -361,118 +468,47 @@ done:
     return ret;
 }
 
-#define MIN_CAP 4
-
-/* touch_append(pool, start, length, capacity, used, indices|None, stamp, floor) -> used' or −needed
- *   Appends `stamp` to the list of every sent k. A full list first drops its dead stamps (≤ floor)
- *   in place; if still full it moves to the pool's free tail pool[used:] with twice the room. Returns
- *   the new end of the used pool; or, changing nothing, −(pool entries needed) when the free tail
- *   might not hold the moved lists (the caller compacts or grows the pool and calls again). */
-static PyObject *touch_append(PyObject *self, PyObject *args) {
-    Py_buffer pb, sb, lb, cb, ib = {0};
-    PyObject *idx_obj;
-    long long used;
-    unsigned long long stamp, floor_;
-    if (!PyArg_ParseTuple(args, "w*w*w*w*LOKK", &pb, &sb, &lb, &cb, &used, &idx_obj, &stamp, &floor_))
-        return NULL;
-    PyObject *ret = NULL;
-    int have_idx = idx_obj != Py_None;
-    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
-        goto done;
-    Py_ssize_t n = lb.len / 4, pool_n = pb.len / 4, m = have_idx ? ib.len / 4 : n;
-    if (check_lists(&sb, &lb, &cb, n) < 0)
-        goto done;
-    if (used < 0 || used > (long long)pool_n) {
-        PyErr_SetString(PyExc_ValueError, "used must lie within the pool");
-        goto done;
-    }
-    uint32_t *pool = (uint32_t *)pb.buf, *len = (uint32_t *)lb.buf, *cap = (uint32_t *)cb.buf;
-    int64_t *start = (int64_t *)sb.buf;
-    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
-    long long need = 0;
-    for (Py_ssize_t j = 0; j < m; j++) {   /* checks, and the room moved lists may need */
-        Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
-        if (k >= n) {
-            PyErr_Format(PyExc_ValueError, "index %zd out of range (theta has %zd entries)", k, n);
-            goto done;
-        }
-        if (start[k] < 0 || start[k] + (int64_t)cap[k] > (int64_t)pool_n || len[k] > cap[k]) {
-            PyErr_Format(PyExc_ValueError, "the touch list of parameter %zd lies outside the pool", k);
-            goto done;
-        }
-        if (len[k] == cap[k])
-            need += cap[k] ? 2 * (long long)cap[k] : MIN_CAP;
-    }
-    if (used + need > (long long)pool_n) {
-        ret = PyLong_FromLongLong(-need);
-        goto done;
-    }
-    for (Py_ssize_t j = 0; j < m; j++) {
-        Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
-        uint32_t *a = pool + start[k];
-        if (len[k] == cap[k]) {
-            Py_ssize_t dead = upper(a, len[k], (uint32_t)floor_);
-            if (dead > 0) {   /* room in place */
-                memmove(a, a + dead, (size_t)(len[k] - dead) * sizeof(uint32_t));
-                len[k] -= (uint32_t)dead;
-            } else {          /* move to the free tail with twice the room */
-                uint32_t room = cap[k] ? 2 * cap[k] : MIN_CAP;
-                memcpy(pool + used, a, (size_t)len[k] * sizeof(uint32_t));
-                start[k] = used;
-                cap[k] = room;
-                used += room;
-                a = pool + start[k];
-            }
-        }
-        a[len[k]++] = (uint32_t)stamp;
-    }
-    ret = PyLong_FromLongLong(used);
-done:
-    PyBuffer_Release(&pb);
-    PyBuffer_Release(&sb);
-    PyBuffer_Release(&lb);
-    PyBuffer_Release(&cb);
-    if (have_idx && ib.obj)
-        PyBuffer_Release(&ib);
-    return ret;
-}
-
-/* touch_compact(pool, start, length, capacity, floor, new_pool) -> used
- *   Copies every list's live stamps (> floor) into new_pool, one after the other with no room to
- *   spare, and points start/length/capacity there. new_pool must hold them all. */
+/* touch_compact(pool, heads, floor, new_pool) -> used, or −needed
+ *   Copies every list's live stamps (> floor) into new_pool, one list after the other, each with
+ *   room to grow by half (at least MIN_CAP; none for an empty list), and points the heads there.
+ *   Changes nothing and returns −(entries needed) when new_pool is too small. */
 static PyObject *touch_compact(PyObject *self, PyObject *args) {
-    Py_buffer pb, sb, lb, cb, nb;
+    Py_buffer pb, hb, nb;
     unsigned long long floor_;
-    if (!PyArg_ParseTuple(args, "y*w*w*w*Kw*", &pb, &sb, &lb, &cb, &floor_, &nb))
+    if (!PyArg_ParseTuple(args, "y*w*Kw*", &pb, &hb, &floor_, &nb))
         return NULL;
     PyObject *ret = NULL;
-    Py_ssize_t n = lb.len / 4, pool_n = pb.len / 4, new_n = nb.len / 4;
-    if (check_lists(&sb, &lb, &cb, n) < 0)
+    Py_ssize_t n, pool_n, new_n = nb.len / 4;
+    if (log_sizes(&hb, &pb, &n, &pool_n) < 0)
         goto done;
     const uint32_t *pool = (const uint32_t *)pb.buf;
-    uint32_t *np_ = (uint32_t *)nb.buf, *len = (uint32_t *)lb.buf, *cap = (uint32_t *)cb.buf;
-    int64_t *start = (int64_t *)sb.buf;
+    uint32_t *np_ = (uint32_t *)nb.buf;
+    head_t *h = (head_t *)hb.buf;
+    long long total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (list_ok(h, k, n, pool_n) < 0)
+            goto done;
+        uint32_t live = h[k].len - upper(pool + h[k].start, h[k].len, (uint32_t)floor_);
+        total += live ? live + (live / 2 > MIN_CAP ? live / 2 : MIN_CAP) : 0;
+    }
+    if (total > (long long)new_n || total > (long long)UINT32_MAX) {
+        ret = PyLong_FromLongLong(-total);
+        goto done;
+    }
     long long used = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (list_inside(start, len, k, pool_n) < 0)
-            goto done;
-        const uint32_t *a = pool + start[k];
-        Py_ssize_t dead = upper(a, len[k], (uint32_t)floor_), live = len[k] - dead;
-        if (used + live > (long long)new_n) {
-            PyErr_SetString(PyExc_ValueError, "new_pool is too small for the live stamps");
-            goto done;
-        }
-        memcpy(np_ + used, a + dead, (size_t)live * sizeof(uint32_t));
-        start[k] = used;
-        len[k] = cap[k] = (uint32_t)live;
-        used += live;
+        uint32_t dead = upper(pool + h[k].start, h[k].len, (uint32_t)floor_), live = h[k].len - dead;
+        uint32_t room = live ? live + (live / 2 > MIN_CAP ? live / 2 : MIN_CAP) : 0;
+        memcpy(np_ + used, pool + h[k].start + dead, (size_t)live * sizeof(uint32_t));
+        h[k].start = (uint32_t)used;
+        h[k].len = live;
+        h[k].cap = room;
+        used += room;
     }
     ret = PyLong_FromLongLong(used);
 done:
     PyBuffer_Release(&pb);
-    PyBuffer_Release(&sb);
-    PyBuffer_Release(&lb);
-    PyBuffer_Release(&cb);
+    PyBuffer_Release(&hb);
     PyBuffer_Release(&nb);
     return ret;
 }
@@ -483,14 +519,15 @@ static PyMethodDef methods[] = {
     {"sgd_sparse", sgd_sparse, METH_VARARGS, "sgd_sparse(theta, indices, values, lr): θ[k] -= v·lr"},
     {"adacomp", adacomp, METH_VARARGS, "adacomp(theta, counts, snapshot|None, indices|None, values, alpha, "
      "staleness, lr_table) -> (sum σ, max σ): AdaComp's apply and counter update"},
-    {"touch_sigma", touch_sigma, METH_VARARGS, "touch_sigma(pool, start, length, indices|None, since, out): "
+    {"touch_sigma", touch_sigma, METH_VARARGS, "touch_sigma(pool, heads, indices|None, since, out): "
      "σ_k = stamps > since in k's touch list, per sent k"},
-    {"adacomp_sigma", adacomp_sigma, METH_VARARGS, "adacomp_sigma(theta, counts, sigma, indices|None, values, alpha, "
-     "lr_table) -> (sum σ, max σ): AdaComp's apply with σ given per entry"},
-    {"touch_append", touch_append, METH_VARARGS, "touch_append(pool, start, length, capacity, used, indices|None, "
-     "stamp, floor) -> new used, or -needed when the pool's free tail is too small"},
-    {"touch_compact", touch_compact, METH_VARARGS, "touch_compact(pool, start, length, capacity, floor, new_pool) "
-     "-> used: the live stamps packed into new_pool"},
+    {"adacomp_touch", adacomp_touch, METH_VARARGS, "adacomp_touch(theta, counts, pool, heads, used, indices|None, "
+     "values, alpha, lr_table, since, stamp, floor) -> (used', sum σ, max σ) or (-needed, 0, 0): AdaComp's step "
+     "with σ from the touch log, and the log's append"},
+    {"touch_append", touch_append, METH_VARARGS, "touch_append(pool, heads, used, indices|None, stamp, floor) "
+     "-> new used, or -needed when the pool's free tail is too small"},
+    {"touch_compact", touch_compact, METH_VARARGS, "touch_compact(pool, heads, floor, new_pool) -> used, or "
+     "-needed: the live stamps packed into new_pool"},
     {NULL, NULL, 0, NULL},
 };
 

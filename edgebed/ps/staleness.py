@@ -16,10 +16,11 @@ outstanding pull (847 kB for the paper's CNN; 8.5 GB for 10,000 devices). Here i
   stamp) and stop pinning the log. So no pull ever costs more than the old scheme did.
 
 σ_k is the same number either way, so AdaComp's updates are bit-identical to the snapshot scheme's
-(tests/unit/test_staleness.py runs both side by side). The lists live in one pool: parameter k's are
-``pool[start[k] : start[k] + length[k]]`` with room for ``capacity[k]``. The compiled push path
-(``_fastpush.c``: ``touch_sigma``, ``touch_append``, ``touch_compact``) and the numpy functions below
-give the same σ (tests/unit/test_fastpush.py).
+(tests/unit/test_staleness.py runs both side by side). The lists live in one pool, parameter k's
+at ``pool[start : start + length]`` with room for ``capacity`` (``TouchLog.heads[k]``). The compiled push
+path (``_fastpush.c``: ``adacomp_touch`` — σ, the step and the append in one pass over the sent
+entries —, ``touch_sigma``, ``touch_append``, ``touch_compact``) and the numpy code below give the
+same σ and the same bits (tests/unit/test_fastpush.py).
 """
 from __future__ import annotations
 
@@ -32,10 +33,15 @@ from . import aggregate
 
 MIN_CAP = 4          # the room a list gets at its first touch (as in _fastpush.c)
 MIN_POOL = 1 << 16   # entries
+START, LENGTH, CAPACITY = 0, 1, 2   # the columns of TouchLog.heads
 
 
 def _fast():
     return aggregate._fast   # looked up per call: tests switch the compiled path off
+
+
+def _simple(indices) -> bool:
+    return indices is None or (indices.dtype == np.uint32 and indices.flags.c_contiguous)
 
 
 def _upper(pool: np.ndarray, start: np.ndarray, length: np.ndarray, value: int) -> np.ndarray:
@@ -53,28 +59,10 @@ def _upper(pool: np.ndarray, start: np.ndarray, length: np.ndarray, value: int) 
         hi = np.where(active & ~right, mid, hi)
 
 
-def touch_sigma(pool, start, length, indices: Optional[np.ndarray], since: int) -> np.ndarray:
-    """σ_k (uint32) for each sent k (indices None: every k): the stamps > ``since`` in k's list."""
-    m = start.size if indices is None else indices.size
-    out = np.empty(m, np.uint32)
-    f = _fast()
-    if f is not None and (indices is None or (indices.dtype == np.uint32 and indices.flags.c_contiguous)):
-        f.touch_sigma(pool, start, length, indices, since, out)
-        return out
-    ix = slice(None) if indices is None else indices.astype(np.intp)
-    s, n = start[ix], length[ix].astype(np.int64)
-    out[:] = s + n - _upper(pool, s, n, since)
-    return out
-
-
 def adacomp_sigma(theta, counts, sigma, indices, values, alpha: float, table) -> tuple[int, int]:
-    """AdaComp's step with σ_k given per sent entry: Θ_k ← Θ_k − (α/max(σ_k, 1))·v_k, counts[k] += 1;
-    the same bits as ``aggregate.adacomp_apply`` with the snapshot that gives these σ. (Σσ, max σ)."""
-    f = _fast()
-    if (f is not None and theta.dtype == np.float32 and counts.dtype == np.uint32 and values.dtype == np.float32
-            and values.flags.c_contiguous and (indices is None or (indices.dtype == np.uint32
-                                                                 and indices.flags.c_contiguous))):
-        return f.adacomp_sigma(theta, counts, sigma, indices, values, alpha, table)
+    """AdaComp's step with σ_k given per sent entry (numpy): Θ_k ← Θ_k − (α/max(σ_k, 1))·v_k,
+    counts[k] += 1; the same bits as ``aggregate.adacomp_apply`` with the snapshot that gives these σ
+    (and as the compiled ``adacomp_touch``). Returns (Σσ, max σ)."""
     ix = np.arange(theta.size) if indices is None else aggregate.as_index(indices)
     sig = sigma.astype(np.int64)
     aggregate.apply_sparse(theta, ix, values, aggregate.staleness_lr(alpha, sig))
@@ -84,13 +72,12 @@ def adacomp_sigma(theta, counts, sigma, indices, values, alpha: float, table) ->
 
 class TouchLog:
     """The stamps that touched each parameter since ``floor`` (see the module docstring). Owned by
-    one update rule, on the PS's thread."""
+    one update rule, on the PS's thread. ``heads[k]`` = (start, length, capacity, 0) of k's list in
+    ``pool`` (uint32: 16 bytes a parameter, one cache line for four)."""
 
     def __init__(self, size: int):
         self.size = size
-        self.start = np.zeros(size, np.int64)
-        self.length = np.zeros(size, np.uint32)
-        self.capacity = np.zeros(size, np.uint32)
+        self.heads = np.zeros((size, 4), np.uint32)
         self.pool = np.zeros(0, np.uint32)
         self.used = 0
         self.stamp = 0                    # stamps appended so far (the last one)
@@ -111,10 +98,38 @@ class TouchLog:
         return self._entries[b + at] - self._entries[a + at]
 
     def nbytes(self) -> int:
-        return self.pool.nbytes + self.start.nbytes + self.length.nbytes + self.capacity.nbytes
+        return self.pool.nbytes + self.heads.nbytes
 
     def sigma(self, indices: Optional[np.ndarray], since: int) -> np.ndarray:
-        return touch_sigma(self.pool, self.start, self.length, indices, since)
+        """σ_k (uint32) for each sent k (indices None: every k): the stamps > ``since`` in k's list."""
+        out = np.empty(self.size if indices is None else indices.size, np.uint32)
+        f = _fast()
+        if f is not None and _simple(indices):
+            f.touch_sigma(self.pool, self.heads, indices, since, out)
+            return out
+        h = self.heads if indices is None else self.heads[indices.astype(np.intp)]
+        s, n = h[:, START].astype(np.int64), h[:, LENGTH].astype(np.int64)
+        out[:] = s + n - _upper(self.pool, s, n, since)
+        return out
+
+    def adacomp(self, theta, counts, indices, values, alpha: float, table, since: int) -> tuple[int, int]:
+        """AdaComp's step for a device that pulled at stamp ``since`` (σ from the lists), and the
+        append of the new stamp to every sent k: one compiled pass, or numpy. (Σσ, max σ)."""
+        f = _fast()
+        if (f is None or not _simple(indices) or theta.dtype != np.float32 or counts.dtype != np.uint32
+                or values.dtype != np.float32 or not values.flags.c_contiguous):
+            total = adacomp_sigma(theta, counts, self.sigma(indices, since), indices, values, alpha, table)
+            self.append(indices)
+            return total
+        self.stamp += 1
+        while True:
+            used, total, top = f.adacomp_touch(theta, counts, self.pool, self.heads, self.used, indices, values,
+                                               alpha, table, since, self.stamp, self.floor)
+            if used >= 0:
+                break
+            self._repack(-used)
+        self._appended(used, indices)
+        return total, top
 
     def append(self, indices: Optional[np.ndarray]) -> None:
         """A new stamp touched ``indices`` (None: every parameter)."""
@@ -124,58 +139,71 @@ class TouchLog:
             if used >= 0:
                 break
             self._repack(-used)
+        self._appended(used, indices)
+
+    def _appended(self, used: int, indices) -> None:
         self.used = used
         self._entries.append(self._entries[-1] + (self.size if indices is None else indices.size))
 
     def _append(self, indices) -> int:
         f = _fast()
-        if f is not None and (indices is None or (indices.dtype == np.uint32 and indices.flags.c_contiguous)):
-            return f.touch_append(self.pool, self.start, self.length, self.capacity, self.used, indices,
-                                  self.stamp, self.floor)
+        if f is not None and _simple(indices):
+            return f.touch_append(self.pool, self.heads, self.used, indices, self.stamp, self.floor)
         ix = np.arange(self.size) if indices is None else indices.astype(np.intp)
-        full = ix[self.length[ix] == self.capacity[ix]]
-        cap = self.capacity[full].astype(np.int64)
+        h = self.heads
+        full = ix[h[ix, LENGTH] == h[ix, CAPACITY]]
+        cap = h[full, CAPACITY].astype(np.int64)
         need = int(np.where(cap > 0, 2 * cap, MIN_CAP).sum())
         if self.used + need > self.pool.size:
             return -need
         used = self.used
         for k in full.tolist():   # as _fastpush.c: drop dead stamps in place, else move with twice the room
-            a, n = int(self.start[k]), int(self.length[k])
+            a, n, c = (int(x) for x in h[k, :3])
             dead = int(np.searchsorted(self.pool[a:a + n], self.floor, side="right"))
             if dead:
                 self.pool[a:a + n - dead] = self.pool[a + dead:a + n].copy()
-                self.length[k] = n - dead
+                h[k, LENGTH] = n - dead
             else:
-                room = 2 * n if n else MIN_CAP
+                room = 2 * c if c else MIN_CAP
                 self.pool[used:used + n] = self.pool[a:a + n]
-                self.start[k], self.capacity[k] = used, room
+                h[k, START], h[k, CAPACITY] = used, room
                 used += room
-        self.pool[self.start[ix] + self.length[ix]] = self.stamp
-        self.length[ix] += 1
+        self.pool[h[ix, START].astype(np.int64) + h[ix, LENGTH]] = self.stamp
+        h[ix, LENGTH] += 1
         return used
 
     def _repack(self, need: int) -> None:
-        """Compact the live stamps into a pool with room for ``need`` more entries and as many again
-        as are live (amortised O(1) per entry)."""
+        """Compact the live stamps (each list with room to grow by half) into a pool with room for
+        ``need`` more entries and a quarter of the live ones again (amortised O(1) per entry)."""
         live = self.live_entries
-        new = np.empty(max(MIN_POOL, 2 * (live + need)), np.uint32)
+        size = max(MIN_POOL, int(1.5 * live) + MIN_CAP * self.size + max(2 * need, live // 4))
+        if size >= 2**32:
+            raise MemoryError(f"AdaComp's touch log would need {size:,} entries (more than 2³² − 1): too many "
+                              "entries sent since the oldest outstanding pull")
         f = _fast()
-        if f is not None:
-            self.used = f.touch_compact(self.pool, self.start, self.length, self.capacity, self.floor, new)
-        else:
-            self.used = self._compact_numpy(new)
-        self.pool = new
+        while True:
+            new = np.empty(size, np.uint32)
+            used = f.touch_compact(self.pool, self.heads, self.floor, new) if f is not None else \
+                self._compact_numpy(new)
+            if used >= 0:
+                break
+            size = -used + max(2 * need, live // 4)
+        self.used, self.pool = used, new
 
     def _compact_numpy(self, new: np.ndarray) -> int:
-        first = _upper(self.pool, self.start, self.length.astype(np.int64), self.floor)
-        live = (self.start + self.length - first).astype(np.int64)
-        start = np.concatenate(([0], np.cumsum(live)[:-1]))
+        h = self.heads
+        start, length = h[:, START].astype(np.int64), h[:, LENGTH].astype(np.int64)
+        first = _upper(self.pool, start, length, self.floor)
+        live = start + length - first
+        room = np.where(live > 0, live + np.maximum(live // 2, MIN_CAP), 0)
+        if int(room.sum()) > new.size:
+            return -int(room.sum())
+        new_start = np.concatenate(([0], np.cumsum(room)[:-1]))
         owner = np.repeat(np.arange(self.size), live)
-        offs = np.arange(owner.size) - start[owner]
-        new[:owner.size] = self.pool[first[owner] + offs]
-        self.start[:] = start
-        self.length[:] = self.capacity[:] = live
-        return int(owner.size)
+        offs = np.arange(owner.size) - np.concatenate(([0], np.cumsum(live)[:-1]))[owner]
+        new[new_start[owner] + offs] = self.pool[first[owner] + offs]
+        h[:, START], h[:, LENGTH], h[:, CAPACITY] = new_start, live, room
+        return int(room.sum())
 
     def advance(self, floor: int) -> None:
         """Stamps ≤ ``floor`` will never be asked for again (no pull on record is older)."""
@@ -227,16 +255,17 @@ class PullRecords:
             self._settle()
 
     def applied(self, indices: Optional[np.ndarray], counts: np.ndarray) -> None:
-        """An update touched ``indices`` (after its σ were computed); ``counts`` already include it."""
+        """An update touched ``indices`` (after its σ were computed); ``counts`` already include it.
+        (``TouchLog.adacomp`` appends itself: then only ``bound``.)"""
         self.log.append(indices)
-        self._bound(counts)
+        self.bound(counts)
 
     def _settle(self) -> None:
         while self._order and not self._pinned[self._order[0]]:
             del self._pinned[self._order.popleft()]
         self.log.advance(self._order[0] if self._order else self.log.stamp)
 
-    def _bound(self, counts: np.ndarray) -> None:
+    def bound(self, counts: np.ndarray) -> None:
         """Give the oldest pulls dense snapshots while they alone keep more than |Θ| entries alive."""
         log, order = self.log, self._order
         while order and log.entries_between(order[0], log.stamp) > log.size:

@@ -185,57 +185,58 @@ def test_other_index_dtypes_take_the_numpy_path():
 
 
 def test_touch_log_same_sigma_and_bits_either_path(numpy_path):
-    """AdaComp's touch log (edgebed/ps/staleness.py): appends, compactions, σ and the step with σ
-    given per entry, compiled against numpy."""
+    """AdaComp's touch log (edgebed/ps/staleness.py): appends, compactions, σ and the fused step
+    (σ, apply, append in one pass), compiled against numpy: the same σ, Θ bits, counters."""
     _require_compiled()
     from edgebed.ps import staleness
     rng = np.random.default_rng(5)
+    table = aggregate.lr_table(0.05)
+    theta = rng.standard_normal(N).astype(np.float32)
+    counts = np.zeros(N, np.uint32)
 
     def build():
-        log = staleness.TouchLog(N)
-        pushes = np.random.default_rng(9)
+        log, t, c = staleness.TouchLog(N), theta.copy(), counts.copy()
+        pushes, out = np.random.default_rng(9), []
         for stamp in range(300):
-            idx = None if stamp % 97 == 0 else _push(pushes, N, 400)[0]
-            log.append(idx)
+            idx, vals = _push(pushes, N, 400)
+            if stamp % 97 == 0:
+                idx, vals = None, pushes.standard_normal(N).astype(np.float32)
+            if stamp % 3:
+                out.append(log.adacomp(t, c, idx, vals, 0.05, table, max(log.floor, stamp - 40)))
+            else:
+                log.append(idx)
             if stamp % 50 == 49:
                 log.advance(stamp - 120)
-        return log
+        return log, t, c, out
 
-    a, b = build(), numpy_path(build)
+    (a, ta, ca, oa), (b, tb, cb, ob) = build(), numpy_path(build)
+    assert oa == ob and max(x[1] for x in oa) > 1
+    assert ta.tobytes() == tb.tobytes() and np.array_equal(ca, cb)
     assert a.floor == b.floor and a.live_entries == b.live_entries
     for since in (b.floor, b.floor + 1, 200, 299, 300):
         idx = _push(rng, N, 700)[0]
         assert np.array_equal(a.sigma(idx, since), numpy_path(b.sigma, idx, since))
         assert np.array_equal(a.sigma(None, since), numpy_path(b.sigma, None, since))
-    sigma = a.sigma(None, a.floor)
-    assert sigma.max() > 1
-    theta = rng.standard_normal(N).astype(np.float32)
-    counts = rng.integers(0, 9_000, N).astype(np.uint32)
-    idx, vals = _push(rng, N, 600)
-    s = sigma[idx.astype(np.intp)] * 20   # σ across the lookup table's edge (4,096)
-    t1, c1, t2, c2 = theta.copy(), counts.copy(), theta.copy(), counts.copy()
-    got = staleness.adacomp_sigma(t1, c1, s, idx, vals, 0.05, aggregate.lr_table(0.05))
-    want = numpy_path(staleness.adacomp_sigma, t2, c2, s, idx, vals, 0.05, aggregate.lr_table(0.05))
-    assert tuple(got) == tuple(want) and t1.tobytes() == t2.tobytes() and np.array_equal(c1, c2)
 
 
 def test_touch_log_functions_refuse_bad_arguments():
     _require_compiled()
     f = aggregate._fast
-    pool, start = np.zeros(16, np.uint32), np.zeros(10, np.int64)
-    length, cap = np.zeros(10, np.uint32), np.zeros(10, np.uint32)
-    out = np.zeros(1, np.uint32)
+    pool, heads, out = np.zeros(16, np.uint32), np.zeros((10, 4), np.uint32), np.zeros(1, np.uint32)
     with pytest.raises(ValueError, match="out of range"):
-        f.touch_sigma(pool, start, length, np.array([10], np.uint32), 0, out)
-    with pytest.raises(ValueError, match="one entry per parameter"):
-        f.touch_sigma(pool, start[:5], length, np.array([1], np.uint32), 0, out)
-    length[3] = 20                       # a list reaching past the pool
-    with pytest.raises(ValueError, match="outside the pool"):
-        f.touch_sigma(pool, start, length, np.array([3], np.uint32), 0, out)
-    with pytest.raises(ValueError, match="outside the pool"):
-        f.touch_append(pool, start, length, cap, 0, np.array([3], np.uint32), 1, 0)
-    length[3] = 0
-    assert f.touch_append(pool, start, length, cap, 14, np.array([3], np.uint32), 1, 0) == -4   # no room: asks
-    assert f.touch_append(pool, start, length, cap, 0, np.array([3], np.uint32), 1, 0) == 4
-    with pytest.raises(ValueError, match="too small"):
-        f.touch_compact(pool, start, length, cap, 0, np.zeros(0, np.uint32))
+        f.touch_sigma(pool, heads, np.array([10], np.uint32), 0, out)
+    with pytest.raises(ValueError, match="uint32"):
+        f.touch_sigma(pool, heads[:, :3].copy(), np.array([1], np.uint32), 0, out)
+    heads[3] = (10, 0, 20, 0)            # a list reaching past the pool
+    for call in (lambda: f.touch_sigma(pool, heads, np.array([3], np.uint32), 0, out),
+                 lambda: f.touch_append(pool, heads, 0, np.array([3], np.uint32), 1, 0),
+                 lambda: f.adacomp_touch(np.zeros(10, np.float32), np.zeros(10, np.uint32), pool, heads, 0,
+                                         np.array([3], np.uint32), np.ones(1, np.float32), 0.1,
+                                         aggregate.lr_table(0.1, 16), 0, 1, 0)):
+        with pytest.raises(ValueError, match="outside the pool"):
+            call()
+    heads[3] = 0
+    assert f.touch_append(pool, heads, 14, np.array([3], np.uint32), 1, 0) == -4   # no room: asks, changes nothing
+    assert heads[3].tolist() == [0, 0, 0, 0]
+    assert f.touch_append(pool, heads, 0, np.array([3], np.uint32), 1, 0) == 4
+    assert f.touch_compact(pool, heads, 0, np.zeros(0, np.uint32)) == -5   # 1 live stamp + room 4

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..aggregate import adacomp_apply, lr_table
 from ...algorithms.params import AdaCompParams
-from ..staleness import PullRecords, adacomp_sigma
+from ..staleness import PullRecords
 from .base import Applied, UpdateRule
 
 
@@ -31,13 +31,14 @@ class AdaComp(UpdateRule):
 
     def apply(self, device, staleness, values, indices):
         since = self.pulls.since.get(device)
-        if since is not None:
-            sigma = self.pulls.log.sigma(indices, since)
-            total, top = adacomp_sigma(self.theta, self.counts, sigma, indices, values, self.lr, self._lr_table)
+        if since is not None:   # σ from the touch log, which records this update in the same pass
+            total, top = self.pulls.log.adacomp(self.theta, self.counts, indices, values, self.lr,
+                                                self._lr_table, since)
+            self.pulls.bound(self.counts)
         else:   # a dense snapshot; without one (no pull on record, e.g. after a restart): the global τ
             total, top = adacomp_apply(self.theta, self.counts, self.pulls.dense.get(device), indices, values,
                                        self.lr, staleness, self._lr_table)
-        self.pulls.applied(indices, self.counts)
+            self.pulls.applied(indices, self.counts)
         n = values.size
         return Applied(staleness, total / n if n else 0.0, float(top))
 
