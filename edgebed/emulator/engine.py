@@ -297,7 +297,7 @@ class Engine:
                 limit = sc.stop.wall_time
                 clock.alarm(limit, lambda: ps.request_stop(
                     f"wall time {limit:.0f} s reached" + (" (virtual time)" if clock.virtual else "")))
-            last_flush = last_watch = time.monotonic()
+            last_flush = last_watch = last_traffic = time.monotonic()
             signals.reassert()
             signals.phase = RUNNING   # a signal now only asks the loop to stop, at the top of a tick
             while ps.stopped is None:
@@ -337,7 +337,10 @@ class Engine:
                 self.progress(self._line(ps, evals, elapsed, len(handles) - len(seen_exit | frozen | lost)), False)
                 if time.monotonic() - last_flush >= FLUSH_EVERY:
                     writer.flush()
-                    write_json_atomic(path / "traffic.json", ps.meter.to_dict())
+                    # per-device counters: with many devices a write costs seconds, so less often
+                    if time.monotonic() - last_traffic >= FLUSH_EVERY * max(1.0, sc.workers.n / 2_000):
+                        write_json_atomic(path / "traffic.json", ps.meter.to_dict())
+                        last_traffic = time.monotonic()
                     last_flush = time.monotonic()
             status, reason = ("failed", ps.failure) if ps.failure else ("complete", ps.stopped)
         except (KeyboardInterrupt, Interrupted):
