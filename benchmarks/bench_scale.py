@@ -99,6 +99,10 @@ def point(model: str, rule: str, n: int, updates: int) -> dict:
             "predicted_per_device": predicted["per_device"],
             "gradients": sim["gradients"], "compute_s": sim["compute_s"],
             "staleness_mean": round(float(up["staleness"].mean()), 1),
+            # the fidelity report's per-class view at this size: share of updates, devices, staleness
+            "classes": [{k: c.get(k) for k in ("class", "share", "expected_share", "devices", "staleness_mean",
+                                               "expected_staleness_mean")}
+                        for c in (res.summary.get("fidelity") or {}).get("expected", [])],
             "devices_pushed": int(up["device"].nunique())}
 
 

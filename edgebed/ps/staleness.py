@@ -141,6 +141,12 @@ class TouchLog:
             self._repack(-used)
         self._appended(used, indices)
 
+    def skip(self, indices: Optional[np.ndarray]) -> None:
+        """A new stamp that no outstanding pull will ask about (none is on record in the log): count
+        it, write nothing. Its lists' older stamps are all dead then, so σ stays exact."""
+        self.stamp += 1
+        self._appended(self.used, indices)
+
     def _appended(self, used: int, indices) -> None:
         self.used = used
         self._entries.append(self._entries[-1] + (self.size if indices is None else indices.size))
@@ -257,8 +263,12 @@ class PullRecords:
     def applied(self, indices: Optional[np.ndarray], counts: np.ndarray) -> None:
         """An update touched ``indices`` (after its σ were computed); ``counts`` already include it.
         (``TouchLog.adacomp`` appends itself: then only ``bound``.)"""
-        self.log.append(indices)
-        self.bound(counts)
+        if self.since:
+            self.log.append(indices)
+            self.bound(counts)
+        else:   # no pull reads the log (only dense snapshots, or none): nothing to record
+            self.log.skip(indices)
+            self._settle()
 
     def _settle(self) -> None:
         while self._order and not self._pinned[self._order[0]]:
