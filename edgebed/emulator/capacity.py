@@ -28,7 +28,7 @@ from ..scenario import Scenario
 PARAMETERS = {"cnn": 211_690, "mlp": 199_210}
 # Fixed costs of a sim process: the interpreter with torch and the rest imported, Θ, the evaluator and
 # the normalised data set (bundled digits), by model; measured (bench_scale, n = 200).
-BASE_BYTES = {"cnn": 700 << 20, "mlp": 600 << 20}
+BASE_BYTES = {"cnn": 700 << 20, "mlp": 512 << 20}
 # A device's Python objects (state machine, trainer, links, random streams, its Welcome config, the
 # PS's session record), without any array of its model's size; measured (bench_scale's slope).
 DEVICE_BYTES = 24 << 10
