@@ -33,7 +33,7 @@ def test_the_reference_page_lists_every_key_with_its_type_and_default():
     missing = sorted(scenario_ref.key_paths() - set(rows))
     assert not missing, f"the generated scenario reference lacks: {missing}"
     # type, unit and default come from the schema itself
-    assert re.search(r"\| int \(≥ 1, ≤ 10,000\) \| — \| required \|", rows["workers.n"]), rows["workers.n"]
+    assert re.search(r"\| int \(≥ 1, ≤ 1,000,000\) \| — \| required \|", rows["workers.n"]), rows["workers.n"]
     assert "| duration | s | `60.0` |" in rows["failures.lost_after"], rows["failures.lost_after"]
     assert "| rate \\| `null` | bit/s | `null` |" in rows["workers.classes[].uplink.rate"]
     assert "`adacomp`" in rows["algorithm.name"] and "`easgd`" in rows["algorithm.name"]
