@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from ..ps.rules import RULES
+from ..algorithms import ALGORITHMS
 from ..scenario import Scenario
 
 PARAMETERS = {"cnn": 211_690, "mlp": 199_210}
@@ -38,7 +38,7 @@ MARGIN = 1.25   # what the checks add to the prediction before comparing it with
 def sim_memory(sc: Scenario) -> dict:
     """Predicted peak bytes of a virtual-clock run of ``sc``: {"base", "per_device", "total"}."""
     size = PARAMETERS[sc.model.name]
-    rule = RULES[sc.algorithm.name]
+    rule = ALGORITHMS[sc.algorithm.name]
     c = sc.algorithm.ratio
     per = DEVICE_BYTES
     k = sc.dataset.samples_per_device
@@ -48,7 +48,7 @@ def sim_memory(sc: Scenario) -> dict:
             per += 4 * size                            # the dense gradient it will push
         else:
             per += 8 * int(c * size)                   # the selection it will push (values + indices)
-            if rule.name == "adacomp":
+            if sc.algorithm.name == "adacomp":
                 per += 8 * int(c * size)               # the PS's touch log, with room to grow
         if sc.runtime.name == "sim" and (sc.runtime.sim or {}).get("max_batch", 1) > 1:
             per += 4 * size                            # the pulled Θ a deferred gradient waits with
@@ -88,7 +88,7 @@ def problems(sc: Scenario, memory: Optional[int] = None) -> list[str]:
         if memory is not None and need["total"] * MARGIN > memory:
             gib = 2 ** 30
             fits = max(0, int((memory / MARGIN - need["base"]) // need["per_device"]))
-            dense = RULES[sc.algorithm.name].compressor == "dense"
+            dense = ALGORITHMS[sc.algorithm.name].compressor == "dense"
             out.append(f"workers.n={sc.workers.n}: the virtual clock would need about "
                        f"{need['total'] * MARGIN / gib:.1f} GiB ({need['base'] / gib:.1f} GiB + "
                        f"{need['per_device'] / 1024:,.0f} KiB per device, ×{MARGIN} margin; docs/scale.md) and this "
