@@ -8,9 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 
+# Every function the PS calls on the compiled path. A module built from an older _fastpush.c (an
+# editable install whose extension was not rebuilt after a pull) lacks some: it is not used, and
+# the PS says so once, instead of failing at the first push that needs the missing one.
+FUNCTIONS = ("check_sparse", "sgd_sparse", "adacomp", "touch_sigma", "adacomp_touch", "touch_append",
+             "touch_compact")
 try:
     from . import _fastpush as _fast
 except ImportError:   # not built (no C compiler at install time): numpy
+    _fast = None
+if _fast is not None and not all(hasattr(_fast, f) for f in FUNCTIONS):
+    import warnings
+    warnings.warn(f"edgebed.ps._fastpush ({_fast.__file__}) was built from an older _fastpush.c (it lacks "
+                  f"{', '.join(f for f in FUNCTIONS if not hasattr(_fast, f))}): the PS uses numpy. Rebuild it: "
+                  "`make setup` (or pip install -e .)", RuntimeWarning, stacklevel=2)
     _fast = None
 FAST = _fast is not None
 PUSH_PATH = "compiled" if FAST else "numpy"   # for the manifest (rundir.host_facts)

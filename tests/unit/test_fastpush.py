@@ -240,3 +240,14 @@ def test_touch_log_functions_refuse_bad_arguments():
     assert heads[3].tolist() == [0, 0, 0, 0]
     assert f.touch_append(pool, heads, 0, np.array([3], np.uint32), 1, 0) == 4
     assert f.touch_compact(pool, heads, 0, np.zeros(0, np.uint32)) == -5   # 1 live stamp + room 4
+
+
+def test_the_completeness_check_names_every_compiled_function():
+    """aggregate.FUNCTIONS is what decides whether a built module is current: it must list every
+    function _fastpush.c exports, or a stale build could be taken for a current one."""
+    import re
+    from pathlib import Path
+    from edgebed.ps import aggregate
+    source = (Path(aggregate.__file__).parent / "_fastpush.c").read_text()
+    exported = set(re.findall(r'^\s*\{"(\w+)", \w+, METH_', source, re.M))
+    assert exported and exported == set(aggregate.FUNCTIONS)
