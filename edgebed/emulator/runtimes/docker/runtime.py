@@ -40,6 +40,7 @@ from . import images, links, nsjoin
 from .clean import clean_docker, leak_advice, run_id_of
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 from .handles import ContainerHandle, ForkedAgentHandle
+from .quotas import QuotaOnFirstPush
 
 LABEL = images.LABEL
 RUN_LABEL = f"{LABEL}.run"
@@ -90,7 +91,7 @@ class DockerSpec(BaseModel):
         "needed for hundreds of devices)")
 
 
-class DockerRuntime(Runtime):
+class DockerRuntime(QuotaOnFirstPush, Runtime):
     name = "docker"
     # Class-level default for listings; instances replace it with what this kernel can do (netem).
     capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
@@ -279,32 +280,9 @@ class DockerRuntime(Runtime):
         return out
 
     # -- during the run -----------------------------------------------------------------------
-    def drive(self, ps, seconds: float) -> None:
-        """Engine tick: apply CPU quotas to devices that pushed once, sample kernel counters."""
-        end = time.monotonic() + seconds
-        if self._quota_pending:
-            ready = [d for d in self._quota_pending
-                     if (st := ps.devices.get(d)) is not None and st.pushes >= 1]
-            self.apply_quotas(ready)
-        self.sample_counters()
-        left = end - time.monotonic()
-        if left > 0:
-            time.sleep(left)
-
-    def apply_quotas(self, devices=(), all_pending: bool = False) -> None:
-        """Set the CPU quota of ``devices`` (or of every device still unthrottled)."""
-        todo = list(self._quota_pending) if all_pending else [d for d in devices if d in self._quota_pending]
-        by_dev = {h.device: h for h in self.handles}
-        for d in todo:
-            cpus = self._quota_pending.pop(d)
-            h = by_dev.get(d)
-            if h is None or h.returncode is not None:
-                continue
-            try:
-                h.container.update(cpu_period=100_000, cpu_quota=max(1000, int(cpus * 100_000)))
-                self.record["containers"][str(d)]["cpus"] = cpus
-            except Exception as err:
-                self.record["warnings"].append(f"device {d}: CPU quota not applied: {err}")
+    def _set_quota(self, handle, device: int, cpus: float) -> None:
+        handle.container.update(cpu_period=100_000, cpu_quota=max(1000, int(cpus * 100_000)))
+        self.record["containers"][str(device)]["cpus"] = cpus
 
     def container_status(self, container_id: str) -> Optional[str]:
         """A container's state from the latest batch listing (at most STATUS_TTL old), None if unlisted;

@@ -33,6 +33,7 @@ from ...fidelity import PeakRate
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 from ..docker import images, links
 from ..docker.handles import ContainerHandle
+from ..docker.quotas import QuotaOnFirstPush
 from ..docker.runtime import LABEL, RUN_LABEL, DockerRuntime, cpus_for, run_id_of
 from . import clean
 from .agent import GATE_FILE, AgentError, LinkAgent, interface_with, ps_source_address
@@ -84,7 +85,7 @@ class SwarmTaskHandle(ContainerHandle):
             self.runtime.note_crash(self.device)
 
 
-class SwarmRuntime(Runtime):
+class SwarmRuntime(QuotaOnFirstPush, Runtime):
     name = "swarm"
     capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
                                 cpu_quota=True, freeze="pause")
@@ -347,29 +348,9 @@ class SwarmRuntime(Runtime):
                                        "how": "docker pause on the task's node; restart-condition none"})
 
     # -- during the run ---------------------------------------------------------------------------------
-    def drive(self, ps, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        if self._quota_pending:
-            ready = [d for d in self._quota_pending if (st := ps.devices.get(d)) is not None and st.pushes >= 1]
-            self.apply_quotas(ready)
-        self.sample_counters()
-        left = end - time.monotonic()
-        if left > 0:
-            time.sleep(left)
-
-    def apply_quotas(self, devices=(), all_pending: bool = False) -> None:
-        todo = list(self._quota_pending) if all_pending else [d for d in devices if d in self._quota_pending]
-        by_dev = {h.device: h for h in self.handles}
-        for d in todo:
-            cpus = self._quota_pending.pop(d)
-            h = by_dev.get(d)
-            if h is None or h.returncode is not None:
-                continue
-            try:
-                LinkAgent.set_quota(h.container, cpus)
-                self.record["devices"][str(d)]["cpus"] = cpus
-            except Exception as err:
-                self.record["warnings"].append(f"device {d}: CPU quota not applied: {err}")
+    def _set_quota(self, handle, device: int, cpus: float) -> None:
+        LinkAgent.set_quota(handle.container, cpus)
+        self.record["devices"][str(device)]["cpus"] = cpus
 
     def container_status(self, container_id: str) -> Optional[str]:
         """A task container's state from the latest listing of every node (at most STATUS_TTL old),
