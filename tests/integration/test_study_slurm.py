@@ -1,11 +1,13 @@
 """The SLURM executor on a real one-node SLURM (munged, slurmctld, slurmd started by .ci/provision):
-the smoke study goes in as one job array through submitit; an array task cancelled while it runs
+the smoke study goes in as one job array through submitit; an array task whose processes are killed while it runs
 (as a node failure or preemption would end it) is submitted again and the study completes, with the
 compact results the local executor gives."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -28,13 +30,29 @@ def require_slurm():
             f"{problem}; `bash .ci/provision` (root) starts a one-node one: munged, slurmctld, slurmd")
 
 
+def kill_job_processes(job: str) -> None:
+    """SIGKILL every process of a running SLURM job (an array task id such as ``72_0`` too)."""
+    jid = subprocess.run(["squeue", "-h", "-j", job, "-o", "%A"], capture_output=True, text=True,
+                         check=True, timeout=30).stdout.split()[0]
+    out = subprocess.run(["scontrol", "listpids", jid], capture_output=True, text=True, check=True, timeout=30)
+    pids = [int(line.split()[0]) for line in out.stdout.splitlines()[1:] if line.split()]
+    assert pids, f"SLURM lists no process of job {job} ({jid}): {out.stdout!r}"
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_study_runs_as_a_job_array_survives_a_cancelled_task_and_matches_the_local_executor(tmp_path):
     require_slurm()
     from edgebed.study.executors import SlurmExecutor
-    reference = local_reference()
-    path = write_smoke_study(tmp_path / "study", updates=300)
+    # cells of 1,500 updates (seconds each): long enough that the task seen running is still running
+    # when the kill lands; at 300 updates one could write its result in between
+    reference = local_reference(1500)
+    path = write_smoke_study(tmp_path / "study", updates=1500)
     sdir = tmp_path / "out" / "exec-smoke"
     cancelled = {}
 
@@ -48,9 +66,10 @@ def test_a_study_runs_as_a_job_array_survives_a_cancelled_task_and_matches_the_l
             for t in snap["tasks"]:
                 m = re.search(r"job (\S+)", t.get("worker") or "")
                 if t["state"] == "running" and m:
-                    # at once: a cell of 300 updates can end within a second of being seen running
-                    # (the job then completes before scancel reaches it, and nothing is retried)
-                    subprocess.run(["scancel", m.group(1)], check=True, timeout=30)
+                    # The task's processes die at once, as on a node failure. (scancel sends SIGTERM
+                    # first, which submitit's job bypasses: a cell of seconds then finishes within
+                    # SLURM's KillWait, writes its result, and nothing is retried.)
+                    kill_job_processes(m.group(1))
                     cancelled.update(cell=t["cell"], job=m.group(1))
                     return
             time.sleep(0.2)
