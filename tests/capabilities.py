@@ -94,6 +94,11 @@ def require_swarm() -> dict:
     from pathlib import Path
     require_docker()
     require_root()
+    manager = _SWARM.get("env", {}).get("MANAGER", "")
+    if manager and not Path(manager.removeprefix("unix://")).exists():
+        # torn down since (another test process's exit ran .ci/swarm-down): bring it up again
+        print(f"require_swarm: the test swarm's manager socket {manager} is gone; bringing it up again")
+        _SWARM.pop("env")
     if "env" not in _SWARM:
         root = Path(__file__).resolve().parents[1]
         env_file = Path("/run/edgebed-swarm/env")

@@ -41,8 +41,10 @@ def cluster():
 @pytest.mark.timeout(300)
 def test_a_killed_worker_raylet_is_retried_elsewhere_and_results_match_the_local_executor(cluster, tmp_path):
     c, workers = cluster
-    reference = local_reference()
-    path = write_smoke_study(tmp_path / "study", updates=300)
+    # cells of 1,500 updates (seconds each, and the SLURM test's cached reference): a 300-update cell
+    # could end between being seen running and its raylet's removal
+    reference = local_reference(1500)
+    path = write_smoke_study(tmp_path / "study", updates=1500)
     sdir = tmp_path / "out" / "exec-smoke"
     killed = {}
 
@@ -56,7 +58,9 @@ def test_a_killed_worker_raylet_is_retried_elsewhere_and_results_match_the_local
                 snap = {"tasks": []}
             for t in snap["tasks"]:
                 if t["state"] == "running" and t.get("worker"):
-                    node = next((w for w in workers if w.unique_id[:8] in t["worker"]), None)
+                    # the view says "... node <first 8 hex digits of the node id>" (unique_id is a
+                    # socket path starting with the IP address: it matched every node)
+                    node = next((w for w in workers if f"node {w.node_id[:8]}" in t["worker"]), None)
                     if node is not None:         # at once: the cell has started and has seconds to go
                         c.remove_node(node, allow_graceful=False)
                         killed.update(cell=t["cell"], node=node.unique_id, after_s=time.time() - t["started"])
