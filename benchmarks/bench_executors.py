@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         if problem:
             raise SystemExit(f"slurm: {problem}; run `bash .ci/provision` or pass --skip-slurm")
     makers = {"local in-process": lambda: LocalExecutor(1),
-              "local pool (2 processes)": lambda: LocalExecutor(2),
+              "local, 2 processes (one per task)": lambda: LocalExecutor(2),
               "ray (private, 2 CPUs)": lambda: RayExecutor(None, Resources(cpus=1))}
     if not args.skip_slurm:
         makers["slurm (one node, job array)"] = lambda: SlurmExecutor(root / "slurm-overhead", time_min=10)

@@ -2,52 +2,40 @@
 
 ``workers == 1`` runs each task in the study process itself, when it is submitted (``window`` 1):
 the engine's live progress bar and its own Ctrl-C handling work as for ``edgebed run``.
-``workers > 1`` runs tasks in a pool of spawned processes that end with the study process
-(``procs.die_with_parent``); a pool process that dies breaks the pool, its tasks come back as
-:class:`~.base.WorkerLost` and the next submit starts a fresh pool.
+``workers > 1`` starts one spawned process per task, at most ``workers`` at once (``window``), each
+ending with the study process (``procs.die_with_parent``). The processes share nothing, so one that
+dies (killed, out of memory) loses only its own task — as :class:`~.base.WorkerLost` — and the cell
+running beside it goes on. (A ``ProcessPoolExecutor`` breaks as a whole when one process dies and
+takes every outstanding task with it; a cell lasts minutes, so a process per cell costs nothing.)
 """
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import threading
-from concurrent.futures import CancelledError, Future
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from itertools import count
 from typing import Optional
 
 from .base import ExecutorError, StudyExecutor, WorkerLost
 
-_STUDY_PID: Optional[int] = None   # in a pool process: the study process that started it
-_STARTED = None                    # in a pool process: where it says which task it started
-_STOP = None                       # in a pool process: set after Ctrl-C, so no queued task starts
 
-
-def _pool_init(study_pid: int, started, stop) -> None:
-    """A pool process ends with the study process: SIGTERM when it dies (the run in progress ends as
-    an interrupted run, recorded), and no queued task starts after it or after Ctrl-C (``_pool_call``)."""
-    global _STUDY_PID, _STARTED, _STOP
-    _STUDY_PID, _STARTED, _STOP = study_pid, started, stop
-    # idle, a Ctrl-C must not land inside the pool's queue code (a KeyboardInterrupt there can leave
-    # a queue lock held and hang the pool); ``_pool_call`` takes it while a task runs
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _child(conn, study_pid: int, fn, args, kwargs) -> None:
+    """One task in its own process: ends with the study process (SIGTERM: the run in progress ends
+    as an interrupted run, recorded); a Ctrl-C ends the cell as an interrupted run. The outcome, or
+    the exception, goes back through ``conn``."""
     from ...procs import die_with_parent
     die_with_parent(signal.SIGTERM, parent=study_pid)
-
-
-def _pool_call(tid: int, fn, args, kwargs):
-    if _STUDY_PID is not None and os.getppid() != _STUDY_PID:
-        raise RuntimeError("the study process is gone; not starting another cell")
-    if _STOP is not None and _STOP.is_set():
-        raise CancelledError("interrupted before it started")
-    if _STARTED is not None:
-        _STARTED.put((tid, os.getpid()))
-    signal.signal(signal.SIGINT, signal.default_int_handler)   # the cell ends as an interrupted run
     try:
-        return fn(*args, **kwargs)
+        result = ("ok", fn(*args, **kwargs))
+    except BaseException as err:  # noqa: BLE001 — handed to the study process through the future
+        result = ("error", err)
+    try:
+        conn.send(result)
+    except Exception as err:  # noqa: BLE001 — e.g. an outcome that does not pickle
+        conn.send(("error", RuntimeError(f"the task's result could not be sent back: {type(err).__name__}: {err}")))
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        conn.close()
 
 
 class LocalExecutor(StudyExecutor):
@@ -59,13 +47,10 @@ class LocalExecutor(StudyExecutor):
             raise ExecutorError(f"jobs = {workers}: give at least 1 (cells run at once)")
         self._workers = workers
         self.in_process = workers == 1
-        self.window = 1 if workers == 1 else None
-        self._pool = None
-        self._started = self._stop = None
+        self.window = workers            # the driver submits no more than run at once
         self._ids = count()
-        self._tid: dict[int, int] = {}          # id(future) → task id
-        self._pid: dict[int, int] = {}          # task id → pool process
         self._lock = threading.Lock()
+        self._procs: dict[int, object] = {}     # id(future) → its process; owned by submit/_watch, under _lock
 
     @property
     def workers(self) -> int:
@@ -75,90 +60,72 @@ class LocalExecutor(StudyExecutor):
         return "local, in this process" if self.in_process else f"local, {self._workers} processes"
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
+        fut: Future = Future()
+        fut.set_running_or_notify_cancel()
         if self.in_process:
-            fut: Future = Future()
-            fut.set_running_or_notify_cancel()
             try:
                 fut.set_result(fn(*args, **kwargs))
             except Exception as err:  # noqa: BLE001 — handed to the caller through the future
                 fut.set_exception(err)
             return fut
-        pool = self._ensure_pool()
-        tid = next(self._ids)
-        inner = pool.submit(_pool_call, tid, fn, args, kwargs)
-        outer: Future = Future()
-        self._tid[id(outer)] = tid
-        _link(inner, outer)
-        return outer
-
-    def _ensure_pool(self):
         import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-        if self._pool is not None and getattr(self._pool, "_broken", False):
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-        if self._pool is None:
-            ctx = mp.get_context("spawn")
-            self._started, self._stop = ctx.Queue(), ctx.Event()
-            self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=ctx, initializer=_pool_init,
-                                             initargs=(os.getpid(), self._started, self._stop))
-        return self._pool
+        ctx = mp.get_context("spawn")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(send, os.getpid(), fn, args, kwargs),
+                           name=f"edgebed-cell-{next(self._ids)}", daemon=True)
+        proc.start()
+        send.close()                     # the child holds the only write end: EOF when it dies
+        with self._lock:
+            self._procs[id(fut)] = proc
+        threading.Thread(target=self._watch, args=(fut, proc, recv), daemon=True,
+                         name=f"watch-{proc.name}").start()
+        return fut
+
+    def _watch(self, fut: Future, proc, recv) -> None:
+        """Reads the task's one message (before joining: a large outcome fills the pipe), then the
+        process's end; no message means the process died — the task's worker was lost."""
+        try:
+            kind, value = recv.recv()
+        except (EOFError, OSError):
+            kind, value = None, None
+        finally:
+            recv.close()
+        proc.join()
+        with self._lock:
+            self._procs.pop(id(fut), None)
+        if kind == "ok":
+            fut.set_result(value)
+        elif kind == "error":
+            fut.set_exception(value)
+        else:
+            code = proc.exitcode
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            fut.set_exception(WorkerLost(f"a local worker process died (pid {proc.pid}, {how})"))
 
     def where(self, future: Future) -> Optional[str]:
         if self.in_process:
             return f"this process ({os.getpid()})" if future.running() else None
         with self._lock:
-            while self._started is not None:
-                try:
-                    tid, pid = self._started.get_nowait()
-                except (queue.Empty, OSError, ValueError):
-                    break
-                self._pid[tid] = pid
-        pid = self._pid.get(self._tid.get(id(future), -1))
-        return f"pid {pid}" if pid is not None and not future.done() else None
+            proc = self._procs.get(id(future))
+        return f"pid {proc.pid}" if proc is not None and not future.done() else None
 
     def interrupt(self, futures: list[Future]) -> None:
-        """Queued tasks are cancelled; the pool's processes get SIGINT (a Ctrl-C in a terminal reaches
-        them anyway, ``kill -INT`` of the study process does not), so the cells they run end as
-        interrupted runs, recorded."""
-        if self._stop is not None:
-            self._stop.set()
-        for fut in futures:
-            fut.cancel()
-        for proc in list(getattr(self._pool, "_processes", {}).values()):
+        """The tasks' processes get SIGINT (a Ctrl-C in a terminal reaches them anyway, ``kill -INT``
+        of the study process does not), so the cells they run end as interrupted runs, recorded."""
+        with self._lock:
+            procs = [self._procs[id(f)] for f in futures if id(f) in self._procs]
+        for proc in procs:
             try:
                 os.kill(proc.pid, signal.SIGINT)
-            except ProcessLookupError:
+            except (ProcessLookupError, TypeError):
                 pass
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
-        if self._started is not None:
-            self._started.close()
-            self._started = None
-
-
-def _link(inner: Future, outer: Future) -> None:
-    """``outer`` follows ``inner``; a broken pool (a process killed) becomes ``WorkerLost``."""
-    orig_cancel = outer.cancel
-
-    def cancel() -> bool:
-        return inner.cancel() and orig_cancel()
-    outer.cancel = cancel   # type: ignore[method-assign]
-
-    def done(f: Future) -> None:
-        if f.cancelled():
-            orig_cancel()
-            outer.set_running_or_notify_cancel()
-            return
-        if not outer.set_running_or_notify_cancel():
-            return
-        err = f.exception()
-        if isinstance(err, BrokenProcessPool):
-            outer.set_exception(WorkerLost(f"a local worker process died: {err}"))
-        elif err is not None:
-            outer.set_exception(err)
-        else:
-            outer.set_result(f.result())
-    inner.add_done_callback(done)
+        with self._lock:
+            procs = list(self._procs.values())
+        if cancel_futures:
+            for proc in procs:
+                proc.terminate()
+        if wait:
+            for proc in procs:
+                proc.join()
