@@ -220,3 +220,27 @@ def test_study_status_shows_the_drivers_view(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "done 5 · running 0 · failed 1 · queued 0 (of 6)" in text
     assert "local, in this process" in text and "finished" in text
+
+
+def _hold(path: str, seconds: float) -> int:
+    """A task that says when it started and ended (its own file), for the overlap test below."""
+    t0 = time.time()
+    time.sleep(seconds)
+    Path(path).write_text(f"{t0} {time.time()}")
+    return os.getpid()
+
+
+@pytest.mark.timeout(120)
+def test_the_local_executor_runs_at_most_its_workers_at_once_and_cancels_what_waits(tmp_path):
+    ex = LocalExecutor(2)
+    try:
+        futs = [ex.submit(_hold, str(tmp_path / f"t{i}"), 1.0) for i in range(5)]
+        assert futs[4].cancel()                       # still queued: it never starts
+        pids = [f.result(timeout=60) for f in futs[:4]]
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+    assert len(set(pids)) == 4 and os.getpid() not in pids     # a process of its own each
+    spans = [tuple(map(float, (tmp_path / f"t{i}").read_text().split())) for i in range(4)]
+    for t, _ in spans:                                # never more than two running at any start
+        assert sum(a <= t < b for a, b in spans) <= 2
+    assert not (tmp_path / "t4").exists()

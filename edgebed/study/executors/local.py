@@ -2,7 +2,8 @@
 
 ``workers == 1`` runs each task in the study process itself, when it is submitted (``window`` 1):
 the engine's live progress bar and its own Ctrl-C handling work as for ``edgebed run``.
-``workers > 1`` starts one spawned process per task, at most ``workers`` at once (``window``), each
+``workers > 1`` starts one spawned process per task, at most ``workers`` at once (the rest wait in a
+queue; the driver's ``window`` keeps it short), each
 ending with the study process (``procs.die_with_parent``). The processes share nothing, so one that
 dies (killed, out of memory) loses only its own task — as :class:`~.base.WorkerLost` — and the cell
 running beside it goes on. (A ``ProcessPoolExecutor`` breaks as a whole when one process dies and
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections import deque
 from concurrent.futures import Future
 from itertools import count
 from typing import Optional
@@ -49,8 +51,9 @@ class LocalExecutor(StudyExecutor):
         self.in_process = workers == 1
         self.window = workers            # the driver submits no more than run at once
         self._ids = count()
-        self._lock = threading.Lock()
-        self._procs: dict[int, object] = {}     # id(future) → its process; owned by submit/_watch, under _lock
+        self._lock = threading.Lock()           # guards the two below (submit and the watchers)
+        self._procs: dict[int, object] = {}     # id(future) → the process running its task
+        self._queue: deque = deque()            # (future, fn, args, kwargs) waiting for a free slot
 
     @property
     def workers(self) -> int:
@@ -61,13 +64,33 @@ class LocalExecutor(StudyExecutor):
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
         fut: Future = Future()
-        fut.set_running_or_notify_cancel()
         if self.in_process:
+            fut.set_running_or_notify_cancel()
             try:
                 fut.set_result(fn(*args, **kwargs))
             except Exception as err:  # noqa: BLE001 — handed to the caller through the future
                 fut.set_exception(err)
             return fut
+        with self._lock:
+            self._queue.append((fut, fn, args, kwargs))
+        self._start_queued()
+        return fut
+
+    def _start_queued(self) -> None:
+        """Starts queued tasks while fewer than ``workers`` run; a cancelled one is dropped."""
+        while True:
+            with self._lock:
+                if not self._queue or len(self._procs) >= self._workers:
+                    return
+                fut, fn, args, kwargs = self._queue.popleft()
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                proc, recv = self._spawn(fn, args, kwargs)
+                self._procs[id(fut)] = proc
+            threading.Thread(target=self._watch, args=(fut, proc, recv), daemon=True,
+                             name=f"watch-{proc.name}").start()
+
+    def _spawn(self, fn, args, kwargs):
         import multiprocessing as mp
         ctx = mp.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
@@ -75,11 +98,7 @@ class LocalExecutor(StudyExecutor):
                            name=f"edgebed-cell-{next(self._ids)}", daemon=True)
         proc.start()
         send.close()                     # the child holds the only write end: EOF when it dies
-        with self._lock:
-            self._procs[id(fut)] = proc
-        threading.Thread(target=self._watch, args=(fut, proc, recv), daemon=True,
-                         name=f"watch-{proc.name}").start()
-        return fut
+        return proc, recv
 
     def _watch(self, fut: Future, proc, recv) -> None:
         """Reads the task's one message (before joining: a large outcome fills the pipe), then the
@@ -93,6 +112,7 @@ class LocalExecutor(StudyExecutor):
         proc.join()
         with self._lock:
             self._procs.pop(id(fut), None)
+        self._start_queued()
         if kind == "ok":
             fut.set_result(value)
         elif kind == "error":
@@ -110,8 +130,10 @@ class LocalExecutor(StudyExecutor):
         return f"pid {proc.pid}" if proc is not None and not future.done() else None
 
     def interrupt(self, futures: list[Future]) -> None:
-        """The tasks' processes get SIGINT (a Ctrl-C in a terminal reaches them anyway, ``kill -INT``
+        """Queued tasks are cancelled; the running tasks' processes get SIGINT (a Ctrl-C in a terminal reaches them anyway, ``kill -INT``
         of the study process does not), so the cells they run end as interrupted runs, recorded."""
+        for fut in futures:
+            fut.cancel()                 # only a queued one: a running future can't be cancelled
         with self._lock:
             procs = [self._procs[id(f)] for f in futures if id(f) in self._procs]
         for proc in procs:
@@ -123,6 +145,9 @@ class LocalExecutor(StudyExecutor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             procs = list(self._procs.values())
+            queued, self._queue = (list(self._queue), deque()) if cancel_futures else ([], self._queue)
+        for fut, *_ in queued:
+            fut.cancel()
         if cancel_futures:
             for proc in procs:
                 proc.terminate()
