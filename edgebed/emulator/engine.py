@@ -285,10 +285,10 @@ class Engine:
                 handles[h.device] = h
             for d in sorted(pending_freeze):
                 handles[d].freeze()
-            ps._event(-1, "start", f"{len(handles)} agents on runtime {runtime.name}")
+            ps.event(-1, "start", f"{len(handles)} agents on runtime {runtime.name}")
             for warning in (applied.get("warning"), self.numerics.get("problem")):
                 if warning:   # e.g. no netem, no portable numerics: said once, in events and manifest
-                    ps._event(-1, "warning", warning)
+                    ps.event(-1, "warning", warning)
                     warn(warning)
             # stop.wall_time counts from here: runtime start-up (Spark's JVM, containers) is not run time.
             self._phase(f"{len(handles)} agents started; running (waiting for the first updates)")
@@ -306,7 +306,7 @@ class Engine:
                 if watchdog is not None and time.monotonic() - last_watch >= CHECK_EVERY:
                     last_watch = time.monotonic()
                     for warning in watchdog.check():   # during the run, not only in the verdict
-                        ps._event(-1, "warning", warning)
+                        ps.event(-1, "warning", warning)
                         warn(warning)
                 runtime.drive(ps, TICK)
                 if not transport.alive:
@@ -325,12 +325,12 @@ class Engine:
                     if code is not None and d not in seen_exit:
                         seen_exit.add(d)
                         exit_codes[d] = code
-                        ps._event(d, "exit", f"code={code}")
+                        ps.event(d, "exit", f"code={code}")
                 # Silence is measured in wall time: meaningless for devices on a virtual clock.
                 for d in (ps.silent_devices(sc.failures.lost_after) if not clock.virtual else ()):
                     if d not in lost:
                         lost.add(d)
-                        ps._event(d, "lost", f"silent for more than {sc.failures.lost_after:.0f} s")
+                        ps.event(d, "lost", f"silent for more than {sc.failures.lost_after:.0f} s")
                 frozen = ps.frozen_devices()
                 if handles and len(seen_exit | frozen | lost) >= len(handles):
                     ps.request_stop("no live device left")
@@ -400,7 +400,7 @@ class Engine:
         attempt = int(ep.get("attempt", 0)) + 1
         repeated = f"updates {ckpt.version + 1}..{last} recorded before are repeated" if last > ckpt.version \
             else "no recorded update is repeated"
-        ps._event(-1, "resume", f"PS restarted from the checkpoint at update {ckpt.version}, "
+        ps.event(-1, "resume", f"PS restarted from the checkpoint at update {ckpt.version}, "
                   f"{gap:.1f} s after it was written; {repeated}; {ended} old agent processes ended, "
                   f"agents restart with attempt {attempt}")
         evals = [e for e in read_table(path, "evals").to_dict("records") if e["update"] <= ckpt.version]
