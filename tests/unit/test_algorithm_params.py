@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edgebed.emulator.engine import welcome_config
+from edgebed.emulator.welcome import welcome_config
 from edgebed.algorithms import FLAT_KEYS, flat
 from edgebed.ps.rules import RULES
 from edgebed.scenario import ScenarioError, load_scenario, parse_scenario

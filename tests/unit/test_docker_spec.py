@@ -46,7 +46,7 @@ def test_run_id_is_docker_safe():
 def test_paced_devices_get_the_same_quota_and_keep_their_slowdown(tmp_path):
     """With timing.pacing the agent enforces the slowdown with its compute budget; a quota of
     base_cpus / slowdown on top would make every slow-class step overrun."""
-    from edgebed.emulator.engine import welcome_config
+    from edgebed.emulator.welcome import welcome_config
     sc = scenario({"base_cpus": 0.8}).model_copy(update={"timing": parse_scenario({
         "name": "t", "workers": {"n": 1}, "stop": {"updates": 1}, "timing": {"pacing": True}}).timing})
     rt = DockerRuntime(sc, tmp_path)

@@ -313,7 +313,7 @@ BASE = {"name": "s", "workers": {"n": 2}, "stop": {"updates": 10}}
 
 
 def test_scenario_accepts_the_spark_algorithms_and_sends_their_policy():
-    from edgebed.emulator.engine import welcome_config
+    from edgebed.emulator.welcome import welcome_config
     sc = parse_scenario({**BASE, "algorithm": {"name": "dynamic-averaging", "local_steps": 5, "delta": 0.5}})
     assert welcome_config(sc, 0, "dense", {})["policy"] == {"name": "dynamic", "local_steps": 5, "lr": 0.1,
                                                             "delta": 0.5}
