@@ -34,7 +34,7 @@ from .traffic import TrafficMeter
 @dataclass
 class PSConfig:
     n_devices: int
-    welcome: Callable[[int], dict]            # device → run configuration sent in Welcome
+    welcome: Callable[[int], wire.WelcomeConfig]   # device → run configuration sent in Welcome
     class_of: Callable[[int], str]            # device → speed-class name
     stop_updates: Optional[int] = None        # I
     eval_every: int = 0                       # snapshot Θ for evaluation at every k-th update (0: never)
@@ -218,7 +218,7 @@ class ParameterServer:
         self.devices[d] = DeviceState(session, msg.attempt, peer=self._peer, last_seen=self._now()[0])
         self.sessions[session] = d
         self.event(d, "hello", f"attempt={msg.attempt} class={msg.speed_class}")
-        return wire.Welcome(session, self.config.welcome(d))
+        return wire.Welcome(session, self.config.welcome(d).to_dict())
 
     def _on_pull(self, msg: wire.Pull, nbytes):
         st = self._session(msg.session)

@@ -53,4 +53,4 @@ def test_paced_devices_get_the_same_quota_and_keep_their_slowdown(tmp_path):
     assert rt.cpus_of("fast") == rt.cpus_of("slow") == 0.8
     paced = welcome_config(sc, 3, "top-c-per-layer", rt.applied(), {"pacing": True})
     unpaced = welcome_config(scenario(), 3, "top-c-per-layer", rt.applied())
-    assert paced["speed_class"]["slowdown"] == 4 and unpaced["speed_class"]["slowdown"] == 1.0
+    assert paced.speed_class["slowdown"] == 4 and unpaced.speed_class["slowdown"] == 1.0

@@ -14,7 +14,7 @@ def make_ps(rule_cls=ASGD, **cfg):
     theta = np.zeros(N, np.float32)
     hooks = Hooks(record=lambda t, r: rows[t].append(r), freeze=rows["frozen"].append,
                   snapshot=lambda v, th, info: rows["snap"].append((v, th, info)))
-    config = PSConfig(n_devices=4, welcome=lambda d: {"device": d}, class_of=lambda d: "c%d" % (d % 2), **cfg)
+    config = PSConfig(n_devices=4, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c%d" % (d % 2), **cfg)
     return ParameterServer(config, theta, rule_cls(theta, 0.1), hooks), rows
 
 
@@ -26,7 +26,7 @@ def call(ps, msg):
 
 def hello(ps, d):
     w, _ = call(ps, wire.Hello(d, "", 0))
-    assert isinstance(w, wire.Welcome) and w.config == {"device": d}
+    assert isinstance(w, wire.Welcome) and wire.WelcomeConfig.from_dict(w.config).device == d
     return w.session
 
 

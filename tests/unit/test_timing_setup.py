@@ -38,7 +38,7 @@ def test_a_given_dilation_slows_the_executed_scenario_and_the_agents_budgets(tmp
     assert t["pacing"] and t["step_time"] == pytest.approx(0.006) and t["wait"]["mean"] == pytest.approx(0.012)
     assert t["max_lag"] == pytest.approx(3 * exp["slow"]["cycle_s"] * 3)
     w = welcome_config(rt.scenario, 3, "top-c-per-layer", rt.applied(), t)
-    assert w["timing"] is t and w["speed_class"]["slowdown"] == 4
+    assert w.timing is t and w.speed_class["slowdown"] == 4
 
 
 def test_auto_dilation_is_calibrated_and_recorded(tmp_path):
@@ -59,7 +59,7 @@ def test_the_virtual_clock_is_never_dilated_and_takes_a_calibrated_step_time(tmp
 def test_no_timing_means_no_timing_in_welcome(tmp_path):
     timing, rt = resolve(scenario(), tmp_path)
     assert agent_timing(rt.scenario, timing, rt) is None
-    assert "timing" not in welcome_config(rt.scenario, 0, "top-c-per-layer", rt.applied())
+    assert "timing" not in welcome_config(rt.scenario, 0, "top-c-per-layer", rt.applied()).to_dict()
 
 
 def test_dilation_without_pacing_is_refused_with_what_to_do(tmp_path):
