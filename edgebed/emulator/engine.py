@@ -7,7 +7,6 @@ mark it incomplete.
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -146,10 +145,3 @@ def _remove_empty(path: Path) -> None:
         path.rmdir()
     except OSError:
         pass
-
-
-def terminal_progress(stream=None, every: float = 30.0):
-    """The console's progress callback (``console.RunProgress``): a live bar on a terminal, one line
-    per evaluation (and every ``every`` s) otherwise. ``stream`` defaults to the sys.stderr of the call."""
-    from ..console import RunProgress
-    return RunProgress(stream or sys.stderr, every=every)

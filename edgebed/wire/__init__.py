@@ -55,7 +55,6 @@ from .codec import Codec
 from .welcome import WelcomeConfig  # noqa: F401  (the typed form of Welcome.config)
 
 MAGIC = b"EB"
-VERSION = 2                 # the highest version this side speaks
 VERSIONS = (1, 2)           # versions decoded
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
