@@ -56,7 +56,7 @@ def frames_bytes(msg) -> list[bytes]:
 def make_ps(rule: str, n: int, c: float = 0.01):
     theta, layers = initial_theta("cnn", 0)
     r = RULES[rule](theta, 0.01)
-    ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {}, class_of=lambda d: "x"), theta, r, Hooks())
+    ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "x"), theta, r, Hooks())
     return ps, layers, theta.size
 
 
@@ -218,7 +218,7 @@ class NullPS:
     def __init__(self):
         import threading
         self.lock = threading.RLock()
-        self.config = PSConfig(n_devices=1, welcome=lambda d: {}, class_of=lambda d: "x")
+        self.config = PSConfig(n_devices=1, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "x")
         self.hooks = Hooks()
         self.busy_peers: set = set()
         self.errors: dict = {}

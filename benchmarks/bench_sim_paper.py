@@ -114,7 +114,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default=None, help="keep the run directory here (default: a temp dir)")
     args = ap.parse_args(argv)
 
-    from edgebed.emulator.engine import Engine, terminal_progress
+    from edgebed.console import RunProgress
+    from edgebed.emulator.engine import Engine
     from edgebed.emulator.runtimes.sim import SimSpec
     from edgebed.scenario import load_scenario
     sc = load_scenario(args.scenario, (f"stop.updates={args.updates}", *args.set))
@@ -127,7 +128,7 @@ def main(argv=None) -> int:
     batched_k = max_batch if max_batch > 1 else 32
     batched_before = time_steps(sc.model.name, args.sample, threads, batched_k)
     out_dir = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="edgebed-bench-"))
-    show = terminal_progress(every=30)
+    show = RunProgress(sys.stderr, every=30)
     probe = Probe(sc.model.name, threads, args.probe, args.probe_every)
 
     def progress(line: str, final: bool) -> None:

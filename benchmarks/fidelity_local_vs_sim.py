@@ -251,7 +251,8 @@ def main(argv=None) -> int:
         out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
         out.with_suffix(".md").write_text(to_markdown(Path(data["scenario"]).name, data["results"]))
         return 0
-    from edgebed.emulator.engine import Engine, terminal_progress
+    from edgebed.console import RunProgress
+    from edgebed.emulator.engine import Engine
     from edgebed.scenario import load_scenario
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="edgebed-fidelity-"))
     results = {}
@@ -261,7 +262,7 @@ def main(argv=None) -> int:
         print(f"== {name}", flush=True)
         sc = load_scenario(args.scenario, (*overrides, *args.set))
         with LoadSampler() as load:
-            res = Engine(sc, out=runs, progress=terminal_progress(every=10), source=args.scenario).run()
+            res = Engine(sc, out=runs, progress=RunProgress(sys.stderr, every=10), source=args.scenario).run()
         results[name] = measure(res.path, res.summary)
         results[name]["host"] = load.result()
         print(json.dumps(results[name]["host"]), flush=True)

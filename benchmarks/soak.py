@@ -47,7 +47,7 @@ def serve_ps(conn, n_devices: int, checkpoint_every: int) -> None:
     rule = RULES["adacomp"](theta, 0.05)
     run_dir = Path(tempfile.mkdtemp(prefix="edgebed-soak-"))
     writer = RunWriter(run_dir)
-    ps = ParameterServer(PSConfig(n_devices=n_devices, welcome=lambda d: {"device": d},
+    ps = ParameterServer(PSConfig(n_devices=n_devices, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
                                   class_of=lambda d: "soak"), theta, rule, Hooks(record=writer.append))
     if checkpoint_every:
         from edgebed.ps import checkpoint

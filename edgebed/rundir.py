@@ -23,7 +23,7 @@ import platform
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -255,7 +255,3 @@ def host_facts(ps_push_path: str) -> dict:
         "packages": {p: ver(p) for p in ("edgebed", "torch", "numpy", "pyzmq", "pyarrow", "pandas",
                                           "pydantic", "pyroute2", "docker", "pyspark")},
     }
-
-
-def rows_to_frame(rows: Iterable[dict], table: str) -> pd.DataFrame:
-    return pa.Table.from_pylist(list(rows), schema=SCHEMAS[table]).to_pandas()

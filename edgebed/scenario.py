@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from .atomic import replacing
 from .algorithms import ALGORITHMS, FLAT_KEYS, Algorithm, AlgorithmParams, own_keys, takers
 from .units import Duration, Fraction, Rate
 
@@ -521,4 +522,6 @@ def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario
 
 
 def dump_scenario(sc: Scenario, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(sc.to_dict(), sort_keys=False))
+    """Write the scenario as YAML, atomically (a run's own scenario.yaml is read while it runs)."""
+    with replacing(path) as tmp:
+        tmp.write_text(yaml.safe_dump(sc.to_dict(), sort_keys=False))

@@ -22,9 +22,6 @@ _RATE_UNITS = {
 _BYTE_RATES = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12,
                "kibps": 1024, "mibps": 1024**2, "gibps": 1024**3, "tibps": 1024**4}
 _TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
-_SIZE_UNITS = {
-    "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024, "mib": 1024**2, "gib": 1024**3,
-}
 
 
 def _split(value: object, what: str, example: str) -> tuple[float, str]:
@@ -83,11 +80,6 @@ def parse_fraction(value: object) -> float:
 Rate = Annotated[float, BeforeValidator(parse_rate)]
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Fraction = Annotated[float, BeforeValidator(parse_fraction)]
-
-
-def parse_size(value: object) -> int:
-    """Size in bytes: ``64MiB``, ``1mb``; a bare number is bytes."""
-    return int(_scaled(value, "size", "64MiB, 500kb, 1048576", _SIZE_UNITS, ""))
 
 
 def _g(x: float) -> str:

@@ -15,7 +15,6 @@ compact dirs), so ``edgebed study report <results>`` works on it as on a study d
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Optional
@@ -25,6 +24,7 @@ import pandas as pd
 import yaml
 
 from .. import rundir
+from ..atomic import replacing
 from . import paper_bytes
 from .metrics import class_shares
 from .runs import Run, load_run
@@ -80,16 +80,16 @@ def write_compact(run_dir: Path, dest: Path) -> Path:
     if is_compact(run_dir):
         dest.mkdir(parents=True, exist_ok=True)
         for name in ("scenario.yaml", EVALS, "summary.json"):
-            shutil.copyfile(run_dir / name, dest / f".{name}.tmp")
-            os.replace(dest / f".{name}.tmp", dest / name)
+            with replacing(dest / name) as tmp:
+                shutil.copyfile(run_dir / name, tmp)
         return dest
     run = load_run(run_dir)
     summary, evals = compact_of(run)
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(run_dir / "scenario.yaml", dest / ".scenario.yaml.tmp")
-    os.replace(dest / ".scenario.yaml.tmp", dest / "scenario.yaml")
-    evals.to_csv(dest / f".{EVALS}.tmp", index=False)
-    os.replace(dest / f".{EVALS}.tmp", dest / EVALS)
+    with replacing(dest / "scenario.yaml") as tmp:
+        shutil.copyfile(run_dir / "scenario.yaml", tmp)
+    with replacing(dest / EVALS) as tmp:
+        evals.to_csv(tmp, index=False)
     rundir.write_json_atomic(dest / "summary.json", summary)
     return dest
 

@@ -17,6 +17,7 @@ from typing import Optional
 import pandas as pd
 
 from .. import __version__
+from ..atomic import replacing
 
 # Column names as people read them, with units; anything else: underscores become spaces.
 COLUMN_NAMES = {
@@ -125,7 +126,6 @@ def render(title: str, sections: list[Section], intro: list[str] = (), facts: li
 
 def write(path: Path, text: str) -> Path:
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        tmp.write_text(text)
     return path

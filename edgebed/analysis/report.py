@@ -19,6 +19,7 @@ from .groups import group_runs
 from .metrics import class_shares
 from .run_page import run_page
 from .. import numerics
+from ..atomic import replacing
 from ..algorithms import BASELINE
 from ..rundir import read_json
 from .runs import ReportError, Run, check_target, load_runs
@@ -269,9 +270,8 @@ def write_report(runs: list[Path], out: Optional[Path] = None, target=None,
     md_path = out_dir / "report.md"
     text = _markdown(loaded, table_md, notes, classes_md, plot_files, intro, target_md,
                      [(h, tables.to_markdown(f)) for h, f in setup])
-    tmp = md_path.with_name(".report.md.tmp")
-    tmp.write_text(text)
-    tmp.replace(md_path)
+    with replacing(md_path) as tmp:
+        tmp.write_text(text)
     page = html.write(out_dir / "report.html", run_page(
         loaded, per_run, summary, intro, target_frames, setup, plot_files, notes,
         shares if classes_md else {}))

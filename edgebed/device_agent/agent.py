@@ -149,7 +149,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     from .pacing import Pacer
     from .protocol import Compute, DeviceProtocol, Exit, Freeze, Rejoin, Send, Wait
 
-    def make_trainer(cfg: dict):
+    def make_trainer(cfg: wire.WelcomeConfig):
         return trainer_for(cfg, device, data, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
 
     machine = DeviceProtocol(device, os.environ.get(CLASS_ENV, ""), make_trainer)
@@ -161,9 +161,9 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
         if isinstance(action, Send):
             if not links:   # the app-level link this runtime left to the agent; pacing (from Welcome)
                 cfg = machine.config
-                links.extend(AppLink.from_config(cfg["app_link"][d], seed=[cfg["seed"], device, i])
+                links.extend(AppLink.from_config(cfg.app_link[d], seed=[cfg.seed, device, i])
                              for i, d in ((1, "uplink"), (2, "downlink")))
-                pacer.append(Pacer.from_config(cfg.get("timing") or {}, cfg["speed_class"]))
+                pacer.append(Pacer.from_config(cfg.timing or {}, cfg.speed_class))
                 if pacer[0] is not None:      # link transfers are phases of the paced schedule too
                     links[0].sleep = links[1].sleep = pacer[0].sleep
             if isinstance(action.msg, wire.Bye):   # no reply; the socket's linger delivers it
@@ -175,7 +175,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
             t0 = time.perf_counter()
             steps = machine.compute()
             compute = time.perf_counter() - t0
-            slowdown = machine.config["speed_class"]["slowdown"]
+            slowdown = machine.config.speed_class["slowdown"]
             if pacer and pacer[0] is not None:   # the compute phase lasts its budget, never less
                 if steps:
                     _idle(pacer[0].computed(compute, steps), ch, machine.session)
@@ -215,15 +215,15 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
         ch.close()
 
 
-def trainer_for(cfg: dict, device: int, data=None, torch_device: str = "cpu"):
+def trainer_for(cfg: wire.WelcomeConfig, device: int, data=None, torch_device: str = "cpu"):
     """The device's Trainer from its Welcome config; ``data=(x, y)`` instead of the scenario's shard."""
     from ..data import Partition, load_dataset
     from ..scenario import DatasetSpec
     from .trainer import Trainer
-    seed = cfg["seed"]
+    seed, dataset = cfg.seed, cfg.dataset
     if data is None:
-        ds = load_dataset(DatasetSpec.model_validate(cfg["dataset"]), seed)
-        shard = Partition(ds.train_y, cfg["n_devices"], cfg["dataset"]["partition"], seed,
-                          cfg["dataset"]["labels_per_worker"], cfg["dataset"].get("samples_per_device"))[device]
+        ds = load_dataset(DatasetSpec.model_validate(dataset), seed)
+        shard = Partition(ds.train_y, cfg.n_devices, dataset["partition"], seed,
+                          dataset["labels_per_worker"], dataset.get("samples_per_device"))[device]
         data = (ds.train_x[shard], ds.train_y[shard])
-    return Trainer(cfg["model"], data[0], data[1], cfg["algorithm"]["batch_size"], seed, device, torch_device)
+    return Trainer(cfg.model, data[0], data[1], cfg.algorithm["batch_size"], seed, device, torch_device)

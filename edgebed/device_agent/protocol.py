@@ -77,11 +77,11 @@ class DeviceProtocol:
     """One device. ``make_trainer(welcome_config)`` builds its ``Trainer`` at the first Welcome (the
     driver knows where the data comes from: the scenario's dataset, a Spark partition, a shared load)."""
 
-    def __init__(self, device: int, speed_class: str, make_trainer: Callable[[dict], object]):
+    def __init__(self, device: int, speed_class: str, make_trainer: Callable[[wire.WelcomeConfig], object]):
         self.device = device
         self.speed_class = speed_class   # said in Hello (its bytes cross the link like any other)
         self.make_trainer = make_trainer
-        self.config: Optional[dict] = None
+        self.config: Optional[wire.WelcomeConfig] = None
         self.trainer = self.policy = self.compressor = None
         self.session = ""
         self.seq = 0                       # push sequence number; kept across rejoins (the PS dedups by it)
@@ -169,25 +169,25 @@ class DeviceProtocol:
     # -- internals -----------------------------------------------------------------------------
     def _welcome(self, msg: wire.Welcome) -> list[Action]:
         if self.config is None:
-            cfg = self.config = msg.config
+            cfg = self.config = wire.WelcomeConfig.from_dict(msg.config)
             self.trainer = self.make_trainer(cfg)
-            algo = cfg["algorithm"]
+            algo = cfg.algorithm
             from ..compression.downlink import PulledModel
             from ..scenario import CompressionSpec
-            comp = CompressionSpec.model_validate(cfg.get("compression", {}))
+            comp = CompressionSpec.model_validate(cfg.compression or {})
             # The one compressor object of this device: selection, q8, error feedback (its residual
             # stays here between pushes and across rejoins).
-            self.compressor = make_compressor(cfg["compressor"], algo.get("c", 1.0), self.trainer.layers,
+            self.compressor = make_compressor(cfg.compressor, algo.get("c", 1.0), self.trainer.layers,
                                               comp.error_feedback, comp.momentum, comp.quantize,
-                                              np.random.default_rng([cfg["seed"], self.device, 0x9A8]))
+                                              np.random.default_rng([cfg.seed, self.device, 0x9A8]))
             self.codec = comp.push_codec()                 # None: wire version 1
             self.pulled = PulledModel(keep=comp.pull_delta)   # compressed pulls → the full Θ
-            self.policy = make_policy(cfg.get("policy"), self.trainer)
+            self.policy = make_policy(cfg.policy, self.trainer)
             self.policy.deferred = self.deferred_gradients
-            self._rng = np.random.default_rng([cfg["seed"], self.device, 3])
-            wait = (cfg.get("timing") or {}).get("wait")
+            self._rng = np.random.default_rng([cfg.seed, self.device, 3])
+            wait = (cfg.timing or {}).get("wait")
             if wait_enabled(wait):   # its own stream: think times stay as they were
-                self._wait = (wait, np.random.default_rng([cfg["seed"], self.device, 5]))
+                self._wait = (wait, np.random.default_rng([cfg.seed, self.device, 5]))
         self.session = msg.session
         return self._after(self.policy.start())
 
@@ -195,7 +195,7 @@ class DeviceProtocol:
         self._request = request
         if request == PULL:
             return [Send(wire.Pull(self.session))]
-        parts = (draw_delay(self.config["speed_class"]["think_time"], self._rng),)
+        parts = (draw_delay(self.config.speed_class["think_time"], self._rng),)
         if self._wait is not None:
             parts += (draw_delay(*self._wait),)
         return [Wait(parts)]

@@ -42,13 +42,9 @@ def save(ps, directory: str | Path, extra: Optional[dict] = None) -> Path:
     Costs one copy of Θ plus the rule state to disk (~1.7 MB for the CNN with AdaComp)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "format": 1, "version": ps.version, "written_unix": time.time(), "stopped": ps.stopped,
-        "devices": {str(d): {"last_seq": st.last_seq, "attempt": st.attempt, "frozen": st.frozen,
-                             "pushes": st.pushes} for d, st in ps.devices.items()},
-        "crash_rngs": {str(d): rng.bit_generator.state for d, rng in ps._crash_rngs.items()},
-        "meter": ps.meter.state(), "errors": dict(ps.errors), "extra": extra or {},
-    }
+    state = ps.state()
+    # the keys in the order format 1 always had them
+    meta = {"format": 1, "version": state["version"], "written_unix": time.time(), **state, "extra": extra or {}}
     arrays = {"theta": ps.theta, "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
     arrays.update({f"rule.{k}": v for k, v in ps.rule.state_dict().items()})
     final = directory / FILE
@@ -71,19 +67,4 @@ def load(directory: str | Path) -> Checkpoint:
 
 def restore(ps, ckpt: Checkpoint) -> None:
     """Put a checkpoint into a freshly built PS (same model and rule); sessions start empty."""
-    from .server import DeviceState
-    if ckpt.theta.shape != ps.theta.shape:
-        raise ValueError(f"checkpoint has {ckpt.theta.size} parameters, the model has {ps.theta.size}")
-    ps.theta[:] = ckpt.theta           # in place: the rule holds a reference to Θ
-    ps.version = ckpt.version
-    ps.rule.load_state_dict(ckpt.rule_state)
-    m = ckpt.meta
-    ps.devices = {int(d): DeviceState(session="", attempt=s["attempt"], last_seq=s["last_seq"],
-                                      frozen=s["frozen"], pushes=s["pushes"]) for d, s in m["devices"].items()}
-    ps.sessions = {}
-    for d, state in m.get("crash_rngs", {}).items():
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state
-        ps._crash_rngs[int(d)] = rng
-    ps.meter.load_state(m["meter"])
-    ps.errors = dict(m["errors"])
+    ps.restore(ckpt.meta, ckpt.theta, ckpt.rule_state)

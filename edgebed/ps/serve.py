@@ -248,7 +248,7 @@ class ZmqServer:
             self._thread.join(timeout)
         gate = self.gate.state()
         if gate["refused"]:   # in the run's events: how many connections the cap turned away
-            self.ps._event(-1, "connections", f"{gate['refused']} refused at the cap of {gate['max_peers']}; "
+            self.ps.event(-1, "connections", f"{gate['refused']} refused at the cap of {gate['max_peers']}; "
                            f"at most {gate['peak']} in use")
 
     @property

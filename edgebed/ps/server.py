@@ -34,7 +34,7 @@ from .traffic import TrafficMeter
 @dataclass
 class PSConfig:
     n_devices: int
-    welcome: Callable[[int], dict]            # device → run configuration sent in Welcome
+    welcome: Callable[[int], wire.WelcomeConfig]   # device → run configuration sent in Welcome
     class_of: Callable[[int], str]            # device → speed-class name
     stop_updates: Optional[int] = None        # I
     eval_every: int = 0                       # snapshot Θ for evaluation at every k-th update (0: never)
@@ -183,7 +183,7 @@ class ParameterServer:
                 st = self.devices.get(d)
                 if d not in self._held and (st is None or now - st.last_seen > self.config.lost_after):
                     self.rule.forget(d)
-                    self._event(d, "left-round", f"silent for more than {self.config.lost_after:g} s; "
+                    self.event(d, "left-round", f"silent for more than {self.config.lost_after:g} s; "
                                 "the round closes without it")
         self._release()
 
@@ -192,7 +192,7 @@ class ParameterServer:
         with self.lock:
             if self.stopped is None:
                 self.stopped = reason
-                self._event(-1, "stop", reason)
+                self.event(-1, "stop", reason)
 
     # -- handlers ----------------------------------------------------------------------------
     def _on_hello(self, msg: wire.Hello, nbytes):
@@ -217,8 +217,8 @@ class ParameterServer:
         # is replayed across sessions, and no earlier session (another peer's) can block this one.
         self.devices[d] = DeviceState(session, msg.attempt, peer=self._peer, last_seen=self._now()[0])
         self.sessions[session] = d
-        self._event(d, "hello", f"attempt={msg.attempt} class={msg.speed_class}")
-        return wire.Welcome(session, self.config.welcome(d))
+        self.event(d, "hello", f"attempt={msg.attempt} class={msg.speed_class}")
+        return wire.Welcome(session, self.config.welcome(d).to_dict())
 
     def _on_pull(self, msg: wire.Pull, nbytes):
         st = self._session(msg.session)
@@ -279,7 +279,7 @@ class ParameterServer:
         freeze = self._draw_crash(d)
         if freeze:
             st.frozen = True
-            self._event(d, "crash", f"fail-stop after push {st.pushes}")
+            self.event(d, "crash", f"fail-stop after push {st.pushes}")
             self.rule.forget(d)
             self.hooks.freeze(d)
         if self.config.checkpoint_every and self.version % self.config.checkpoint_every == 0:
@@ -302,7 +302,7 @@ class ParameterServer:
         if d is not None:
             self._held.pop(d, None)
             self.rule.forget(d)
-            self._event(d, "bye", msg.reason)
+            self.event(d, "bye", msg.reason)
         return None
 
     # -- helpers -----------------------------------------------------------------------------
@@ -439,11 +439,45 @@ class ParameterServer:
         with self.lock:
             return len(self.devices)
 
+    def state(self) -> dict:
+        """What a checkpoint keeps of the PS besides Θ and the rule's arrays, JSON-able
+        (``ps/checkpoint.py``): version, stop reason, per-device sequence numbers, attempts, frozen
+        flags and push counts, the crash-draw streams, traffic counters and error counts."""
+        with self.lock:
+            return {
+                "version": self.version, "stopped": self.stopped,
+                "devices": {str(d): {"last_seq": st.last_seq, "attempt": st.attempt, "frozen": st.frozen,
+                                     "pushes": st.pushes} for d, st in self.devices.items()},
+                "crash_rngs": {str(d): rng.bit_generator.state for d, rng in self._crash_rngs.items()},
+                "meter": self.meter.state(), "errors": dict(self.errors),
+            }
+
+    def restore(self, state: dict, theta: np.ndarray, rule_state: dict[str, np.ndarray]) -> None:
+        """Put a checkpoint (``state()``'s dict, Θ, the rule's arrays) into this freshly built PS (same
+        model and rule); sessions start empty, so every device says hello again."""
+        if theta.shape != self.theta.shape:
+            raise ValueError(f"checkpoint has {theta.size} parameters, the model has {self.theta.size}")
+        with self.lock:
+            self.theta[:] = theta           # in place: the rule holds a reference to Θ
+            self.version = state["version"]
+            self.rule.load_state_dict(rule_state)
+            self.devices = {int(d): DeviceState(session="", attempt=s["attempt"], last_seq=s["last_seq"],
+                                                frozen=s["frozen"], pushes=s["pushes"])
+                            for d, s in state["devices"].items()}
+            self.sessions = {}
+            for d, bits in state.get("crash_rngs", {}).items():
+                rng = np.random.default_rng()
+                rng.bit_generator.state = bits
+                self._crash_rngs[int(d)] = rng
+            self.meter.load_state(state["meter"])
+            self.errors = dict(state["errors"])
+
     def _now(self) -> tuple[float, float]:
         return self.hooks.clock()
 
-    def _event(self, device: int, event: str, detail: str = "") -> None:
-        """Record an event (any thread: the engine records exits and losses)."""
+    def event(self, device: int, event: str, detail: str = "") -> None:
+        """Record a row of the ``events`` table: ``device`` (-1: the run as a whole), the event's kind
+        and a free-text detail. Any thread: the engine records starts, warnings, exits and losses."""
         with self.lock:
             wall, virt = self._now()
             self.hooks.record("events", {"wall_time": wall, "virtual_time": virt, "update": self.version,

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .. import numerics
+from ..atomic import replacing
 from ..analysis import plots, tables, targets as tg
 from ..analysis.compact import load_any
 from ..analysis.metrics import class_shares, ingress_ratio
@@ -252,9 +253,8 @@ def _html(title: str, intro: list[str], sections: list[tuple[str, pd.DataFrame]]
 
 
 def _write(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        tmp.write_text(text)
     return path
 
 

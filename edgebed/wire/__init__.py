@@ -52,9 +52,9 @@ import numpy as np
 
 from . import codec as _codec
 from .codec import Codec
+from .welcome import WelcomeConfig  # noqa: F401  (the typed form of Welcome.config)
 
 MAGIC = b"EB"
-VERSION = 2                 # the highest version this side speaks
 VERSIONS = (1, 2)           # versions decoded
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -100,7 +100,7 @@ class Hello(Message):
 class Welcome(Message):
     TYPE: ClassVar[int] = 2
     session: str
-    config: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)   # WelcomeConfig.to_dict() (JSON on the wire)
 
 
 @dataclass

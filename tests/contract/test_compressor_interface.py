@@ -24,7 +24,7 @@ def test_every_compressor_payload_crosses_the_wire_and_is_accepted(selection, ef
     theta, layers = cnn
     comp = make_compressor(selection, 0.01, layers, error_feedback=ef, quantize=quantize,
                            rng=np.random.default_rng(0))
-    ps = ParameterServer(PSConfig(n_devices=1, welcome=lambda d: {}, class_of=lambda d: ""),
+    ps = ParameterServer(PSConfig(n_devices=1, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: ""),
                          theta.copy(), ASGD(theta.copy(), 0.1), Hooks())
     session = wire.decode(ps.process(b"p", wire.encode(wire.Hello(0)))).session
     rng = np.random.default_rng(1)

@@ -63,7 +63,7 @@ class Relay:
 
 def _ps(n: int = 2) -> ParameterServer:
     theta = np.zeros(16, dtype=np.float32)
-    return ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {"device": d}, class_of=lambda d: "c"),
+    return ParameterServer(PSConfig(n_devices=n, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c"),
                            theta, RULES["asgd"](theta, 0.1))
 
 

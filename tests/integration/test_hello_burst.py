@@ -50,7 +50,7 @@ def test_engine_reads_during_a_hello_burst_never_fail():
     try:
         for _ in range(ROUNDS):
             theta = np.zeros(100, np.float32)
-            ps = ParameterServer(PSConfig(n_devices=N_DEVICES, welcome=lambda d: {"device": d},
+            ps = ParameterServer(PSConfig(n_devices=N_DEVICES, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
                                           class_of=lambda d: f"class-{d % 3}"),
                                  theta, ASGD(theta, 0.1))
             server = ZmqServer(ps).start()

@@ -20,7 +20,7 @@ N = 199_210   # the MLP: a model is 797 kB
 @pytest.fixture
 def server():
     theta = np.zeros(N, np.float32)
-    ps = ParameterServer(PSConfig(n_devices=2, welcome=lambda d: {}, class_of=lambda d: "c", max_peers=3),
+    ps = ParameterServer(PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c", max_peers=3),
                          theta, RULES["asgd"](theta, 0.1))
     srv = ZmqServer(ps, context=zmq.Context()).start()
     yield srv

@@ -95,7 +95,7 @@ def test_agent_rejoins_a_restarted_ps_with_attempt_plus_one(tmp_path):
     theta_size = 199_210   # the MLP
 
     def make_ps():
-        from edgebed.emulator.engine import welcome_config
+        from edgebed.emulator.welcome import welcome_config
         from edgebed.scenario import parse_scenario
         sc = parse_scenario({"name": "t", "model": {"name": "mlp"}, "workers": {"n": 1},
                              "algorithm": {"name": "asgd"}, "stop": {"updates": 10**6}})

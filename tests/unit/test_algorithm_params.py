@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edgebed.emulator.engine import welcome_config
+from edgebed.emulator.welcome import welcome_config
 from edgebed.algorithms import FLAT_KEYS, flat
 from edgebed.ps.rules import RULES
 from edgebed.scenario import ScenarioError, load_scenario, parse_scenario
@@ -89,7 +89,7 @@ def test_welcome_carries_the_flat_form_as_before(name):
     """The Welcome's bytes cross the emulated link: its algorithm stays the flat form, every key of
     FLAT_KEYS with the other algorithms' at their defaults (so sim tables stay bit-identical)."""
     sc = parse_scenario({**BASE, "algorithm": {"name": name, "lr": 0.05}})
-    sent = welcome_config(sc, 0, RULES[name].compressor, {})["algorithm"]
+    sent = welcome_config(sc, 0, RULES[name].compressor, {}).algorithm
     assert list(sent) == list(FLAT_KEYS)
     assert sent == {"name": name, "lr": 0.05, "batch_size": 10, "c": 0.01, "local_steps": 10, "delta": 1.0,
                     "moving_rate": 0.1, "loss_threshold": 5.0}

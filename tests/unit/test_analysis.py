@@ -103,7 +103,7 @@ def test_summary_row_of_a_run(tmp_path):
 
 def test_summary_prefers_the_runs_own_totals_when_it_wrote_them():
     ev = evals_of(ASGD)
-    no_updates = rundir.rows_to_frame([], "updates")
+    no_updates = rundir.SCHEMAS["updates"].empty_table().to_pandas()
     s = metrics.summarize("r", {}, {"updates": 520, "ingress_bytes": 777_777}, no_updates, ev, 0.97)
     assert (s.updates, s.ingress_bytes, s.algorithm, s.status) == (520, 777_777, "unknown", "unknown")
 

@@ -46,11 +46,11 @@ def test_run_id_is_docker_safe():
 def test_paced_devices_get_the_same_quota_and_keep_their_slowdown(tmp_path):
     """With timing.pacing the agent enforces the slowdown with its compute budget; a quota of
     base_cpus / slowdown on top would make every slow-class step overrun."""
-    from edgebed.emulator.engine import welcome_config
+    from edgebed.emulator.welcome import welcome_config
     sc = scenario({"base_cpus": 0.8}).model_copy(update={"timing": parse_scenario({
         "name": "t", "workers": {"n": 1}, "stop": {"updates": 1}, "timing": {"pacing": True}}).timing})
     rt = DockerRuntime(sc, tmp_path)
     assert rt.cpus_of("fast") == rt.cpus_of("slow") == 0.8
     paced = welcome_config(sc, 3, "top-c-per-layer", rt.applied(), {"pacing": True})
     unpaced = welcome_config(scenario(), 3, "top-c-per-layer", rt.applied())
-    assert paced["speed_class"]["slowdown"] == 4 and unpaced["speed_class"]["slowdown"] == 1.0
+    assert paced.speed_class["slowdown"] == 4 and unpaced.speed_class["slowdown"] == 1.0

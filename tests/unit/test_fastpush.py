@@ -92,7 +92,7 @@ def test_ps_process_same_theta_and_records_either_path(rule, numpy_path):
     def run():
         rows = []
         theta = np.random.default_rng(0).standard_normal(N).astype(np.float32)
-        ps = ParameterServer(PSConfig(n_devices=3, welcome=lambda d: {}, class_of=lambda d: "x"), theta,
+        ps = ParameterServer(PSConfig(n_devices=3, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "x"), theta,
                              RULES[rule](theta, 0.05), Hooks(record=lambda t, r: rows.append(dict(r))))
         rng = np.random.default_rng(1)
         sessions = [wire.decode(ps.process(b"p", wire.encode(wire.Hello(d)))).session for d in range(3)]

@@ -27,7 +27,7 @@ def shard():
 
 
 def _machine(shard):
-    return DeviceProtocol(2, "fast", lambda cfg: Trainer(cfg["model"], *shard, 10, cfg["seed"], 2))
+    return DeviceProtocol(2, "fast", lambda cfg: Trainer(cfg.model, *shard, 10, cfg.seed, 2))
 
 
 def test_gradient_cycle_compresses_once_and_numbers_pushes(shard):
@@ -87,7 +87,7 @@ def test_a_model_taken_early_gives_the_same_pushes_and_keeps_only_what_is_sent(s
     theta, _ = initial_theta("mlp", 1)
     data, index = SharedData(*shard, "mlp"), np.arange(100, dtype=np.int32)
     late = _machine(shard)
-    early = DeviceProtocol(2, "fast", lambda cfg: Trainer(cfg["model"], None, None, 10, cfg["seed"], 2,
+    early = DeviceProtocol(2, "fast", lambda cfg: Trainer(cfg.model, None, None, 10, cfg.seed, 2,
                                                           data=data, index=index))
     for m in (late, early):
         m.hello(0)

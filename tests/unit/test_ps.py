@@ -14,7 +14,7 @@ def make_ps(rule_cls=ASGD, **cfg):
     theta = np.zeros(N, np.float32)
     hooks = Hooks(record=lambda t, r: rows[t].append(r), freeze=rows["frozen"].append,
                   snapshot=lambda v, th, info: rows["snap"].append((v, th, info)))
-    config = PSConfig(n_devices=4, welcome=lambda d: {"device": d}, class_of=lambda d: "c%d" % (d % 2), **cfg)
+    config = PSConfig(n_devices=4, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c%d" % (d % 2), **cfg)
     return ParameterServer(config, theta, rule_cls(theta, 0.1), hooks), rows
 
 
@@ -26,7 +26,7 @@ def call(ps, msg):
 
 def hello(ps, d):
     w, _ = call(ps, wire.Hello(d, "", 0))
-    assert isinstance(w, wire.Welcome) and w.config == {"device": d}
+    assert isinstance(w, wire.Welcome) and wire.WelcomeConfig.from_dict(w.config).device == d
     return w.session
 
 
@@ -133,6 +133,32 @@ def test_crash_draws_are_reproducible():
                 break
         return out
     assert crashes(1) == crashes(1)
+
+
+def test_state_restored_into_a_new_ps_continues_where_it_was():
+    """``state()`` / ``restore()`` (what a checkpoint keeps): Θ, version, frozen devices, crash streams
+    and counters come back; sessions don't, so a device says hello again."""
+    def run(ps, pushes):
+        s = hello(ps, 0)
+        out = []
+        for _ in range(pushes):
+            call(ps, wire.Pull(s))
+            out.append(push(ps, s, ps.version, ps.version)[0].freeze)
+            if out[-1]:
+                break
+        return out
+    ps, rows = make_ps(crash_probability=0.2, seed=0)
+    run(ps, 4)
+    state, theta, rule_state = ps.state(), ps.theta.copy(), ps.rule.state_dict()
+    expected = run(ps, 6)
+    again, _ = make_ps(crash_probability=0.2, seed=0)
+    again.restore(state, theta, rule_state)
+    assert again.version == 4 and np.array_equal(again.theta, theta)
+    assert again.meter.ingress_bytes == state["meter"]["ingress_bytes"] > 0
+    assert call(again, wire.Pull("no-such-session"))[0].code == "unknown-session"
+    assert run(again, 6) == expected == [False, True]     # the same crash draw as without the restart
+    with pytest.raises(ValueError, match="parameters"):
+        again.restore(state, np.zeros(N + 1, np.float32), rule_state)
 
 
 def test_stop_after_I_updates_and_snapshots_every_k():

@@ -15,7 +15,7 @@ N = 32
 def make_ps(rule: str = "adacomp", **cfg) -> ParameterServer:
     theta = np.linspace(-1, 1, N, dtype=np.float32)
     clock = [0.0]
-    ps = ParameterServer(PSConfig(n_devices=3, welcome=lambda d: {"device": d}, class_of=lambda d: "c", **cfg),
+    ps = ParameterServer(PSConfig(n_devices=3, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c", **cfg),
                          theta, RULES[rule](theta, 0.1), Hooks(clock=lambda: (clock[0], float("nan"))))
     ps.test_clock = clock
     return ps

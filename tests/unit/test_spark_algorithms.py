@@ -147,7 +147,7 @@ def make_ps(rule_cls, n=2, **cfg):
     hooks = Hooks(record=lambda t, row: events.append(row) if t == "events" else None,
                   send=lambda peer, frames: sent.append((peer, wire.decode(frames))),
                   clock=lambda: (now[0], math.nan))
-    ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: {}, class_of=lambda d: "c", **cfg),
+    ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c", **cfg),
                          theta, rule_cls(theta, 0.1), hooks)
     return ps, sent, events, now
 
@@ -313,15 +313,15 @@ BASE = {"name": "s", "workers": {"n": 2}, "stop": {"updates": 10}}
 
 
 def test_scenario_accepts_the_spark_algorithms_and_sends_their_policy():
-    from edgebed.emulator.engine import welcome_config
+    from edgebed.emulator.welcome import welcome_config
     sc = parse_scenario({**BASE, "algorithm": {"name": "dynamic-averaging", "local_steps": 5, "delta": 0.5}})
-    assert welcome_config(sc, 0, "dense", {})["policy"] == {"name": "dynamic", "local_steps": 5, "lr": 0.1,
+    assert welcome_config(sc, 0, "dense", {}).policy == {"name": "dynamic", "local_steps": 5, "lr": 0.1,
                                                             "delta": 0.5}
     sc = parse_scenario({**BASE, "algorithm": {"name": "easgd", "moving_rate": 0.3}})
     assert RULES["easgd"].device_policy(sc.algorithm)["moving_rate"] == 0.3
     again = parse_scenario(sc.to_dict())          # a resolved scenario (every key present) validates
     assert again == sc
-    assert welcome_config(parse_scenario(BASE), 0, "top-c-per-layer", {})["policy"] == {"name": "gradient"}
+    assert welcome_config(parse_scenario(BASE), 0, "top-c-per-layer", {}).policy == {"name": "gradient"}
 
 
 @pytest.mark.parametrize("algorithm, message", [

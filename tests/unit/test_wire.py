@@ -164,3 +164,21 @@ def test_near_canonical_headers_get_the_generic_answer(loss, tail, arrays):
     """Whatever the shortcut matches or not, the answer (message or refusal) is the generic path's."""
     frames = [HEADER % (loss, tail), *arrays]
     assert _same(_fast(frames), _generic(frames)), (_fast(frames), _generic(frames))
+
+
+def test_welcome_config_travels_as_the_same_json_object():
+    """WelcomeConfig is the typed form of Welcome.config: to_dict writes the object the engine always
+    sent (keys in the same order, unset ones left out), so the Welcome's bytes are unchanged."""
+    sent = {"timing": {"pacing": True}, "seed": 7, "n_devices": 4, "device": 2,
+            "dataset": {"name": "mnist", "partition": "iid"}, "model": "mlp",
+            "algorithm": {"name": "asgd", "batch_size": 10}, "compressor": "dense",
+            "policy": {"name": "gradient"}, "speed_class": {"slowdown": 1.0},
+            "app_link": {"uplink": {}, "downlink": {}}}
+    cfg = wire.WelcomeConfig.from_dict(sent)
+    assert cfg.seed == 7 and cfg.timing == {"pacing": True} and cfg.compression is None
+    assert list(cfg.to_dict().items()) == list(sent.items())
+    frames = wire.encode(wire.Welcome("s", cfg.to_dict()))
+    assert frames == wire.encode(wire.Welcome("s", sent))
+    assert wire.decode(frames).config == sent
+    with pytest.raises(ValueError, match="missing \\['seed'\\].*unknown \\['extra'\\]"):
+        wire.WelcomeConfig.from_dict({**{k: v for k, v in sent.items() if k != "seed"}, "extra": 1})

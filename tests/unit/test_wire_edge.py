@@ -41,7 +41,7 @@ def test_int_loss_and_null_loss_become_floats():
 
 def make_ps(rule="asgd"):
     theta = np.zeros(8, np.float32)
-    return ParameterServer(PSConfig(n_devices=2, welcome=lambda d: {}, class_of=lambda d: "c"), theta,
+    return ParameterServer(PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c"), theta,
                            RULES[rule](theta, 0.1))
 
 

@@ -20,7 +20,7 @@ FUZZ = settings(max_examples=100, deadline=None, database=None, suppress_health_
 
 def make_ps(rule: str = "adacomp", max_bytes: int = 1 << 16) -> ParameterServer:
     theta = np.linspace(-1, 1, N_PARAMS, dtype=np.float32)
-    cfg = PSConfig(n_devices=4, welcome=lambda d: {"device": d}, class_of=lambda d: "c",
+    cfg = PSConfig(n_devices=4, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c",
                    max_message_bytes=max_bytes)
     return ParameterServer(cfg, theta, RULES[rule](theta, 0.1))
 

@@ -24,7 +24,7 @@ H = wire._PREFIX
 
 def make_ps(rule: str = "adacomp", lr: float = 0.1, **cfg) -> ParameterServer:
     theta = np.linspace(-1, 1, N, dtype=np.float32)
-    return ParameterServer(PSConfig(n_devices=2, welcome=lambda d: {}, class_of=lambda d: "c", **cfg), theta,
+    return ParameterServer(PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c", **cfg), theta,
                            RULES[rule](theta, lr))
 
 

@@ -104,7 +104,7 @@ class Runtime(ABC):
         self.run_dir = Path(run_dir)
         self.clock = self.make_clock()
         try:
-            self.spec = self.Spec.model_validate(getattr(scenario.runtime, name_attr(self.name), {}) or {})
+            self.spec = self.Spec.model_validate(getattr(scenario.runtime, self.name.replace("-", "_"), {}) or {})
         except ValidationError as err:
             from ...scenario import ScenarioError, format_errors
             raise ScenarioError(format_errors(err, scenario.name, prefix=f"runtime.{self.name}")) from None
@@ -178,6 +178,3 @@ class Runtime(ABC):
     def cleanup(self) -> None:
         """Remove everything this runtime created for the run (idempotent)."""
 
-
-def name_attr(name: str) -> str:
-    return name.replace("-", "_")

@@ -196,12 +196,12 @@ class SimRuntime(Runtime):
         def trainer_of(d: int):
             def make(cfg):
                 module = None
-                if (cfg.get("policy") or {}).get("name", "gradient") == "gradient":
+                if (cfg.policy or {}).get("name", "gradient") == "gradient":
                     if "module" not in shared:   # built once (a build reseeds torch and costs ms)
-                        shared["module"] = build_model(cfg["model"], seed)
+                        shared["module"] = build_model(cfg.model, seed)
                     module = shared["module"]
                 index = shards[d]
-                return Trainer(cfg["model"], None, None, cfg["algorithm"]["batch_size"], seed, d, data=data,
+                return Trainer(cfg.model, None, None, cfg.algorithm["batch_size"], seed, d, data=data,
                                index=index.astype(np.int32) if len(ds.train_y) < 2**31 else index, module=module)
             return make
         handles = []

@@ -273,27 +273,3 @@ def serve(scenario_path: str, bind: str, out: str) -> int:
                             source=scenario_path).run()
     log.info(f"edgebed: run {res.summary['status']}: {res.summary.get('updates')} updates -> {res.path}")
     return 0 if res.summary["status"] == "complete" else 1
-
-
-def main(argv=None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m edgebed.emulator.runtimes.docker.compose")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("serve", help="run the PS of a compose project")
-    s.add_argument("scenario")
-    s.add_argument("--bind", default=f"tcp://0.0.0.0:{PS_PORT}")
-    s.add_argument("--out", default=RUNS_IN_CONTAINER)
-    e = sub.add_parser("export", help="write a compose project for a scenario")
-    e.add_argument("scenario")
-    e.add_argument("out_dir")
-    e.add_argument("--offline", action="store_true", help="add an override: offline image + this host's mounts")
-    args = ap.parse_args(argv)
-    if args.cmd == "serve":
-        return serve(args.scenario, args.bind, args.out)
-    from ....scenario import load_scenario
-    print(export_compose(load_scenario(args.scenario), args.out_dir, offline=args.offline))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
