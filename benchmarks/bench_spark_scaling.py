@@ -42,16 +42,6 @@ def scenario_for(n: int, args) -> dict:
     }
 
 
-def _ensure_spark_registered() -> None:
-    # Until the runtime registry lists "spark", register it for this process only.
-    from edgebed.emulator import runtimes
-    try:
-        runtimes.get_runtime("spark")
-    except KeyError:
-        runtimes._KNOWN.setdefault("spark", ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime",
-                                             "pip install -e '.[spark]'"))
-
-
 def to_target(run_path: Path, target: float) -> Optional[dict]:
     """The first evaluation at or above ``target`` (None if never): training time since the first
     applied update (so Spark's start-up, the same for every n, is not in it), update, ingress."""
@@ -146,7 +136,6 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if args.quick:
         args.model, args.workers, args.target = "mlp", [1, 2], min(args.target, 0.85)
-    _ensure_spark_registered()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in args.workers:

@@ -258,8 +258,12 @@ class TimingSpec(_Strict):
         return self
 
 
+# The runtimes' names, spelled here once; emulator/runtimes/__init__.py maps each to its class.
+RUNTIME_NAMES = ("local", "docker", "sim", "spark", "compose", "swarm")
+
+
 class RuntimeSpec(_Strict):
-    name: Literal["local", "docker", "sim", "spark", "compose", "swarm"] = "local"
+    name: Literal[RUNTIME_NAMES] = "local"
     local: dict[str, Any] = Field(default_factory=dict)
     # Sections of the other runtimes are free-form here and validated by the runtime itself
     # (its class has a `Spec` pydantic model), so an optional backend adds no import cost.

@@ -60,8 +60,8 @@ def _fields(model: type[BaseModel], prefix: str = ""):
 
 def runtime_specs() -> dict[str, type[BaseModel]]:
     """Every registered runtime's own section (``Runtime.Spec``)."""
-    from edgebed.emulator.runtimes import _KNOWN, get_runtime
-    return {name: get_runtime(name).Spec for name in _KNOWN}
+    from edgebed.emulator.runtimes import RUNTIMES, get_runtime
+    return {name: get_runtime(name).Spec for name in RUNTIMES}
 
 
 def leaf_fields():

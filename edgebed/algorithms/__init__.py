@@ -22,6 +22,9 @@ class AlgorithmInfo:
     params: type[AlgorithmParams]     # the scenario's ``algorithm`` section for it
     policy: str = "gradient"          # device_agent/policies.py: gradient | local-steps | dynamic | elastic
     compressor: str = "dense"         # compression.SELECTORS: dense | top-c | top-c-per-layer
+    # how the PS measures a push's staleness: "global" (updates since the pull, τ) or "per-parameter"
+    # (σ_k, updates that touched each entry since the pull: the PS keeps a touch log, ps/staleness.py)
+    staleness: str = "global"
 
     @property
     def name(self) -> str:
@@ -31,7 +34,7 @@ class AlgorithmInfo:
 ALGORITHMS: dict[str, AlgorithmInfo] = {a.name: a for a in (
     AlgorithmInfo(ASGDParams),
     AlgorithmInfo(CompASGDParams, compressor="top-c"),
-    AlgorithmInfo(AdaCompParams, compressor="top-c-per-layer"),
+    AlgorithmInfo(AdaCompParams, compressor="top-c-per-layer", staleness="per-parameter"),
     AlgorithmInfo(ModelAveragingParams, policy="local-steps"),
     AlgorithmInfo(DynamicAveragingParams, policy="dynamic"),
     AlgorithmInfo(EASGDParams, policy="elastic"))}

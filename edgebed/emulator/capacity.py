@@ -24,6 +24,7 @@ from typing import Optional
 
 from ..algorithms import ALGORITHMS
 from ..scenario import Scenario
+from .runtimes import RUNTIMES
 
 PARAMETERS = {"cnn": 211_690, "mlp": 199_210}
 # Fixed costs of a sim process: the interpreter with torch and the rest imported, Θ, the evaluator and
@@ -36,7 +37,8 @@ MARGIN = 1.25   # what the checks add to the prediction before comparing it with
 
 
 def sim_memory(sc: Scenario) -> dict:
-    """Predicted peak bytes of a virtual-clock run of ``sc``: {"base", "per_device", "total"}."""
+    """Predicted peak bytes of a virtual-clock run of ``sc``: {"base", "per_device", "total"} (for a
+    runtime whose devices live in the engine's process: ``RuntimeEntry.devices_in_engine``)."""
     size = PARAMETERS[sc.model.name]
     rule = ALGORITHMS[sc.algorithm.name]
     c = sc.algorithm.ratio
@@ -48,9 +50,9 @@ def sim_memory(sc: Scenario) -> dict:
             per += 4 * size                            # the dense gradient it will push
         else:
             per += 8 * int(c * size)                   # the selection it will push (values + indices)
-            if sc.algorithm.name == "adacomp":
+            if rule.staleness == "per-parameter":
                 per += 8 * int(c * size)               # the PS's touch log, with room to grow
-        if sc.runtime.name == "sim" and (sc.runtime.sim or {}).get("max_batch", 1) > 1:
+        if (sc.runtime.sim or {}).get("max_batch", 1) > 1:
             per += 4 * size                            # the pulled Θ a deferred gradient waits with
     else:
         per += 16 * size                               # own module (params + grads), Θ pulled, delta
@@ -82,7 +84,7 @@ def problems(sc: Scenario, memory: Optional[int] = None) -> list[str]:
     partition, or (virtual clock) more memory than the host has by the model above."""
     from ..data import partition_problems
     out = list(partition_problems(sc.dataset, sc.workers.n))
-    if sc.runtime.name == "sim":
+    if RUNTIMES[sc.runtime.name].devices_in_engine:
         memory = host_memory() if memory is None else memory
         need = sim_memory(sc)
         if memory is not None and need["total"] * MARGIN > memory:

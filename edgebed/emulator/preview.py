@@ -39,8 +39,8 @@ def class_preview(sc: Scenario, runtime) -> tuple[list[dict], Optional[str]]:
     if RULES[sc.algorithm.name].policy != "gradient":
         return rows, None
     from .timing_setup import link_model_of
-    if runtime.name == "sim":
-        step, whence = runtime.step_time, "runtime.sim"
+    if runtime.step_time is not None:        # a runtime that models compute time itself
+        step, whence = runtime.step_time, f"runtime.{runtime.name}"
     elif isinstance(sc.timing.step_time, float):
         step, whence = sc.timing.step_time, "timing.step_time"
     else:

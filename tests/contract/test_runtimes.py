@@ -4,7 +4,7 @@ Starting agents is covered per runtime by the integration and system tests (loca
 spark); here only what needs no process, container or JVM."""
 import pytest
 
-from edgebed.emulator.runtimes import _KNOWN, get_runtime
+from edgebed.emulator.runtimes import RUNTIMES, get_runtime
 from edgebed.emulator.runtimes.base import Capabilities, Runtime
 from edgebed.scenario import ScenarioError, parse_scenario
 
@@ -16,7 +16,7 @@ def scenario(runtime: str, **link):
                            "stop": {"updates": 5}, "runtime": {"name": runtime}})
 
 
-@pytest.mark.parametrize("name", sorted(_KNOWN))
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
 def test_runtime_declares_itself(name, tmp_path):
     cls = get_runtime(name)
     assert issubclass(cls, Runtime) and cls.name == name
@@ -27,7 +27,7 @@ def test_runtime_declares_itself(name, tmp_path):
     assert {"link_rate", "link_delay", "link_jitter", "link_loss", "cpu_quota", "freeze"} <= set(applied)
 
 
-@pytest.mark.parametrize("name", sorted(_KNOWN))
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
 def test_runtime_refuses_link_properties_it_cannot_apply(name, tmp_path):
     cls = get_runtime(name)
     caps = cls.capabilities
@@ -39,7 +39,7 @@ def test_runtime_refuses_link_properties_it_cannot_apply(name, tmp_path):
         assert refused == (getattr(caps, f"link_{prop}") == "none"), (name, prop, problems)
 
 
-@pytest.mark.parametrize("name", sorted(_KNOWN))
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
 def test_runtime_refuses_curve_unless_declared(name, tmp_path):
     cls = get_runtime(name)
     sc = parse_scenario({"name": "c", "workers": {"n": 2}, "stop": {"updates": 5},
@@ -48,7 +48,7 @@ def test_runtime_refuses_curve_unless_declared(name, tmp_path):
     assert refused == (not cls.capabilities.curve)
 
 
-@pytest.mark.parametrize("name", sorted(_KNOWN))
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
 def test_runtime_declares_transport_and_clock(name, tmp_path):
     runtime = get_runtime(name)(scenario(name), tmp_path)
     wall, virtual = runtime.clock.now()
@@ -57,7 +57,7 @@ def test_runtime_declares_transport_and_clock(name, tmp_path):
     assert callable(runtime.transport)
 
 
-@pytest.mark.parametrize("name", sorted(_KNOWN))
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
 def test_runtime_applied_reports_its_levels(name, tmp_path):
     """What goes into the manifest comes from the runtime itself (probes included, e.g. docker's qdiscs)."""
     runtime = get_runtime(name)(scenario(name), tmp_path)
@@ -68,7 +68,7 @@ def test_runtime_applied_reports_its_levels(name, tmp_path):
     assert applied["cpu_quota"] == caps.cpu_quota and applied["freeze"] == caps.freeze
 
 
-@pytest.mark.parametrize("name", sorted(_KNOWN))
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
 def test_runtime_section_is_validated(name):
     sc = parse_scenario({"name": "c", "workers": {"n": 2}, "stop": {"updates": 5},
                          "runtime": {"name": name, name: {"no_such_option": 1}}})
@@ -82,4 +82,4 @@ def test_the_scenario_accepts_exactly_the_registered_runtimes():
     from typing import get_args
 
     from edgebed.scenario import RuntimeSpec
-    assert set(get_args(RuntimeSpec.model_fields["name"].annotation)) == set(_KNOWN)
+    assert set(get_args(RuntimeSpec.model_fields["name"].annotation)) == set(RUNTIMES)

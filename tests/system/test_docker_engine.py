@@ -17,10 +17,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.root, pytest.mark.slow, pytest.mar
 def docker_registered(monkeypatch):
     require_docker()
     require_root()
-    from edgebed.emulator import runtimes
-    if "docker" not in runtimes._KNOWN:     # until the registry lists it
-        monkeypatch.setitem(runtimes._KNOWN, "docker",
-                            ("edgebed.emulator.runtimes.docker.runtime", "DockerRuntime", ""))
 
 
 # Error feedback with compact pushes (varint indices, f16 values, zstd) and bf16 / delta pulls: the

@@ -247,11 +247,8 @@ class TestLocalSession:
     @pytest.mark.timeout(240)
     def test_engine_run_end_to_end_on_spark(self, session, tmp_path, monkeypatch):
         """The real agent loop in barrier tasks against the real PS: accuracy rises, ingress counted."""
-        from edgebed.emulator import runtimes
         from edgebed.emulator.engine import Engine
         from edgebed.scenario import parse_scenario
-        monkeypatch.setitem(runtimes._KNOWN, "spark",
-                            ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime", "pip install -e '.[spark]'"))
         sc_ = parse_scenario({
             "name": "spark-e2e", "seed": 1,
             "dataset": {"train_samples": 4000},
@@ -278,12 +275,9 @@ class TestLocalSession:
         """Fail-stop in Spark: crashed agents stop contributing, the barrier stage is never retried.
         The agents push AdaComp selections with error feedback and 8-bit values in wire v2, and pull
         f16 models: the compressors run in Spark tasks as on every other runtime."""
-        from edgebed.emulator import runtimes
         from edgebed.emulator.engine import Engine
         from edgebed.rundir import read_table
         from edgebed.scenario import parse_scenario
-        monkeypatch.setitem(runtimes._KNOWN, "spark",
-                            ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime", "pip install -e '.[spark]'"))
         sc_ = parse_scenario({
             "name": "spark-crash", "seed": 2, "dataset": {"train_samples": 2000},
             "model": {"name": "mlp"}, "algorithm": {"name": "adacomp", "lr": 0.05, "c": 0.01},
@@ -309,11 +303,8 @@ class TestLocalSession:
     def test_pacing_gives_each_class_its_configured_rate_on_spark(self, session, tmp_path, monkeypatch):
         """Pacing runs in the Spark tasks as in local processes: a fast and a slow device (cycles of
         25 and 100 ms: 4:1) push at their configured rates, and the verdict says so."""
-        from edgebed.emulator import runtimes
         from edgebed.emulator.engine import Engine
         from edgebed.scenario import parse_scenario
-        monkeypatch.setitem(runtimes._KNOWN, "spark",
-                            ("edgebed.emulator.runtimes.spark.runtime", "SparkRuntime", "pip install -e '.[spark]'"))
         sc_ = parse_scenario({
             "name": "spark-pacing", "seed": 4, "dataset": {"train_samples": 1000},
             "model": {"name": "mlp"}, "algorithm": {"name": "adacomp", "lr": 0.05, "c": 0.01},
