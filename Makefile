@@ -21,15 +21,19 @@ run: setup
 provision:
 	bash .ci/provision
 
+# Two passes: the unit and contract tests (no engines, no timing claims) on every core at once, then
+# the integration and system tests one at a time — they measure rates, quotas and shaping, which
+# tests running beside them would disturb. Extra pytest options: PYTEST_ADDOPTS.
 test: setup provision
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadgroup tests/unit tests/contract
+	$(PY) -m pytest tests/integration tests/system
 
 # The fast lane, no root and no engines: lint, the layer contracts, unit + contract tests.
 check: setup
 	$(VENV)/bin/ruff check edgebed tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(PY) -m benchmarks.architecture --check
-	$(PY) -m pytest -q tests/unit tests/contract -m "not slow"
+	$(PY) -m pytest -q -n auto --dist loadgroup tests/unit tests/contract -m "not slow"
 
 # The documentation site (MkDocs), strict: a broken link, a missing page or a warning fails the build.
 # Generated pages (scenario reference, CLI, results, API) are made during the build by docs/gen/.

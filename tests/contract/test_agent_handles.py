@@ -25,7 +25,9 @@ import edgebed.emulator.runtimes as runtimes
 from edgebed.emulator.runtimes.base import AgentHandle, AgentSpec
 from tests.capabilities import require_docker, require_root
 
-pytestmark = pytest.mark.timeout(60)
+# one xdist worker runs them all (make test runs this directory in parallel): the docker and swarm
+# handles share one engine and one test swarm, which the first of them may still be bringing up
+pytestmark = [pytest.mark.timeout(60), pytest.mark.xdist_group("engines")]
 
 
 def _local(request):
