@@ -25,6 +25,15 @@
 #define PREFETCH(addr, write) ((void)0)
 #endif
 
+/* Releases the buffers a function took: every one it got (``obj`` set), none twice. An optional
+ * buffer starts as {0} and is released only if it was taken. */
+static void release(Py_buffer **bufs, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (bufs[i]->obj)
+            PyBuffer_Release(bufs[i]);
+}
+#define RELEASE(...) release((Py_buffer *[]){__VA_ARGS__}, sizeof((Py_buffer *[]){__VA_ARGS__}) / sizeof(Py_buffer *))
+
 /* check_sparse(indices, values, n, limit) -> int
  *   0  fine
  *   1  indices not strictly increasing (unsorted or duplicated)
@@ -66,8 +75,7 @@ static PyObject *check_sparse(PyObject *self, PyObject *args) {
                 }
         }
     }
-    PyBuffer_Release(&ib);
-    PyBuffer_Release(&vb);
+    RELEASE(&ib, &vb);
     return PyLong_FromLong(code);
 }
 
@@ -97,6 +105,18 @@ static int check_indices(Py_buffer *ib, Py_buffer *vb, Py_ssize_t n) {
     return 0;
 }
 
+/* A push's entries against θ of n: sparse (ib: indices, checked as check_indices) or dense (ib NULL:
+ * one value per parameter). 0, or −1 with ValueError set. */
+static int check_push(Py_buffer *ib, Py_buffer *vb, Py_ssize_t m, Py_ssize_t n) {
+    if (ib)
+        return check_indices(ib, vb, n);
+    if (m != n) {
+        PyErr_Format(PyExc_ValueError, "dense push of %zd values for theta of %zd", m, n);
+        return -1;
+    }
+    return 0;
+}
+
 /* sgd_sparse(theta, indices, values, lr) -> None
  *   θ[k] ← θ[k] − v·lr for each sent k, lr one float32 for all (ASGD, Comp-ASGD: α/τ).
  *   The same bits as aggregate.apply_sparse's numpy path: step = float32(v · float32(lr)), then
@@ -120,9 +140,7 @@ static PyObject *sgd_sparse(PyObject *self, PyObject *args) {
     ret = Py_None;
     Py_INCREF(ret);
 done:
-    PyBuffer_Release(&tb);
-    PyBuffer_Release(&ib);
-    PyBuffer_Release(&vb);
+    RELEASE(&tb, &ib, &vb);
     return ret;
 }
 
@@ -156,13 +174,8 @@ static PyObject *adacomp(PyObject *self, PyObject *args) {
         goto done;
     }
     const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
-    if (have_idx) {
-        if (check_indices(&ib, &vb, n) < 0)
-            goto done;
-    } else if (m != n) {
-        PyErr_Format(PyExc_ValueError, "dense push of %zd values for theta of %zd", m, n);
+    if (check_push(have_idx ? &ib : NULL, &vb, m, n) < 0)
         goto done;
-    }
     float *theta = (float *)tb.buf;
     uint32_t *counts = (uint32_t *)cb.buf;
     const uint32_t *snap = have_snap ? (const uint32_t *)sb.buf : NULL;
@@ -198,14 +211,7 @@ static PyObject *adacomp(PyObject *self, PyObject *args) {
     }
     ret = Py_BuildValue("KK", sum, max);
 done:
-    PyBuffer_Release(&tb);
-    PyBuffer_Release(&cb);
-    PyBuffer_Release(&vb);
-    PyBuffer_Release(&lb);
-    if (have_snap && sb.obj)
-        PyBuffer_Release(&sb);
-    if (have_idx && ib.obj)
-        PyBuffer_Release(&ib);
+    RELEASE(&tb, &cb, &vb, &lb, &sb, &ib);
     return ret;
 }
 
@@ -332,11 +338,7 @@ static PyObject *touch_sigma(PyObject *self, PyObject *args) {
     ret = Py_None;
     Py_INCREF(ret);
 done:
-    PyBuffer_Release(&pb);
-    PyBuffer_Release(&hb);
-    PyBuffer_Release(&ob);
-    if (have_idx && ib.obj)
-        PyBuffer_Release(&ib);
+    RELEASE(&pb, &hb, &ob, &ib);
     return ret;
 }
 
@@ -378,10 +380,7 @@ static PyObject *touch_append(PyObject *self, PyObject *args) {
         used = append_one(&h[ix ? (Py_ssize_t)ix[j] : j], pool, used, (uint32_t)stamp, (uint32_t)floor_);
     ret = PyLong_FromLongLong(used);
 done:
-    PyBuffer_Release(&pb);
-    PyBuffer_Release(&hb);
-    if (have_idx && ib.obj)
-        PyBuffer_Release(&ib);
+    RELEASE(&pb, &hb, &ib);
     return ret;
 }
 
@@ -414,13 +413,8 @@ static PyObject *adacomp_touch(PyObject *self, PyObject *args) {
         goto done;
     }
     const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
-    if (have_idx) {
-        if (check_indices(&ib, &vb, n) < 0)
-            goto done;
-    } else if (m != n) {
-        PyErr_Format(PyExc_ValueError, "dense push of %zd values for theta of %zd", m, n);
+    if (check_push(have_idx ? &ib : NULL, &vb, m, n) < 0)
         goto done;
-    }
     if (used < 0 || used > (long long)pool_n) {
         PyErr_SetString(PyExc_ValueError, "used must lie within the pool");
         goto done;
@@ -457,14 +451,7 @@ static PyObject *adacomp_touch(PyObject *self, PyObject *args) {
     }
     ret = Py_BuildValue("LKK", used, sum, max);
 done:
-    PyBuffer_Release(&tb);
-    PyBuffer_Release(&cb);
-    PyBuffer_Release(&pb);
-    PyBuffer_Release(&hb);
-    PyBuffer_Release(&vb);
-    PyBuffer_Release(&lb);
-    if (have_idx && ib.obj)
-        PyBuffer_Release(&ib);
+    RELEASE(&tb, &cb, &pb, &hb, &vb, &lb, &ib);
     return ret;
 }
 
@@ -507,9 +494,7 @@ static PyObject *touch_compact(PyObject *self, PyObject *args) {
     }
     ret = PyLong_FromLongLong(used);
 done:
-    PyBuffer_Release(&pb);
-    PyBuffer_Release(&hb);
-    PyBuffer_Release(&nb);
+    RELEASE(&pb, &hb, &nb);
     return ret;
 }
 
