@@ -1,12 +1,12 @@
 """What a study executor costs per cell, and a smoke study's wall time locally vs on Ray at two workers.
 
 1. Scheduling overhead: ``--tasks`` tasks that do nothing (``_nothing``: return their argument)
-   submitted together through each executor — local in-process, local pool of 2 processes, a private
-   Ray of 2 CPUs on this machine (``max_calls=1``: a fresh worker process per task, as for cells), the
-   one-node SLURM of ``.ci/provision`` (one job array through submitit) — wall time from the first
-   submit to the last result, divided by the number of tasks; plus one task alone (the latency a
-   single cell × seed pays before and after its own run). Start-up (pool spawn, ``ray.init``) is
-   timed apart.
+   submitted together through each executor — local in-process, local with 2 processes (a fresh
+   spawned process per task), a private Ray of 2 CPUs on this machine (``max_calls=1``: a fresh
+   worker process per task, as for cells), the one-node SLURM of ``.ci/provision`` (one job array
+   through submitit) — wall time from the first submit to the last result, divided by the number of
+   tasks; plus one task alone (the latency a single cell × seed pays before and after its own run).
+   Start-up (``ray.init``) is timed apart.
 2. A smoke study (``tests/integration/study_cells.py``: MLP, sim runtime, 2 cells × 2 seeds, 300
    updates) end to end with ``run_study``: local in-process (one at a time), local ``--jobs 2``, Ray
    at two workers. Each cell trains on one thread.
