@@ -7,7 +7,9 @@ every probability a fraction.
 """
 from __future__ import annotations
 
+import bisect
 import copy
+from itertools import accumulate
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -306,7 +308,10 @@ class Scenario(_Strict):
         return self
 
     def class_of(self, device: int) -> SpeedClass:
-        return self.workers.classes[class_assignment(self)[device]]
+        """The speed class of ``device`` (0..n-1), without listing every device's (O(classes))."""
+        if not 0 <= device < self.workers.n:
+            raise IndexError(f"device {device} of {self.workers.n}")
+        return self.workers.classes[bisect.bisect_right(list(accumulate(class_counts(self))), device)]
 
     def to_dict(self) -> dict:
         out = self.model_dump(mode="json")
@@ -317,15 +322,20 @@ class Scenario(_Strict):
         return out
 
 
-def class_assignment(sc: Scenario) -> list[int]:
-    """Speed-class index of each device 0..n-1: contiguous blocks, sizes by largest remainder."""
+def class_counts(sc: Scenario) -> list[int]:
+    """Devices per speed class, in class order: n split by the shares, by largest remainder."""
     n = sc.workers.n
     raw = [c.share * n for c in sc.workers.classes]
     counts = [int(r) for r in raw]
     order = sorted(range(len(raw)), key=lambda i: raw[i] - counts[i], reverse=True)
     for i in order[: n - sum(counts)]:
         counts[i] += 1
-    return [i for i, k in enumerate(counts) for _ in range(k)]
+    return counts
+
+
+def class_assignment(sc: Scenario) -> list[int]:
+    """Speed-class index of each device 0..n-1: contiguous blocks of ``class_counts`` devices."""
+    return [i for i, k in enumerate(class_counts(sc)) for _ in range(k)]
 
 
 def _list_index(node: list, part: str, where: str, assignment: str) -> int:
