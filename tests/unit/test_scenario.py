@@ -77,6 +77,16 @@ def test_class_assignment_follows_shares():
     assert sc.class_of(9).name == "c"
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 33, 1000])
+def test_class_of_is_the_assignments_class_for_every_device(n):
+    sc = parse_scenario({**BASE, "workers": {"n": n, "classes": [
+        {"name": "a", "share": 0.35}, {"name": "b", "share": 0.05}, {"name": "c", "share": 0.6}]}})
+    names = [c.name for c in sc.workers.classes]
+    assert [sc.class_of(d).name for d in range(n)] == [names[i] for i in class_assignment(sc)]
+    with pytest.raises(IndexError):
+        sc.class_of(n)
+
+
 def test_shipped_scenarios_validate():
     from pathlib import Path
     for p in sorted(Path(__file__).parents[2].joinpath("scenarios").glob("*.yaml")):
