@@ -8,6 +8,7 @@ re-joined with a new hello. Everything about the run comes from the PS's Welcome
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -17,6 +18,9 @@ import numpy as np
 import zmq
 
 from .. import wire
+from .link import AppLink
+from .pacing import Pacer
+from .protocol import Compute, DeviceProtocol, Exit, Freeze, Rejoin, Send, Wait
 
 
 class PSUnreachable(RuntimeError):
@@ -145,74 +149,94 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     numerics.apply_from_env()   # the engine's profile (EDGEBED_NUMERICS), before torch runs here
     import torch
     torch.set_num_threads(1)
-    from .link import AppLink
-    from .pacing import Pacer
-    from .protocol import Compute, DeviceProtocol, Exit, Freeze, Rejoin, Send, Wait
 
     def make_trainer(cfg: wire.WelcomeConfig):
         return trainer_for(cfg, device, data, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
 
     machine = DeviceProtocol(device, os.environ.get(CLASS_ENV, ""), make_trainer)
-    ch, reply, attempt = _join(ps_address, machine, attempt, timeout, configure_socket, give_up_after)
-    links, pacer = [], []   # set up at the first Welcome
+    join = functools.partial(_join, ps_address, machine, timeout=timeout, configure_socket=configure_socket,
+                             give_up_after=give_up_after)
+    return SocketDriver(machine, join, attempt, freezer).run()
 
-    def carry_out(action) -> list:
+
+class SocketDriver:
+    """Carries out a device's protocol actions in real time over its ZeroMQ socket: the sans-IO
+    ``DeviceProtocol`` decides, this sends, receives, sleeps and computes. Owns the socket, the
+    app-level links and the pacer (made at the first send, from the Welcome); one thread."""
+
+    def __init__(self, machine, join: Callable, attempt: int, freezer: Optional[Callable[[], None]] = None):
+        self.machine, self.join, self.freezer = machine, join, freezer
+        self.ch, self.reply, self.attempt = join(attempt)
+        self.up = self.down = self.pacer = None
+        self.linked = False
+
+    def run(self) -> int:
+        """Until the PS says stop (0) or the machine exits with an error (raises)."""
+        try:
+            actions = self.machine.receive(self.reply)
+            while actions:
+                action = actions.pop(0)
+                if isinstance(action, Freeze):
+                    (self.freezer or _block_forever)()
+                    return 0
+                if isinstance(action, Exit):
+                    if action.code:
+                        raise RuntimeError(f"device {self.machine.device}: {action.reason}")
+                    return 0
+                try:
+                    actions += self.carry_out(action)
+                except _Rejoin as why:
+                    actions = self.rejoin(why)
+            return 0
+        finally:
+            self.ch.close()
+
+    def rejoin(self, why: "_Rejoin") -> list:
+        """Hello again with attempt + 1; the connection is kept when the PS answered (unknown session)."""
+        if not why.answered:
+            self.ch.close()
+        self.ch, self.reply, self.attempt = self.join(self.attempt + 1, channel=self.ch if why.answered else None)
+        return self.machine.receive(self.reply)
+
+    def _link_up(self) -> None:
+        """The app-level links this runtime left to the agent and the pacing, from the Welcome."""
+        cfg, device = self.machine.config, self.machine.device
+        self.up, self.down = (AppLink.from_config(cfg.app_link[d], seed=[cfg.seed, device, i])
+                              for i, d in ((1, "uplink"), (2, "downlink")))
+        self.pacer = Pacer.from_config(cfg.timing or {}, cfg.speed_class)
+        if self.pacer is not None:      # link transfers are phases of the paced schedule too
+            self.up.sleep = self.down.sleep = self.pacer.sleep
+        self.linked = True
+
+    def carry_out(self, action) -> list:
         """One action of the machine, in real time; returns the machine's next actions."""
+        machine, pacer = self.machine, self.pacer
         if isinstance(action, Send):
-            if not links:   # the app-level link this runtime left to the agent; pacing (from Welcome)
-                cfg = machine.config
-                links.extend(AppLink.from_config(cfg.app_link[d], seed=[cfg.seed, device, i])
-                             for i, d in ((1, "uplink"), (2, "downlink")))
-                pacer.append(Pacer.from_config(cfg.timing or {}, cfg.speed_class))
-                if pacer[0] is not None:      # link transfers are phases of the paced schedule too
-                    links[0].sleep = links[1].sleep = pacer[0].sleep
+            if not self.linked:
+                self._link_up()
+                pacer = self.pacer
             if isinstance(action.msg, wire.Bye):   # no reply; the socket's linger delivers it
-                reason = action.msg.reason if pacer[0] is None else pacer[0].bye_reason(action.msg.reason)
-                ch.send(wire.Bye(action.msg.session, reason))
+                reason = action.msg.reason if pacer is None else pacer.bye_reason(action.msg.reason)
+                self.ch.send(wire.Bye(action.msg.session, reason))
                 return []
-            return machine.receive(_exchange(ch, action.msg, *links, pacer[0]))
+            return machine.receive(_exchange(self.ch, action.msg, self.up, self.down, pacer))
         if isinstance(action, Compute):
             t0 = time.perf_counter()
             steps = machine.compute()
             compute = time.perf_counter() - t0
             slowdown = machine.config.speed_class["slowdown"]
-            if pacer and pacer[0] is not None:   # the compute phase lasts its budget, never less
+            if pacer is not None:   # the compute phase lasts its budget, never less
                 if steps:
-                    _idle(pacer[0].computed(compute, steps), ch, machine.session)
+                    _idle(pacer.computed(compute, steps), self.ch, machine.session)
             elif slowdown > 1.0:   # a slow class computes longer
-                _idle((slowdown - 1.0) * compute, ch, machine.session)
+                _idle((slowdown - 1.0) * compute, self.ch, machine.session)
             return machine.computed()
         if isinstance(action, Wait):   # think time (+ the scenario's waiting time) before a push
-            paced = pacer and pacer[0] is not None
-            _idle(pacer[0].until(action.seconds) if paced else action.seconds, ch, machine.session)
+            _idle(pacer.until(action.seconds) if pacer is not None else action.seconds, self.ch, machine.session)
             return machine.waited()
         if isinstance(action, Rejoin):
             raise _Rejoin(action.reason, answered=True)
         raise AssertionError(f"unhandled {action}")
-
-    try:
-        actions = machine.receive(reply)
-        while actions:
-            action = actions.pop(0)
-            if isinstance(action, Freeze):
-                (freezer or _block_forever)()
-                return 0
-            if isinstance(action, Exit):
-                if action.code:
-                    raise RuntimeError(f"device {device}: {action.reason}")
-                return 0
-            try:
-                actions += carry_out(action)
-            except _Rejoin as why:
-                keep = why.answered   # the PS answered (e.g. unknown-session): keep the connection
-                if not keep:
-                    ch.close()
-                ch, reply, attempt = _join(ps_address, machine, attempt + 1, timeout, configure_socket,
-                                           give_up_after, ch if keep else None)
-                actions = machine.receive(reply)
-        return 0
-    finally:
-        ch.close()
 
 
 def trainer_for(cfg: wire.WelcomeConfig, device: int, data=None, torch_device: str = "cpu"):
