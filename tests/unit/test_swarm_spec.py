@@ -81,3 +81,11 @@ def test_service_and_network_names_are_dns_components_whatever_the_run_directory
     rt = SwarmRuntime(scenario(), run)
     assert rt.dns_id == "my-run-v2-20261126-170000"
     assert rt.run_id == "my_run.v2-20261126-170000" and rt.label.endswith("=" + rt.run_id)
+
+
+def test_a_run_directory_ending_in_underscore_still_gives_valid_names(tmp_path):
+    """tempfile.mkdtemp names may end in '_': the name must not then end in '-' (Swarm refuses it)."""
+    run = tmp_path / "edgebed-handles-nf6o6hy_"
+    run.mkdir()
+    rt = SwarmRuntime(scenario(), run)
+    assert rt.dns_id == "edgebed-handles-nf6o6hy"

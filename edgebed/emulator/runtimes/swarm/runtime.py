@@ -101,8 +101,9 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
                                          link_jitter="app", link_loss="app", cpu_quota=True, freeze="pause")
         self._netem = prop == "kernel"
         self.run_id = run_id_of(self.run_dir)
-        # Swarm names services and networks in its DNS: letters, digits and '-' only ('_', '.' refused).
-        self.dns_id = re.sub(r"[^a-zA-Z0-9-]", "-", self.run_id)
+        # Swarm names services and networks in its DNS: letters, digits and '-' only ('_', '.' refused),
+        # and a name must not end in '-' (a run directory "x-ab_" made network "edgebed-x-ab-": refused).
+        self.dns_id = re.sub(r"[^a-zA-Z0-9-]", "-", self.run_id).strip("-") or "run"
         self.label = f"{RUN_LABEL}={self.run_id}"
         self.labels = {LABEL: "1", RUN_LABEL: self.run_id, f"{LABEL}.run_dir": str(self.run_dir.resolve())}
         self._manager = None
