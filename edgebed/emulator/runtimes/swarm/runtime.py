@@ -27,7 +27,6 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .... import procs
 from ....rundir import write_json_atomic
 from ...fidelity import PeakRate
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
@@ -311,17 +310,14 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
 
     def _shape_one(self, spec: AgentSpec, node_id: str, agent: LinkAgent, task) -> SwarmTaskHandle:
         klass = self.scenario.class_of(spec.device)
-        container = agent.client.containers.get(task.container_id)
-        pid = agent.pid_of(container)
         entry = {"device": spec.device, "class": spec.speed_class, "node": node_id, "service": task.service,
-                 "slot": task.slot, "container": container.id, "pid": pid}
+                 "slot": task.slot, "container": task.container_id}
         with self._lock:
             self.record["devices"][str(spec.device)] = entry
-        entry.update(agent.shape(spec.device, pid, klass, self.ps_host, self.spec.shape_downlink))
-        handle = SwarmTaskHandle(self, spec.device, container)
+        entry.update(agent.prepare(spec.device, task.container_id, klass, self.ps_host, self.spec.shape_downlink))
+        entry["shaped_by"] = {"mode": "engine", "node": node_id, "pid": os.getpid()}
+        handle = SwarmTaskHandle(self, spec.device, agent.client.containers.get(task.container_id))
         handle.node = node_id
-        procs.wait_blocked(pid, 15)      # SIGTERM blocked by the gate: from here no signal is lost
-        agent.open_gate(pid)
         self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
         return handle
 
@@ -370,8 +366,7 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
             status = {}
             for agent in self.agents.values():
                 try:
-                    for c in agent.client.containers.list(all=True, sparse=True, filters={"label": self.label}):
-                        status[c.id] = c.attrs.get("State", "")
+                    status.update(agent.states())
                 except Exception:
                     pass
             self._status = status
