@@ -68,7 +68,7 @@ def test_a_registry_image_absent_from_a_node_is_left_for_the_node_to_pull(tmp_pa
     class Node:
         client = type("Client", (), {"images": Images()})()
     rt = SwarmRuntime(scenario({"image": "registry.example/edgebed/agent:1"}), tmp_path)
-    info = rt._image_on(Node())
+    info = rt._image_on(Node.client)
     assert (info.name, info.kind, info.python, info.mounts) == ("registry.example/edgebed/agent:1", "dockerfile",
                                                                 "python", {})
 
