@@ -210,3 +210,54 @@ def test_swarm_run_end_to_end_with_crashes(swarm, tmp_path):
         assert u["configured_mbit"] == 1.0 and 0 < u["peak_mbit_min"] and u["peak_mbit_max"] <= 1.15, u
     assert clean.leftovers(record) == {"services": [], "networks": [], "configs": [], "containers": {}}
     assert len(record["cleanup"]["services"]) == 2
+
+
+def test_service_agents_release_frozen_tasks_when_the_engine_dies_and_clean_runs(swarm):
+    """agents: service, the engine gone without its bye (killed), one frozen task per node: `edgebed
+    clean` removes the services and nothing of the run stays on either node — the node agents, the
+    paused tasks (each agent removes its node's frozen tasks when Swarm stops it), the network, though
+    the engine was given no engine endpoint but the manager's (clean-up reaches the worker only
+    through Swarm)."""
+    import docker
+    from edgebed.emulator.runtimes.docker import images
+    from edgebed.emulator.runtimes.swarm import clean
+    from edgebed.emulator.runtimes.swarm.runtime import SwarmRuntime
+    worker = docker.DockerClient(base_url=swarm["WORKER"], timeout=60)
+    try:
+        images.resolve(None, worker)           # the offline image on the worker (else imported through `nodes`)
+    finally:
+        worker.close()
+    sc = parse_scenario({"name": "swarmkill", "workers": {"n": 2}, "stop": {"updates": 10},
+                         "runtime": {"name": "swarm", "swarm": {"manager": swarm["MANAGER"], "max_per_node": 1,
+                                                                "agents": "service", "node_socket": NODE_SOCKET}}})
+
+    class TestRuntime(SwarmRuntime):
+        def agent_command(self, spec):
+            return [self.image.python, "-c", "import time; time.sleep(120)"]
+    run_dir = Path(tempfile.mkdtemp(prefix="edgebed-swarmkill-"))
+    rt = TestRuntime(sc, run_dir)
+    assert rt.check() == []
+    rt.ps_bind()
+    handles = rt.start([AgentSpec(d, "default", "") for d in range(2)])
+    try:
+        assert {rt.record["devices"][str(d)]["node"] for d in range(2)} == set(rt.hub.hello)    # one per node
+        assert len(rt.hub.hello) == 2 and list(rt.record["nodes"]) == [rt.record["manager"]["node_id"]]
+        for h in handles:
+            h.freeze()
+        assert [h.poll() for h in handles] == [None, None]
+        rt._save()
+        rt.hub.close()                          # the engine dies: no bye, no clean-up of its own
+        rt.hub = None
+        t0 = time.monotonic()
+        report = cleanup.clean(run_dir)["swarm"]
+        took = time.monotonic() - t0
+        assert len(report["services"]) == 2 and not report["errors"], report
+        deadline = time.monotonic() + 30
+        while node_leftovers(swarm, rt.run_id) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        print(f"edgebed clean {took:.1f} s; frozen tasks gone after {time.monotonic() - t0:.1f} s")
+        assert node_leftovers(swarm, rt.run_id) == {}
+        assert clean.leftovers(rt.record) == {"services": [], "networks": [], "configs": [], "containers": {}}
+    finally:
+        if rt.hub is not None:
+            rt.cleanup()

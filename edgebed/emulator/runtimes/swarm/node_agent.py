@@ -8,8 +8,8 @@ shapes each task as soon as its node's engine lists it running, opens its gate, 
 ``shaped``; every ``report_every`` seconds it reports each task's state and kernel byte counters; it
 sets quotas, freezes (``docker pause``) and signals tasks on request. At the end (the engine's
 ``bye``, SIGTERM from the service's removal, or the engine silent for ``--silence`` s) it reports
-once more, sends each task's output, removes its frozen tasks (a paused container ignores Swarm's
-stop), drops its namespace sockets and says ``bye``.
+once more, sends each task's output, removes its frozen tasks (Swarm's stop of a paused container
+waits out the stop grace period first), drops its namespace sockets and says ``bye``.
 
     python -m edgebed.emulator.runtimes.swarm.node_agent --engine tcp://HOST:PORT --run RUN_ID \\
         [--docker unix:///var/run/docker.sock] [--proc /host/proc] [--silence 30]
