@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Literal, Optional
@@ -35,13 +34,12 @@ from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 from ..docker import images, links
 from ..docker.handles import ContainerHandle
 from ..docker.quotas import QuotaOnFirstPush
-from ..docker.runtime import LABEL, RUN_LABEL, DockerRuntime, cpus_for, run_id_of
+from ..docker.runstate import LABEL, ContainerRunState
 from . import clean
 from .agent import GATE_FILE, AgentError, LinkAgent, interface_with, ps_source_address
 from .remote import AgentHub, RemoteTaskHandle, agent_service
 
 START_TIMEOUT = 180.0    # seconds for every task to be placed, started and shaped
-STATUS_TTL = 0.5
 COUNTER_EVERY = 0.5      # seconds between kernel counter samples (one netlink request per device)
 DEVICE = "{device}"      # placeholder in a class's command template; the task's gate fills it in
 # The task's first process: blocks SIGTERM (see docker/runtime.py's GATE: it is PID 1), maps its slot
@@ -93,7 +91,7 @@ class SwarmTaskHandle(ContainerHandle):
             self.runtime.note_crash(self.device)
 
 
-class SwarmRuntime(QuotaOnFirstPush, Runtime):
+class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
     name = "swarm"
     capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
                                 cpu_quota=True, freeze="pause")
@@ -108,12 +106,11 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
         self.capabilities = Capabilities(link_rate="kernel" if q["tbf"] else "app", link_delay="app",
                                          link_jitter="app", link_loss="app", cpu_quota=True, freeze="pause")
         self._netem = prop == "kernel"
-        self.run_id = run_id_of(self.run_dir)
+        self.counter_every = COUNTER_EVERY
+        self._init_run_state()
         # Swarm names services and networks in its DNS: letters, digits and '-' only ('_', '.' refused),
         # and a name must not end in '-' (a run directory "x-ab_" made network "edgebed-x-ab-": refused).
         self.dns_id = re.sub(r"[^a-zA-Z0-9-]", "-", self.run_id).strip("-") or "run"
-        self.label = f"{RUN_LABEL}={self.run_id}"
-        self.labels = {LABEL: "1", RUN_LABEL: self.run_id, f"{LABEL}.run_dir": str(self.run_dir.resolve())}
         self._manager = None
         self.agents: dict[str, LinkAgent] = {}          # agents: engine — node id → its link agent
         self.node_engines: dict = {}                    # agents: service — node id → its engine (images, clean-up)
@@ -122,20 +119,8 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
         self.handles: list[SwarmTaskHandle] = []
         self.record: dict = {"run_id": self.run_id, "label": self.label, "manager": None, "nodes": {},
                              "network": None, "services": [], "devices": {}, "crashes": [], "warnings": []}
-        self._status: dict[str, str] = {}
-        self._status_at = 0.0
-        self._lock = threading.Lock()
-        self._quota_pending: dict[int, float] = {}
-        self._counters: dict[int, dict] = {}
-        self._counter_at = 0.0
-        self._uplink_peaks: dict[int, PeakRate] = {}
         self._ps_start: Optional[dict] = None
         self._started = False
-        self._cpu_busy: list[float] = []
-
-    # CPU busy share of the engine's host (all nodes, on the test swarm), sampled with the counters
-    _sample_cpu = DockerRuntime._sample_cpu
-    host_cpu = DockerRuntime.host_cpu
 
     # -- what the engine asks ---------------------------------------------------------------------------
     @property
@@ -235,10 +220,6 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
                           + ("" if self._netem else ": the kernel has no netem")
                           + "; rate is shaped by the kernel (tbf) on the task's node")
         return out
-
-    def cpus_of(self, class_name: str) -> float:
-        klass = next(c for c in self.scenario.workers.classes if c.name == class_name)
-        return cpus_for(klass, self.spec, paced=self.scenario.timing.pacing)
 
     def ps_bind(self) -> str:
         self._connect()
@@ -428,35 +409,21 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
             LinkAgent.set_quota(handle.container, cpus)
         self.record["devices"][str(device)]["cpus"] = cpus
 
-    def container_status(self, container_id: str) -> Optional[str]:
-        """A task container's state from the latest listing of every node (at most STATUS_TTL old),
-        None if unlisted; called by each SwarmTaskHandle.poll."""
-        self._refresh_status()
-        return self._status.get(container_id)
-
-    def _refresh_status(self) -> None:
-        """Container states of the run's tasks on every node (one listing per node), for poll()."""
-        now = time.monotonic()
-        if now - self._status_at < STATUS_TTL:
-            return
-        with self._lock:
-            if now - self._status_at < STATUS_TTL:
-                return
-            status = {}
-            for agent in self.agents.values():
-                try:
-                    status.update(agent.states())
-                except Exception:
-                    pass
-            self._status = status
-            self._status_at = time.monotonic()
+    def _list_status(self) -> dict[str, str]:
+        """agents: engine — container states of the run's tasks on every node (one listing per node),
+        for SwarmTaskHandle.poll (the CPU share sampled is that of the engine's host)."""
+        status = {}
+        for agent in self.agents.values():
+            try:
+                status.update(agent.states())
+            except Exception:
+                pass
+        return status
 
     def sample_counters(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._counter_at < COUNTER_EVERY:
+        if not self._sample_due(force):
             return
-        self._counter_at = now
-        self._sample_cpu()
+        now = self._counter_at
         if self.hub is not None:         # the node agents report on their own; their peaks are added as they come
             self._counters.update(self.hub.counters)
         for agent in self.agents.values():
@@ -468,10 +435,6 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
         """A node agent's counter sample (``t``: that agent's monotonic clock, the same for all of a
         device's samples), called from the hub's thread."""
         self._uplink_peaks.setdefault(device, PeakRate()).add(t, c["uplink_bytes"])
-
-    def fidelity(self) -> dict:
-        return {"uplink_peak_bps": {d: p.peak_bps for d, p in self._uplink_peaks.items()},
-                "host_cpu": self.host_cpu()}
 
     def kernel_traffic(self) -> dict:
         """On-the-wire bytes per device, per class, per node and at the PS (kernel counters)."""
@@ -509,11 +472,7 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
                 self.record["warnings"].append(f"node agents {[n[:12] for n in late]} did not say bye")
             self.record["agent_byes"] = dict(self.hub.byes)
             self.record["agent_dropped_messages"] = self.hub.dropped
-        try:
-            self.sample_counters(force=True)
-            write_json_atomic(self.run_dir / "kernel_traffic.json", self.kernel_traffic())
-        except Exception as err:
-            self.record["warnings"].append(f"kernel counters not read: {err}")
+        self._write_kernel_traffic()
         self._save_logs()
         removed_qdiscs = []
         for agent in self.agents.values():
