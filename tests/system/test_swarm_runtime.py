@@ -67,7 +67,8 @@ def sender(seconds):
                 f"s.sendall(b'{spec.device}\\n')\n"
                 f"chunk = b'x' * 65536; end = time.monotonic() + {seconds}\n"
                 f"while time.monotonic() < end: s.send(chunk)\n"
-                f"s.close()\n")
+                f"s.close()\n"
+                f"print('sender done', flush=True)\n")
         return [rt.image.python, "-c", code]
     return command
 
@@ -158,6 +159,7 @@ def test_shaped_on_both_nodes_crash_and_nothing_left(swarm, agents, monkeypatch)
     if agents == "service":
         assert set(record["agent_byes"]) == set(record["nodes"]) and record["agent_dropped_messages"] == 0
     assert node_leftovers(swarm, rt.run_id) == {}
+    assert b"sender done" in (run_dir / "logs" / "agent-0001.log").read_bytes()   # each task's output kept
     again = cleanup.clean(run_dir)["swarm"]          # `edgebed clean` afterwards: nothing more to do
     assert not any(again[k] for k in ("services", "networks", "containers", "errors")), again
 
