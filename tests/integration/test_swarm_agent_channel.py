@@ -1,6 +1,7 @@
 """The engine's end of the node agents' channel (runtime.swarm.agents: service) on real loopback
 sockets: a peer that sends garbage, messages before its hello or under another node's name is
-dropped message by message while the run goes on; requests are answered by acks; bye ends it."""
+dropped message by message while the run goes on; requests are answered by acks, and fail at once
+to an agent that ended or fell silent; bye ends it."""
 import time
 
 import pytest
@@ -67,10 +68,18 @@ def test_garbage_is_dropped_and_the_channel_goes_on():
         t.join()
         with pytest.raises(HubError, match="no answer"):
             hub.request("node-a", "signal", timeout=0.3, device=0, sig=15)
+        hub.seen["node-a"] -= 60                 # silent for a minute: not asked, no 20 s wait
+        t0 = time.monotonic()
+        with pytest.raises(HubError, match="silent"):
+            hub.request("node-a", "signal", device=0, sig=9)
+        assert time.monotonic() - t0 < 1
+        hub.seen["node-a"] += 60                 # heard again
         t = threading.Thread(target=lambda: (recv(a, "bye"), a.send_multipart(protocol.encode("bye", reason="asked"))))
         t.start()
         assert hub.bye(timeout=5) == [] and hub.byes == {"node-a": "asked"}
         t.join()
+        with pytest.raises(HubError, match="ended"):
+            hub.request("node-a", "signal", device=0, sig=9)
     finally:
         a.close()
         hub.close()

@@ -89,3 +89,12 @@ def test_a_run_directory_ending_in_underscore_still_gives_valid_names(tmp_path):
     run.mkdir()
     rt = SwarmRuntime(scenario(), run)
     assert rt.dns_id == "edgebed-handles-nf6o6hy"
+
+
+def test_the_node_agent_stays_light():
+    """One node agent runs on every node for the whole run: it must not import torch or pandas (the
+    latter came in through edgebed.rundir once and doubled its memory, 68 → 141 MiB RSS)."""
+    code = ("import sys, edgebed.emulator.runtimes.swarm.node_agent\n"
+            "print(sorted(m for m in ('torch', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

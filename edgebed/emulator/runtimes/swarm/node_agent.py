@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Optional
 
-from ..docker.runstate import RUN_LABEL
+from ..docker.clean import RUN_LABEL
 from . import protocol
 from .agent import LinkAgent
 

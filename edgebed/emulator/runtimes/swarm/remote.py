@@ -22,6 +22,7 @@ from . import protocol
 
 log = logging.getLogger("edgebed.swarm")
 PING_EVERY = 2.0
+SILENT_AFTER = 10.0     # an agent that sent nothing for this long (it reports every 0.5 s) is not asked
 AGENT_CAPS = ["NET_ADMIN", "SYS_ADMIN"]     # tc in the tasks' namespaces; setns into them
 HOST_PROC = "/host/proc"                   # where the agent container sees its node's /proc
 AGENT_SOCKET = "/var/run/docker.sock"      # where the agent container sees its node's engine
@@ -49,6 +50,7 @@ class AgentHub:
         self.counters: dict[int, dict] = {}         # device → latest cumulative counters
         self.logs: dict[int, str] = {}
         self.byes: dict[str, str] = {}              # node id → reason
+        self.seen: dict[str, float] = {}            # node id → when it last sent anything (monotonic)
         self.dropped = 0
         self.setup: Optional[dict] = None           # sent to every agent on hello, and when set
         self._acks: dict[int, protocol.Message] = {}
@@ -98,6 +100,7 @@ class AgentHub:
 
     def _apply(self, node: str, msg: protocol.Message) -> None:
         with self._cond:
+            self.seen[node] = time.monotonic()
             if msg.kind == "hello":
                 self.hello[node] = dict(msg.fields)
                 if self.setup is not None:
@@ -132,6 +135,9 @@ class AgentHub:
 
     def request(self, node: str, kind: str, timeout: float = 20.0, **fields) -> None:
         """Send a request (quota, freeze, signal) to ``node``'s agent and wait for its ack."""
+        silent = time.monotonic() - self.seen.get(node, 0.0)
+        if node in self.byes or silent > SILENT_AFTER:
+            raise HubError(f"node agent {node[:12]}: ended or silent for {silent:.0f} s; {kind} not sent")
         req = next(self._req)
         self._out.put((node, protocol.encode(kind, req=req, **fields)))
         with self._cond:
