@@ -32,13 +32,14 @@ def start_time(pid: int) -> Optional[int]:
     return int(fields[19])
 
 
-def wait_blocked(pid: int, sig: int, timeout: float = 10.0) -> bool:
+def wait_blocked(pid: int, sig: int, timeout: float = 10.0, proc: str = "/proc") -> bool:
     """Wait until ``pid`` blocks ``sig`` (its ``SigBlk`` mask): True once it does; False if it is gone
-    or ``timeout`` s passed first."""
+    or ``timeout`` s passed first. ``proc``: where the pid's procfs is mounted (a host's /proc seen
+    from a container)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with open(f"/proc/{pid}/status") as f:
+            with open(f"{proc}/{pid}/status") as f:
                 mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
         except (OSError, StopIteration):
             return False

@@ -4,7 +4,8 @@ behaves the same for poll / wait / freeze / terminate / kill.
 Local processes, virtual devices and compose-started agents are real; the Spark handle runs over a
 stage whose Spark job is replaced by an event (a real barrier stage needs a JVM: covered by
 tests/system/test_spark_runtime.py). Docker's two handles run real device agents in real containers
-of a real ``DockerRuntime`` (markers docker + root: skipped without them on a laptop, a failure in CI).
+of a real ``DockerRuntime`` (markers docker + root: skipped without them on a laptop, a failure in CI);
+the swarm's two run a real task on the test swarm, through the engine or through its node's agent.
 """
 from __future__ import annotations
 
@@ -80,23 +81,28 @@ def _docker(agents: str):
     return make
 
 
-def _swarm(request):
-    """A device agent as a task of a real SwarmRuntime on the two-node test swarm (.ci/swarm-up)."""
-    from tests.capabilities import require_swarm
-    env = require_swarm()
-    from edgebed.emulator.runtimes.swarm.runtime import SwarmRuntime
-    from edgebed.scenario import parse_scenario
-    sc = parse_scenario({"name": "handles", "workers": {"n": 4}, "stop": {"updates": 10},
-                         "runtime": {"name": "swarm", "swarm": {"manager": env["MANAGER"],
-                                                                "nodes": [env["MANAGER"], env["WORKER"]]}}})
-    rt = SwarmRuntime(sc, Path(tempfile.mkdtemp(prefix="edgebed-handles-")))
-    request.addfinalizer(rt.cleanup)
-    rt.ps_bind()
-    with socket.socket() as s:   # a port nobody listens on: the agent keeps waiting for its PS
-        s.bind((rt.ps_host, 0))
-        port = s.getsockname()[1]
-    [h] = rt.start([AgentSpec(3, "default", f"tcp://{rt.ps_host}:{port}")])
-    return h
+def _swarm(agents: str):
+    """A device agent as a task of a real SwarmRuntime on the two-node test swarm (.ci/swarm-up),
+    with the link agents in the engine or as the global service of node agents."""
+    def make(request):
+        from tests.capabilities import require_swarm
+        env = require_swarm()
+        from edgebed.emulator.runtimes.swarm.runtime import SwarmRuntime
+        from edgebed.scenario import parse_scenario
+        extra = {"agents": "service", "node_socket": "/run/edgebed-swarm/node-{{.Node.ID}}.sock"} \
+            if agents == "service" else {}
+        sc = parse_scenario({"name": "handles", "workers": {"n": 4}, "stop": {"updates": 10},
+                             "runtime": {"name": "swarm", "swarm": {"manager": env["MANAGER"],
+                                                                    "nodes": [env["MANAGER"], env["WORKER"]], **extra}}})
+        rt = SwarmRuntime(sc, Path(tempfile.mkdtemp(prefix="edgebed-handles-")))
+        request.addfinalizer(rt.cleanup)
+        rt.ps_bind()
+        with socket.socket() as s:   # a port nobody listens on: the agent keeps waiting for its PS
+            s.bind((rt.ps_host, 0))
+            port = s.getsockname()[1]
+        [h] = rt.start([AgentSpec(3, "default", f"tcp://{rt.ps_host}:{port}")])
+        return h
+    return make
 
 
 # name → (factory, the handle class it makes, marks); every AgentHandle class of edgebed is here.
@@ -107,7 +113,8 @@ HANDLES = {
     "spark": (_spark, "SparkAgentHandle", ()),
     "docker-container": (_docker("container"), "ContainerHandle", (pytest.mark.docker, pytest.mark.root)),
     "docker-forked": (_docker("forked"), "ForkedAgentHandle", (pytest.mark.docker, pytest.mark.root)),
-    "swarm": (_swarm, "SwarmTaskHandle", (pytest.mark.docker, pytest.mark.root)),
+    "swarm": (_swarm("engine"), "SwarmTaskHandle", (pytest.mark.docker, pytest.mark.root)),
+    "swarm-service": (_swarm("service"), "RemoteTaskHandle", (pytest.mark.docker, pytest.mark.root)),
 }
 
 

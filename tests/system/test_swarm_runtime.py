@@ -2,8 +2,10 @@
 each in its own network namespace; the main dockerd is never a node).
 
 The first test runs small stdlib senders instead of the agent (the runtime's ``agent_command`` hook)
-so the shaped rate is measured on its own, per node; the second runs the engine with real device
-agents end to end. Both check that nothing of the run is left on the swarm or on either node.
+so the shaped rate is measured on its own, per node, once with the link agents in the engine process
+(``agents: engine``) and once as a global service of node agent processes (``agents: service``), where
+the engine must not enter any task's namespace itself; the second runs the engine with real device
+agents end to end. All check that nothing of the run is left on the swarm or on either node.
 """
 import json
 import tempfile
@@ -31,6 +33,32 @@ def swarm_section(env, **extra):
     return {"manager": env["MANAGER"], "nodes": [env["MANAGER"], env["WORKER"]], **extra}
 
 
+# agents: service — each node agent mounts its own node's engine socket: .ci/swarm-up links
+# /run/edgebed-swarm/node-<node id>.sock to each node's socket, and Swarm fills in {{.Node.ID}}
+NODE_SOCKET = "/run/edgebed-swarm/node-{{.Node.ID}}.sock"
+
+
+def node_leftovers(env, run_id):
+    """Per node: the run's containers (any, the node agents' too), and edgebed qdiscs or ifb devices in
+    the node's own network namespace (the agents share it: network host)."""
+    import docker
+    from edgebed.emulator.runtimes.docker import links
+    out = {}
+    for key, ns in (("MANAGER", "ebsw-m"), ("WORKER", "ebsw-w")):
+        cli = docker.DockerClient(base_url=env[key], timeout=60)
+        try:
+            found = [c.name for c in cli.containers.list(all=True, filters={"label": f"edgebed.run={run_id}"})]
+        finally:
+            cli.close()
+        with links.iproute(ns) as ipr:
+            found += [f"ifb {i}" for i in ipr.link_lookup(ifname=links.IFB_NAME)]
+            found += [f"qdisc {q.get_attr('TCA_KIND')} on #{q['index']}" for q in ipr.get_qdiscs()
+                      if q["handle"] in (links.ROOT_HANDLE, links.INGRESS_HANDLE)]
+        if found:
+            out[ns] = found
+    return out
+
+
 def sender(seconds):
     def command(rt, spec):   # spec.device is the runtime's "{device}" placeholder, filled in per task
         host, port = spec.env["SINK"].rsplit(":", 1)
@@ -39,19 +67,26 @@ def sender(seconds):
                 f"s.sendall(b'{spec.device}\\n')\n"
                 f"chunk = b'x' * 65536; end = time.monotonic() + {seconds}\n"
                 f"while time.monotonic() < end: s.send(chunk)\n"
-                f"s.close()\n")
+                f"s.close()\n"
+                f"print('sender done', flush=True)\n")
         return [rt.image.python, "-c", code]
     return command
 
 
-def test_shaped_on_both_nodes_crash_and_nothing_left(swarm):
+@pytest.mark.parametrize("agents", ["engine", "service"])
+def test_shaped_on_both_nodes_crash_and_nothing_left(swarm, agents, monkeypatch):
+    from edgebed.emulator.runtimes.docker import links
     from edgebed.emulator.runtimes.swarm import clean
     from edgebed.emulator.runtimes.swarm.runtime import SwarmRuntime
     n, rate = 4, 4e6
+    extra = {"agents": "service", "node_socket": NODE_SOCKET} if agents == "service" else {}
     sc = parse_scenario({"name": "swarmtest", "workers": {"n": n, "classes": [
         {"name": "edge", "share": 1, "uplink": {"rate": "4mbit"}, "downlink": {"rate": "8mbit"}}]},
         "stop": {"updates": 10},
-        "runtime": {"name": "swarm", "swarm": swarm_section(swarm, max_per_node=2, quota_after="start")}})
+        "runtime": {"name": "swarm", "swarm": swarm_section(swarm, max_per_node=2, quota_after="start", **extra)}})
+    entered = []                         # every namespace this (the engine's) process opens a socket in
+    real_socket_in = links._netlink_socket_in
+    monkeypatch.setattr(links, "_netlink_socket_in", lambda ns: entered.append(ns) or real_socket_in(ns))
 
     class TestRuntime(SwarmRuntime):
         def agent_command(self, spec):
@@ -71,6 +106,11 @@ def test_shaped_on_both_nodes_crash_and_nothing_left(swarm):
             kinds = [q["kind"] for q in devs[str(d)]["qdiscs"]]
             assert devs[str(d)]["uplink"]["rate"] == "kernel" and kinds == ["tbf", "ingress+tbf"], devs[str(d)]
             assert devs[str(d)]["cpus"] == 1.0
+            by = devs[str(d)]["shaped_by"]
+            assert by["mode"] == agents and by["node"] == devs[str(d)]["node"], by
+        if agents == "service":          # shaped by the node agents: this process entered no task namespace
+            assert not [ns for ns in entered if ns != links.NEW_NETNS], entered
+            assert rt.agents == {} and len(rt.hub.hello) == 2
         # crash one device once every device sends: it stops contributing and stays down
         deadline = time.monotonic() + 60
         while len(rx.timeline) < n or any(not rx.timeline[d] for d in range(n)):
@@ -114,7 +154,12 @@ def test_shaped_on_both_nodes_crash_and_nothing_left(swarm):
     assert [c["device"] for c in record["crashes"]] == [0]
     # nothing of the run left: services, overlay network, task containers on either node
     assert clean.leftovers(record) == {"services": [], "networks": [], "configs": [], "containers": {}}
-    assert len(record["cleanup"]["services"]) == 1 and len(record["cleanup"]["networks"]) == 1
+    assert len(record["cleanup"]["services"]) == (2 if agents == "service" else 1)   # + the agents' service
+    assert len(record["cleanup"]["networks"]) == 1
+    if agents == "service":
+        assert set(record["agent_byes"]) == set(record["nodes"]) and record["agent_dropped_messages"] == 0
+    assert node_leftovers(swarm, rt.run_id) == {}
+    assert b"sender done" in (run_dir / "logs" / "agent-0001.log").read_bytes()   # each task's output kept
     again = cleanup.clean(run_dir)["swarm"]          # `edgebed clean` afterwards: nothing more to do
     assert not any(again[k] for k in ("services", "networks", "containers", "errors")), again
 
@@ -167,3 +212,54 @@ def test_swarm_run_end_to_end_with_crashes(swarm, tmp_path):
         assert u["configured_mbit"] == 1.0 and 0 < u["peak_mbit_min"] and u["peak_mbit_max"] <= 1.15, u
     assert clean.leftovers(record) == {"services": [], "networks": [], "configs": [], "containers": {}}
     assert len(record["cleanup"]["services"]) == 2
+
+
+def test_service_agents_release_frozen_tasks_when_the_engine_dies_and_clean_runs(swarm):
+    """agents: service, the engine gone without its bye (killed), one frozen task per node: `edgebed
+    clean` removes the services and nothing of the run stays on either node — the node agents, the
+    paused tasks (each agent removes its node's frozen tasks when Swarm stops it), the network, though
+    the engine was given no engine endpoint but the manager's (clean-up reaches the worker only
+    through Swarm)."""
+    import docker
+    from edgebed.emulator.runtimes.docker import images
+    from edgebed.emulator.runtimes.swarm import clean
+    from edgebed.emulator.runtimes.swarm.runtime import SwarmRuntime
+    worker = docker.DockerClient(base_url=swarm["WORKER"], timeout=60)
+    try:
+        images.resolve(None, worker)           # the offline image on the worker (else imported through `nodes`)
+    finally:
+        worker.close()
+    sc = parse_scenario({"name": "swarmkill", "workers": {"n": 2}, "stop": {"updates": 10},
+                         "runtime": {"name": "swarm", "swarm": {"manager": swarm["MANAGER"], "max_per_node": 1,
+                                                                "agents": "service", "node_socket": NODE_SOCKET}}})
+
+    class TestRuntime(SwarmRuntime):
+        def agent_command(self, spec):
+            return [self.image.python, "-c", "import time; time.sleep(120)"]
+    run_dir = Path(tempfile.mkdtemp(prefix="edgebed-swarmkill-"))
+    rt = TestRuntime(sc, run_dir)
+    assert rt.check() == []
+    rt.ps_bind()
+    handles = rt.start([AgentSpec(d, "default", "") for d in range(2)])
+    try:
+        assert {rt.record["devices"][str(d)]["node"] for d in range(2)} == set(rt.hub.hello)    # one per node
+        assert len(rt.hub.hello) == 2 and list(rt.record["nodes"]) == [rt.record["manager"]["node_id"]]
+        for h in handles:
+            h.freeze()
+        assert [h.poll() for h in handles] == [None, None]
+        rt._save()
+        rt.hub.close()                          # the engine dies: no bye, no clean-up of its own
+        rt.hub = None
+        t0 = time.monotonic()
+        report = cleanup.clean(run_dir)["swarm"]
+        took = time.monotonic() - t0
+        assert len(report["services"]) == 2 and not report["errors"], report
+        deadline = time.monotonic() + 30
+        while node_leftovers(swarm, rt.run_id) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        print(f"edgebed clean {took:.1f} s; frozen tasks gone after {time.monotonic() - t0:.1f} s")
+        assert node_leftovers(swarm, rt.run_id) == {}
+        assert clean.leftovers(rt.record) == {"services": [], "networks": [], "configs": [], "containers": {}}
+    finally:
+        if rt.hub is not None:
+            rt.cleanup()

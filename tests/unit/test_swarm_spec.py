@@ -68,7 +68,7 @@ def test_a_registry_image_absent_from_a_node_is_left_for_the_node_to_pull(tmp_pa
     class Node:
         client = type("Client", (), {"images": Images()})()
     rt = SwarmRuntime(scenario({"image": "registry.example/edgebed/agent:1"}), tmp_path)
-    info = rt._image_on(Node())
+    info = rt._image_on(Node.client)
     assert (info.name, info.kind, info.python, info.mounts) == ("registry.example/edgebed/agent:1", "dockerfile",
                                                                 "python", {})
 
@@ -81,3 +81,20 @@ def test_service_and_network_names_are_dns_components_whatever_the_run_directory
     rt = SwarmRuntime(scenario(), run)
     assert rt.dns_id == "my-run-v2-20261126-170000"
     assert rt.run_id == "my_run.v2-20261126-170000" and rt.label.endswith("=" + rt.run_id)
+
+
+def test_a_run_directory_ending_in_underscore_still_gives_valid_names(tmp_path):
+    """tempfile.mkdtemp names may end in '_': the name must not then end in '-' (Swarm refuses it)."""
+    run = tmp_path / "edgebed-handles-nf6o6hy_"
+    run.mkdir()
+    rt = SwarmRuntime(scenario(), run)
+    assert rt.dns_id == "edgebed-handles-nf6o6hy"
+
+
+def test_the_node_agent_stays_light():
+    """One node agent runs on every node for the whole run: it must not import torch or pandas (the
+    latter came in through edgebed.rundir once and doubled its memory, 68 → 141 MiB RSS)."""
+    code = ("import sys, edgebed.emulator.runtimes.swarm.node_agent\n"
+            "print(sorted(m for m in ('torch', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

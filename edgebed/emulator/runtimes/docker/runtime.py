@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,10 +34,11 @@ from .... import procs
 from ....console import warn
 from ....rundir import write_json_atomic
 from . import images, links, nsjoin
-from .clean import clean_docker, leak_advice, run_id_of
+from .clean import clean_docker, leak_advice
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 from .handles import ContainerHandle, ForkedAgentHandle
 from .quotas import QuotaOnFirstPush
+from .runstate import ContainerRunState, cpus_for  # noqa: F401 — cpus_for: also this module's (kubernetes)
 
 LABEL = images.LABEL
 RUN_LABEL = f"{LABEL}.run"
@@ -57,18 +55,7 @@ GATE = ("import os, signal, sys, time\n"
         "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
         "os.execvp(sys.argv[2], sys.argv[2:])\n")
 HOLDER = "/usr/bin/sleep"   # ``agents: forked``: the container's only process (coreutils, in every image)
-STATUS_TTL = 0.5         # seconds a batch container listing is reused by poll()
 COUNTER_EVERY = 0.25     # seconds between kernel counter samples (one netlink dump each)
-
-
-def cpus_for(klass, spec: "DockerSpec", paced: bool = False) -> float:
-    """CPU quota of a speed class: ``cpus.<class>`` if given, else ``base_cpus / slowdown`` — or
-    ``base_cpus`` when the agents pace themselves (``timing.pacing``: they enforce the slowdown)."""
-    if klass.name in spec.cpus:
-        return float(spec.cpus[klass.name])
-    if paced:
-        return spec.base_cpus
-    return spec.base_cpus / klass.slowdown
 
 
 class DockerSpec(BaseModel):
@@ -91,7 +78,7 @@ class DockerSpec(BaseModel):
         "needed for hundreds of devices)")
 
 
-class DockerRuntime(QuotaOnFirstPush, Runtime):
+class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
     name = "docker"
     # Class-level default for listings; instances replace it with what this kernel can do (netem).
     capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
@@ -104,26 +91,18 @@ class DockerRuntime(QuotaOnFirstPush, Runtime):
         prop = "kernel" if q["netem"] else "app"
         self.capabilities = Capabilities(link_rate="kernel" if q["tbf"] else "app", link_delay=prop,
                                          link_jitter=prop, link_loss=prop, cpu_quota=True, freeze="pause")
-        self.run_id = run_id_of(self.run_dir)
-        self.labels = {LABEL: "1", RUN_LABEL: self.run_id, f"{LABEL}.run_dir": str(self.run_dir.resolve())}
+        self.counter_every = COUNTER_EVERY
+        self._init_run_state()
         self._client = None
         self.network = None
         self.gateway: Optional[str] = None
         self.image: Optional[images.ImageInfo] = None
         self.handles: list[ContainerHandle] = []
-        self.record: dict = {"run_id": self.run_id, "label": f"{RUN_LABEL}={self.run_id}",
+        self.record: dict = {"run_id": self.run_id, "label": self.label,
                              "network": None, "containers": {}, "warnings": []}
-        self._status: dict[str, str] = {}
-        self._status_at = 0.0
-        self._lock = threading.Lock()
-        self._quota_pending: dict[int, float] = {}
-        self._counters: dict = {}
-        self._counter_at = 0.0
-        self._uplink_peaks: dict[int, PeakRate] = {}   # device → peak uplink throughput (fidelity)
         self._bridge_start: Optional[dict] = None
         self.leaked: dict = {}    # docker objects the teardown could not remove (summary.json "leftovers")
         self.gate_dir = self.run_dir / "gate"
-        self._cpu_busy: list[float] = []
 
     # -- what the engine asks ----------------------------------------------------------------
     def check(self) -> list[str]:
@@ -152,10 +131,6 @@ class DockerRuntime(QuotaOnFirstPush, Runtime):
             out["warning"] = ("kernel has no netem: link delay, jitter and loss are applied by the agent "
                               "(application level); rate is shaped by the kernel (tbf)")
         return out
-
-    def cpus_of(self, class_name: str) -> float:
-        klass = next(c for c in self.scenario.workers.classes if c.name == class_name)
-        return cpus_for(klass, self.spec, paced=self.scenario.timing.pacing)
 
     @property
     def client(self):
@@ -284,36 +259,17 @@ class DockerRuntime(QuotaOnFirstPush, Runtime):
         handle.container.update(cpu_period=100_000, cpu_quota=max(1000, int(cpus * 100_000)))
         self.record["containers"][str(device)]["cpus"] = cpus
 
-    def container_status(self, container_id: str) -> Optional[str]:
-        """A container's state from the latest batch listing (at most STATUS_TTL old), None if unlisted;
-        called by each ContainerHandle.poll."""
-        self._refresh_status()
-        return self._status.get(container_id)
-
-    def _refresh_status(self) -> None:
-        now = time.monotonic()
-        if now - self._status_at < STATUS_TTL:
-            return
-        with self._lock:
-            if now - self._status_at < STATUS_TTL:
-                return
-            try:
-                listed = self.client.containers.list(all=True, sparse=True,
-                                                     filters={"label": f"{RUN_LABEL}={self.run_id}"})
-                self._status = {c.id: c.attrs.get("State", "") for c in listed}
-            except Exception:
-                pass
-            self._status_at = time.monotonic()
+    def _list_status(self) -> dict[str, str]:
+        listed = self.client.containers.list(all=True, sparse=True, filters={"label": self.label})
+        return {c.id: c.attrs.get("State", "") for c in listed}
 
     def sample_counters(self, force: bool = False) -> None:
         """Remember the latest kernel counters of each device's host-side veth (one netlink dump).
 
         A container's veth disappears when it exits, so the last sample before that is what counts."""
-        now = time.monotonic()
-        if not force and now - self._counter_at < COUNTER_EVERY:
+        if not self._sample_due(force):
             return
-        self._counter_at = now
-        self._sample_cpu()
+        now = self._counter_at
         wanted = {c["host_veth"]: int(d) for d, c in self.record["containers"].items() if "host_veth" in c}
         if not wanted:
             return
@@ -328,30 +284,6 @@ class DockerRuntime(QuotaOnFirstPush, Runtime):
                                      "uplink_packets": int(st["rx_packets"]),
                                      "downlink_packets": int(st["tx_packets"])}
                 self._uplink_peaks.setdefault(d, PeakRate()).add(now, int(st["rx_bytes"]))
-
-    def _sample_cpu(self) -> None:
-        """Host CPU busy fraction since the previous sample (from /proc/stat), for the summary."""
-        try:
-            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        except (OSError, ValueError):
-            return
-        idle, total = fields[3] + fields[4], sum(fields[:8])
-        prev = getattr(self, "_cpu_prev", None)
-        self._cpu_prev = (idle, total)
-        if prev and total > prev[1]:
-            self._cpu_busy.append(1.0 - (idle - prev[0]) / (total - prev[1]))
-
-    def host_cpu(self) -> dict:
-        """Host CPU saturation over the run: mean and share of samples above 95 % busy."""
-        b = self._cpu_busy
-        if not b:
-            return {}
-        return {"busy_mean": round(sum(b) / len(b), 3), "saturated_share": round(sum(x > 0.95 for x in b) / len(b), 3),
-                "samples": len(b)}
-
-    def fidelity(self) -> dict:
-        return {"uplink_peak_bps": {d: p.peak_bps for d, p in self._uplink_peaks.items()},
-                "host_cpu": self.host_cpu()}
 
     def kernel_traffic(self) -> dict:
         """On-the-wire bytes (Ethernet + IP + TCP + payload) per device, per class and at the PS."""
@@ -382,11 +314,7 @@ class DockerRuntime(QuotaOnFirstPush, Runtime):
     def cleanup(self) -> None:
         if self.network is None and not self.handles:
             return
-        try:
-            self.sample_counters(force=True)
-            write_json_atomic(self.run_dir / "kernel_traffic.json", self.kernel_traffic())
-        except Exception as err:
-            self.record["warnings"].append(f"kernel counters not read: {err}")
+        self._write_kernel_traffic()
         for h in self.handles:           # forked agents are host processes: end them first
             if isinstance(h, ForkedAgentHandle) and h.poll() is None:
                 h.kill()

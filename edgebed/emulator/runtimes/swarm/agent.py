@@ -10,9 +10,10 @@ vanish with the task. It then opens the task's gate (a file written into the con
 ``docker pause`` (fail-stop) go through the node's engine. Kernel byte counters are read through a
 netlink socket kept open in each task's namespace, so the last values stay readable after it ended.
 
-The agent runs inside the edgebed engine process, one object per node, and needs that node's engine
-endpoint and its processes in this host's PID namespace (nodes on this host: the test swarm, or a
-single-host swarm). ``check_local`` refuses a node whose tasks it can't reach instead of pretending.
+Where it runs (``runtime.swarm.agents``): ``engine`` — inside the edgebed engine process, one object
+per node, which then needs that node's engine endpoint and its processes in this host's PID namespace
+(``pid_of`` refuses a task it can't reach instead of pretending); ``service`` — inside the node agent
+process (``node_agent.py``) on the node itself, which sees the host's procfs at ``proc_root``.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .... import procs
 from ..docker import links
 
 GATE_FILE = "/tmp/edgebed-gate"       # inside the task container; its first process waits for it
@@ -42,9 +44,10 @@ class Task:
 class LinkAgent:
     """One node's link agent. Called by the swarm runtime only (its start, drive and cleanup)."""
 
-    def __init__(self, endpoint: str, run_label: str):
+    def __init__(self, endpoint: str, run_label: str, proc_root: str = "/proc"):
         import docker
         self.endpoint = endpoint
+        self.proc_root = proc_root          # the node's procfs: /proc, or a host /proc mounted in a container
         self.run_label = run_label
         self.client = None
         try:
@@ -84,7 +87,7 @@ class LinkAgent:
         container.reload()
         pid = container.attrs["State"]["Pid"]
         try:
-            ok = pid and container.id in Path(f"/proc/{pid}/cgroup").read_text()
+            ok = pid and container.id in Path(f"{self.proc_root}/{pid}/cgroup").read_text()
         except OSError:
             ok = False
         if not ok:
@@ -97,7 +100,8 @@ class LinkAgent:
     def shape(self, device: int, pid: int, klass, ps_host: str, downlink: bool = True) -> dict:
         """Shape task ``pid``'s interface towards ``ps_host``: uplink on its egress (tbf), downlink on
         its ingress (ifb + tbf). Returns what was installed, for swarm.json."""
-        ipr = links.open_iproute(pid)
+        netns = f"{self.proc_root}/{pid}/ns/net"
+        ipr = links.open_iproute(netns)
         try:
             route = ipr.route("get", dst=ps_host)
             index = route[0].get_attr("RTA_OIF")
@@ -109,12 +113,12 @@ class LinkAgent:
         with self._lock:
             self._sockets[device] = (ipr, index)
         out = {"ifname": ifname, "ifindex": index, "netns_pid": pid, "qdiscs": []}
-        up = links.shape(index, klass.uplink, netns=pid)
+        up = links.shape(index, klass.uplink, netns=netns)
         out["uplink"] = up.levels
         if up.qdisc:
             out["qdiscs"].append({"where": f"task {ifname} egress", "kind": up.qdisc})
         if downlink and klass.downlink.rate is not None and links.kernel_qdiscs()["tbf"]:
-            ifb = links.shape_ingress(index, klass.downlink.rate, netns=pid)
+            ifb = links.shape_ingress(index, klass.downlink.rate, netns=netns)
             out["qdiscs"].append({"where": f"task {ifname} ingress → {ifb}", "kind": "ingress+tbf"})
             out["downlink"] = {**links.levels(klass.downlink), "rate": "kernel"}
         else:
@@ -123,7 +127,24 @@ class LinkAgent:
 
     def open_gate(self, pid: int) -> None:
         """Let the task's first process exec the agent (it waits for GATE_FILE in its own root)."""
-        Path(f"/proc/{pid}/root{GATE_FILE}").touch()
+        Path(f"{self.proc_root}/{pid}/root{GATE_FILE}").touch()
+
+    def prepare(self, device: int, container_id: str, klass, ps_host: str, downlink: bool = True) -> dict:
+        """Everything a new task needs on its node before it may send: find its first process, shape
+        its link, wait until it blocks SIGTERM (the gate's first act: from then no signal is lost) and
+        open its gate. Returns swarm.json's entry for it (container, pid, interface, qdiscs)."""
+        container = self.client.containers.get(container_id)
+        pid = self.pid_of(container)
+        entry = {"container": container.id, "pid": pid}
+        entry.update(self.shape(device, pid, klass, ps_host, downlink))
+        procs.wait_blocked(pid, 15, proc=self.proc_root)
+        self.open_gate(pid)
+        return entry
+
+    def states(self) -> dict[str, str]:
+        """State of each of the run's containers on this node (one listing): id → running, paused, exited…"""
+        return {c.id: c.attrs.get("State", "")
+                for c in self.client.containers.list(all=True, sparse=True, filters={"label": self.run_label})}
 
     def unshape(self, device: int) -> list[str]:
         """Remove the qdiscs of ``device`` if its namespace still exists; names what was removed."""

@@ -9,7 +9,9 @@ address towards the manager's node, so every device's ingress is counted in one 
 it through their node's ``docker_gwbridge``. On every node a link agent (``agent.py``) shapes each of
 the run's tasks inside its network namespace as soon as the node's engine lists it, opens its gate,
 sets its CPU quota once it pushed, freezes it (``docker pause``) for a fail-stop crash and reads its
-kernel byte counters. Everything carries the label ``edgebed.run=<run id>`` and is listed in
+kernel byte counters. ``runtime.swarm.agents`` says where that agent runs: ``engine`` — an object in
+this process per node (nodes on this host only); ``service`` — a node agent process per node, run by a
+global service and reporting over ZeroMQ (``node_agent.py``, ``protocol.py``, ``remote.py``). Everything carries the label ``edgebed.run=<run id>`` and is listed in
 ``run_dir/swarm.json``; ``edgebed clean <run-dir>`` removes exactly that (``clean.py``).
 
 Images need no registry: the offline image is imported into every node's engine (it bind-mounts this
@@ -20,26 +22,24 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .... import procs
 from ....rundir import write_json_atomic
 from ...fidelity import PeakRate
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
 from ..docker import images, links
 from ..docker.handles import ContainerHandle
 from ..docker.quotas import QuotaOnFirstPush
-from ..docker.runtime import LABEL, RUN_LABEL, DockerRuntime, cpus_for, run_id_of
+from ..docker.runstate import LABEL, ContainerRunState
 from . import clean
 from .agent import GATE_FILE, AgentError, LinkAgent, interface_with, ps_source_address
+from .remote import AgentHub, RemoteTaskHandle, agent_service
 
 START_TIMEOUT = 180.0    # seconds for every task to be placed, started and shaped
-STATUS_TTL = 0.5
 COUNTER_EVERY = 0.5      # seconds between kernel counter samples (one netlink request per device)
 DEVICE = "{device}"      # placeholder in a class's command template; the task's gate fills it in
 # The task's first process: blocks SIGTERM (see docker/runtime.py's GATE: it is PID 1), maps its slot
@@ -73,6 +73,12 @@ class SwarmSpec(BaseModel):
     class_constraints: dict[str, list[str]] = Field(default_factory=dict, description="extra constraints "
                                                     "per speed class name")
     max_per_node: Optional[int] = Field(None, ge=1, description="at most this many tasks of a class per node")
+    agents: Literal["engine", "service"] = Field("engine", description="where the link agents run: "
+                                                 "`engine` (objects in the engine process; nodes on this "
+                                                 "host only) or `service` (a global service, one node agent "
+                                                 "process per node, reporting over ZeroMQ)")
+    node_socket: str = Field("/var/run/docker.sock", description="agents: service — path of each node's "
+                             "engine socket on that node; Swarm templates such as {{.Node.ID}} allowed")
 
 
 class SwarmTaskHandle(ContainerHandle):
@@ -85,7 +91,7 @@ class SwarmTaskHandle(ContainerHandle):
             self.runtime.note_crash(self.device)
 
 
-class SwarmRuntime(QuotaOnFirstPush, Runtime):
+class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
     name = "swarm"
     capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
                                 cpu_quota=True, freeze="pause")
@@ -100,31 +106,21 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
         self.capabilities = Capabilities(link_rate="kernel" if q["tbf"] else "app", link_delay="app",
                                          link_jitter="app", link_loss="app", cpu_quota=True, freeze="pause")
         self._netem = prop == "kernel"
-        self.run_id = run_id_of(self.run_dir)
-        # Swarm names services and networks in its DNS: letters, digits and '-' only ('_', '.' refused).
-        self.dns_id = re.sub(r"[^a-zA-Z0-9-]", "-", self.run_id)
-        self.label = f"{RUN_LABEL}={self.run_id}"
-        self.labels = {LABEL: "1", RUN_LABEL: self.run_id, f"{LABEL}.run_dir": str(self.run_dir.resolve())}
+        self.counter_every = COUNTER_EVERY
+        self._init_run_state()
+        # Swarm names services and networks in its DNS: letters, digits and '-' only ('_', '.' refused),
+        # and a name must not end in '-' (a run directory "x-ab_" made network "edgebed-x-ab-": refused).
+        self.dns_id = re.sub(r"[^a-zA-Z0-9-]", "-", self.run_id).strip("-") or "run"
         self._manager = None
-        self.agents: dict[str, LinkAgent] = {}          # node id → its link agent
+        self.agents: dict[str, LinkAgent] = {}          # agents: engine — node id → its link agent
+        self.node_engines: dict = {}                    # agents: service — node id → its engine (images, clean-up)
+        self.hub: Optional[AgentHub] = None             # agents: service — the node agents' channel
         self.ps_host: Optional[str] = None
         self.handles: list[SwarmTaskHandle] = []
         self.record: dict = {"run_id": self.run_id, "label": self.label, "manager": None, "nodes": {},
                              "network": None, "services": [], "devices": {}, "crashes": [], "warnings": []}
-        self._status: dict[str, str] = {}
-        self._status_at = 0.0
-        self._lock = threading.Lock()
-        self._quota_pending: dict[int, float] = {}
-        self._counters: dict[int, dict] = {}
-        self._counter_at = 0.0
-        self._uplink_peaks: dict[int, PeakRate] = {}
         self._ps_start: Optional[dict] = None
         self._started = False
-        self._cpu_busy: list[float] = []
-
-    # CPU busy share of the engine's host (all nodes, on the test swarm), sampled with the counters
-    _sample_cpu = DockerRuntime._sample_cpu
-    host_cpu = DockerRuntime.host_cpu
 
     # -- what the engine asks ---------------------------------------------------------------------------
     @property
@@ -173,11 +169,15 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
         if self.agents:
             return
         mgr = self.manager
-        for url in self.spec.nodes or [self.record["manager"]["endpoint"]]:
-            agent = LinkAgent(url, self.label)
-            self.agents[agent.node_id] = agent
-            self.record["nodes"][agent.node_id] = {"endpoint": url, "address": agent.address}
-        if not self.spec.constraints:
+        if self.spec.agents == "service":
+            self._connect_engines()
+        else:
+            for url in self.spec.nodes or [self.record["manager"]["endpoint"]]:
+                agent = LinkAgent(url, self.label)
+                self.agents[agent.node_id] = agent
+                self.record["nodes"][agent.node_id] = {"endpoint": url, "address": agent.address,
+                                                       "agent": "engine"}
+        if not self.spec.constraints and self.spec.agents == "engine":
             for node in mgr.nodes.list():
                 st, spec = node.attrs["Status"], node.attrs["Spec"]
                 if st.get("State") == "ready" and spec.get("Availability") == "active" \
@@ -191,24 +191,41 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
                                 f"{self.record['manager']['address']}; set runtime.swarm.ps_address")
         self.ps_host = addr
 
+    def _connect_engines(self) -> None:
+        """agents: service — the nodes' engines named in ``nodes`` (if any): only to import the offline
+        image and to list left-over containers; the engine never enters a task's namespace."""
+        if self.node_engines:
+            return
+        for url in self.spec.nodes or [self.record["manager"]["endpoint"]]:
+            import docker
+            try:
+                _socket_exists(url)
+                client = docker.DockerClient(base_url=url, timeout=120)
+                node_id = client.info()["Swarm"]["NodeID"]
+            except Exception as err:
+                raise AgentError(f"runtime.swarm.nodes: engine {url} does not answer as a swarm node "
+                                 f"({err})") from None
+            self.node_engines[node_id] = client
+            self.record["nodes"][node_id] = {"endpoint": url, "agent": "service"}
+
     def applied(self) -> dict:
         out = super().applied()
         out["swarm"] = {"image": self.spec.image or images.OFFLINE_IMAGE,
                         "cpus": {c.name: self.cpus_of(c.name) for c in self.scenario.workers.classes},
                         "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after,
                         "shaping": "per-node link agent: tbf on egress, ifb+tbf on ingress, inside each task's "
-                                   "network namespace", "nodes": sorted(self.record["nodes"])}
+                                   "network namespace", "nodes": sorted(self.record["nodes"]),
+                        "agents": self.spec.agents}
         out["warning"] = ("link delay, jitter and loss are applied by the agent (application level)"
                           + ("" if self._netem else ": the kernel has no netem")
                           + "; rate is shaped by the kernel (tbf) on the task's node")
         return out
 
-    def cpus_of(self, class_name: str) -> float:
-        klass = next(c for c in self.scenario.workers.classes if c.name == class_name)
-        return cpus_for(klass, self.spec, paced=self.scenario.timing.pacing)
-
     def ps_bind(self) -> str:
         self._connect()
+        if self.spec.agents == "service" and self.hub is None:
+            self.hub = AgentHub(self.ps_host, on_counters=self._add_counter_sample)
+            self.record["agent_channel"] = self.hub.endpoint
         if self._ps_start is None:
             iface = interface_with(self.ps_host)
             if iface:
@@ -230,9 +247,16 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
         self._started = True
         mgr = self.manager
         # the image on every node that may hold tasks: imported (offline) or pulled by the node (registry)
-        for agent in self.agents.values():
-            self.image = self._image_on(agent)
+        engines = [a.client for a in self.agents.values()] or list(self.node_engines.values()) or [mgr]
+        for client in engines:
+            self.image = self._image_on(client)
         self.record["image"] = {"name": self.image.name, "kind": self.image.kind}
+        if self.spec.agents == "service":        # first, so the agents start while the tasks are created
+            self.ps_bind()
+            name = f"edgebed-{self.dns_id}-agents"
+            svc = agent_service(mgr, self, self.image, self.labels, name)
+            self.record["agent_service"] = {"name": name, "id": svc.id, "socket": self.spec.node_socket}
+            self._save()
         net = mgr.networks.create(f"edgebed-{self.dns_id}", driver="overlay", labels=self.labels,
                                   check_duplicate=True)
         self.record["network"] = {"name": net.name, "id": net.id}
@@ -263,18 +287,18 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
             self.record["services"].append({"name": name, "id": svc.id, "class": klass.name,
                                             "devices": [s.device for s in group]})
             self._save()
-        self.handles = self._shape_all(specs)
+        self.handles = self._shape_all_remote(specs) if self.hub is not None else self._shape_all(specs)
         self._save()
         if self.spec.quota_after == "start":
             self.apply_quotas(all_pending=True)
         return list(self.handles)
 
-    def _image_on(self, agent: LinkAgent) -> images.ImageInfo:
+    def _image_on(self, client) -> images.ImageInfo:
         """The agent image as a node's engine has it: the offline one imported there, or a registry
         image that node pulls itself when Swarm starts the task (not present yet: nothing to inspect)."""
         import docker
         try:
-            return images.resolve(self.spec.image, agent.client)
+            return images.resolve(self.spec.image, client)
         except docker.errors.ImageNotFound:
             return images.ImageInfo(self.spec.image, "dockerfile", "python", {},
                                     {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
@@ -310,25 +334,55 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
 
     def _shape_one(self, spec: AgentSpec, node_id: str, agent: LinkAgent, task) -> SwarmTaskHandle:
         klass = self.scenario.class_of(spec.device)
-        container = agent.client.containers.get(task.container_id)
-        pid = agent.pid_of(container)
         entry = {"device": spec.device, "class": spec.speed_class, "node": node_id, "service": task.service,
-                 "slot": task.slot, "container": container.id, "pid": pid}
+                 "slot": task.slot, "container": task.container_id}
         with self._lock:
             self.record["devices"][str(spec.device)] = entry
-        entry.update(agent.shape(spec.device, pid, klass, self.ps_host, self.spec.shape_downlink))
-        handle = SwarmTaskHandle(self, spec.device, container)
+        entry.update(agent.prepare(spec.device, task.container_id, klass, self.ps_host, self.spec.shape_downlink))
+        entry["shaped_by"] = {"mode": "engine", "node": node_id, "pid": os.getpid()}
+        handle = SwarmTaskHandle(self, spec.device, agent.client.containers.get(task.container_id))
         handle.node = node_id
-        procs.wait_blocked(pid, 15)      # SIGTERM blocked by the gate: from here no signal is lost
-        agent.open_gate(pid)
         self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
         return handle
+
+    def _shape_all_remote(self, specs: list[AgentSpec]) -> list[RemoteTaskHandle]:
+        """agents: service — tell every node agent which service slots are which devices, then wait
+        until each device's agent reports it shaped and its gate open."""
+        classes = {c.name: c.model_dump(mode="json") for c in self.scenario.workers.classes}
+        self.hub.send_setup(services=[{"name": s["name"], "class": s["class"], "devices": s["devices"]}
+                                      for s in self.record["services"]],
+                            classes=classes, ps_host=self.ps_host, downlink=self.spec.shape_downlink,
+                            report_every=COUNTER_EVERY)
+        want = {s.device for s in specs}
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.hub.wait_for(lambda: want <= set(self.hub.shaped) or bool(self.hub.errors), 2.0):
+            done = frozenset((e.get("service"), e.get("slot")) for e in list(self.hub.shaped.values()))
+            failed = self._task_errors(("failed", "rejected", "complete", "shutdown", "orphaned"), done)
+            if failed:
+                raise RuntimeError_(f"runtime swarm: tasks or node agents ended before the links were shaped: {failed}")
+            if time.monotonic() > deadline:
+                missing = sorted(want - set(self.hub.shaped))
+                raise RuntimeError_(f"runtime swarm: devices {missing[:10]} not shaped after {START_TIMEOUT:.0f} s; "
+                                    f"node agents that said hello: {sorted(n[:12] for n in self.hub.hello)}; "
+                                    f"{self._task_errors()}")
+        if self.hub.errors:
+            raise RuntimeError_(f"runtime swarm: a node agent could not shape: {'; '.join(self.hub.errors[:4])}")
+        by_dev = {d: s for s in self.record["services"] for d in s["devices"]}
+        handles = []
+        for s in specs:
+            e = self.hub.shaped[s.device]
+            self.record["devices"][str(s.device)] = {"device": s.device, "class": s.speed_class,
+                                                     "node": e["node"], "service": by_dev[s.device]["name"], **e}
+            handles.append(RemoteTaskHandle(self, s.device, e["node"]))
+            self._quota_pending[s.device] = self.cpus_of(s.speed_class)
+        return handles
 
     def _task_errors(self, states: Optional[tuple] = None, skip: frozenset = frozenset()) -> str:
         """What the manager says of tasks not running (only those in ``states``, if given; not those
         whose (service, slot) is in ``skip``)."""
         errs = []
-        for s in self.record["services"]:
+        services = self.record["services"] + ([self.record["agent_service"]] if "agent_service" in self.record else [])
+        for s in services:
             try:
                 for t in self.manager.services.get(s["id"]).tasks():
                     st = t.get("Status", {})
@@ -349,47 +403,38 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
 
     # -- during the run ---------------------------------------------------------------------------------
     def _set_quota(self, handle, device: int, cpus: float) -> None:
-        LinkAgent.set_quota(handle.container, cpus)
+        if self.hub is not None:
+            self.hub.request(handle.node, "quota", device=device, cpus=cpus)
+        else:
+            LinkAgent.set_quota(handle.container, cpus)
         self.record["devices"][str(device)]["cpus"] = cpus
 
-    def container_status(self, container_id: str) -> Optional[str]:
-        """A task container's state from the latest listing of every node (at most STATUS_TTL old),
-        None if unlisted; called by each SwarmTaskHandle.poll."""
-        self._refresh_status()
-        return self._status.get(container_id)
-
-    def _refresh_status(self) -> None:
-        """Container states of the run's tasks on every node (one listing per node), for poll()."""
-        now = time.monotonic()
-        if now - self._status_at < STATUS_TTL:
-            return
-        with self._lock:
-            if now - self._status_at < STATUS_TTL:
-                return
-            status = {}
-            for agent in self.agents.values():
-                try:
-                    for c in agent.client.containers.list(all=True, sparse=True, filters={"label": self.label}):
-                        status[c.id] = c.attrs.get("State", "")
-                except Exception:
-                    pass
-            self._status = status
-            self._status_at = time.monotonic()
+    def _list_status(self) -> dict[str, str]:
+        """agents: engine — container states of the run's tasks on every node (one listing per node),
+        for SwarmTaskHandle.poll (the CPU share sampled is that of the engine's host)."""
+        status = {}
+        for agent in self.agents.values():
+            try:
+                status.update(agent.states())
+            except Exception:
+                pass
+        return status
 
     def sample_counters(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._counter_at < COUNTER_EVERY:
+        if not self._sample_due(force):
             return
-        self._counter_at = now
-        self._sample_cpu()
+        now = self._counter_at
+        if self.hub is not None:         # the node agents report on their own; their peaks are added as they come
+            self._counters.update(self.hub.counters)
         for agent in self.agents.values():
             for d, c in agent.counters().items():
                 self._counters[d] = c
                 self._uplink_peaks.setdefault(d, PeakRate()).add(now, c["uplink_bytes"])
 
-    def fidelity(self) -> dict:
-        return {"uplink_peak_bps": {d: p.peak_bps for d, p in self._uplink_peaks.items()},
-                "host_cpu": self.host_cpu()}
+    def _add_counter_sample(self, device: int, t: float, c: dict) -> None:
+        """A node agent's counter sample (``t``: that agent's monotonic clock, the same for all of a
+        device's samples), called from the hub's thread."""
+        self._uplink_peaks.setdefault(device, PeakRate()).add(t, c["uplink_bytes"])
 
     def kernel_traffic(self) -> dict:
         """On-the-wire bytes per device, per class, per node and at the PS (kernel counters)."""
@@ -419,13 +464,15 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
 
     # -- teardown ---------------------------------------------------------------------------------------
     def cleanup(self) -> None:
-        if not self._started and not self.agents:
+        if not self._started and not self.agents and self.hub is None:
             return
-        try:
-            self.sample_counters(force=True)
-            write_json_atomic(self.run_dir / "kernel_traffic.json", self.kernel_traffic())
-        except Exception as err:
-            self.record["warnings"].append(f"kernel counters not read: {err}")
+        if self.hub is not None:          # final reports, logs; the agents release their tasks and end
+            late = self.hub.bye()
+            if late:
+                self.record["warnings"].append(f"node agents {[n[:12] for n in late]} did not say bye")
+            self.record["agent_byes"] = dict(self.hub.byes)
+            self.record["agent_dropped_messages"] = self.hub.dropped
+        self._write_kernel_traffic()
         self._save_logs()
         removed_qdiscs = []
         for agent in self.agents.values():
@@ -441,6 +488,12 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
             report["qdiscs"] = removed_qdiscs + report.get("qdiscs", [])
             self.record["cleanup"] = report
         self._save()
+        if self.hub is not None:
+            self.hub.close()
+            self.hub = None
+        for client in self.node_engines.values():
+            client.close()
+        self.node_engines = {}
         self.agents = {}
         self.handles = []
         self._started = False
@@ -450,7 +503,8 @@ class SwarmRuntime(QuotaOnFirstPush, Runtime):
         log_dir.mkdir(exist_ok=True)
         for h in self.handles:
             try:
-                (log_dir / f"agent-{h.device:04d}.log").write_bytes(h.container.logs())
+                text = self.hub.logs[h.device].encode() if self.hub is not None else h.container.logs()
+                (log_dir / f"agent-{h.device:04d}.log").write_bytes(text)
             except Exception:
                 pass
 
