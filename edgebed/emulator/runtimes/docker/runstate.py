@@ -33,8 +33,18 @@ class ContainerRunState:
 
     counter_every: float = 0.5          # seconds between kernel counter samples
 
-    def _init_run_state(self) -> None:
-        """Call from ``__init__`` once ``run_dir`` is set."""
+    def _init_run_state(self, counter_every: float, kernel_delay: bool = True) -> None:
+        """Call from ``__init__`` once ``run_dir`` is set. Sets the capabilities from this kernel's
+        qdiscs: the rate by tbf (else at application level), delay, jitter and loss by netem where the
+        kernel has it and ``kernel_delay`` (else at application level, the documented fallback)."""
+        from ..base import Capabilities
+        from . import links
+        q = links.kernel_qdiscs()
+        self.netem = bool(q["netem"])
+        prop = "kernel" if self.netem and kernel_delay else "app"
+        self.capabilities = Capabilities(link_rate="kernel" if q["tbf"] else "app", link_delay=prop,
+                                         link_jitter=prop, link_loss=prop, cpu_quota=True, freeze="pause")
+        self.counter_every = counter_every
         self.run_id = run_id_of(self.run_dir)
         self.label = f"{RUN_LABEL}={self.run_id}"
         self.labels = {LABEL: "1", RUN_LABEL: self.run_id, f"{LABEL}.run_dir": str(self.run_dir.resolve())}

@@ -87,12 +87,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
 
     def __init__(self, scenario, run_dir):
         super().__init__(scenario, run_dir)
-        q = links.kernel_qdiscs()
-        prop = "kernel" if q["netem"] else "app"
-        self.capabilities = Capabilities(link_rate="kernel" if q["tbf"] else "app", link_delay=prop,
-                                         link_jitter=prop, link_loss=prop, cpu_quota=True, freeze="pause")
-        self.counter_every = COUNTER_EVERY
-        self._init_run_state()
+        self._init_run_state(COUNTER_EVERY)
         self._client = None
         self.network = None
         self.gateway: Optional[str] = None

@@ -99,15 +99,9 @@ class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
 
     def __init__(self, scenario, run_dir):
         super().__init__(scenario, run_dir)
-        q = links.kernel_qdiscs()
-        prop = "kernel" if q["netem"] else "app"
         # netem, where the kernel has it, would need a second qdisc chain per task; the agent applies
         # delay/jitter/loss at application level on every kernel for now ("app" in the manifest).
-        self.capabilities = Capabilities(link_rate="kernel" if q["tbf"] else "app", link_delay="app",
-                                         link_jitter="app", link_loss="app", cpu_quota=True, freeze="pause")
-        self._netem = prop == "kernel"
-        self.counter_every = COUNTER_EVERY
-        self._init_run_state()
+        self._init_run_state(COUNTER_EVERY, kernel_delay=False)
         # Swarm names services and networks in its DNS: letters, digits and '-' only ('_', '.' refused),
         # and a name must not end in '-' (a run directory "x-ab_" made network "edgebed-x-ab-": refused).
         self.dns_id = re.sub(r"[^a-zA-Z0-9-]", "-", self.run_id).strip("-") or "run"
@@ -217,7 +211,7 @@ class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
                                    "network namespace", "nodes": sorted(self.record["nodes"]),
                         "agents": self.spec.agents}
         out["warning"] = ("link delay, jitter and loss are applied by the agent (application level)"
-                          + ("" if self._netem else ": the kernel has no netem")
+                          + ("" if self.netem else ": the kernel has no netem")
                           + "; rate is shaped by the kernel (tbf) on the task's node")
         return out
 
