@@ -10,6 +10,7 @@ from typing import Optional
 
 from ....rundir import write_json_atomic
 from ...fidelity import PeakRate
+from ..base import Capabilities
 from .clean import RUN_LABEL, run_id_of
 from .images import LABEL
 
@@ -32,12 +33,14 @@ class ContainerRunState:
     run's containers are listed (``_list_status``) and sets ``counter_every``."""
 
     counter_every: float = 0.5          # seconds between kernel counter samples
+    # Class-level default for listings; instances replace it with what this kernel can do (netem).
+    capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
+                                cpu_quota=True, freeze="pause")
 
     def _init_run_state(self, counter_every: float, kernel_delay: bool = True) -> None:
         """Call from ``__init__`` once ``run_dir`` is set. Sets the capabilities from this kernel's
         qdiscs: the rate by tbf (else at application level), delay, jitter and loss by netem where the
         kernel has it and ``kernel_delay`` (else at application level, the documented fallback)."""
-        from ..base import Capabilities
         from . import links
         q = links.kernel_qdiscs()
         self.netem = bool(q["netem"])

@@ -35,7 +35,7 @@ from ....console import warn
 from ....rundir import write_json_atomic
 from . import images, links, nsjoin
 from .clean import clean_docker, leak_advice
-from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
+from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_
 from .handles import ContainerHandle, ForkedAgentHandle
 from .quotas import QuotaOnFirstPush
 from .runstate import ContainerRunState, cpus_for  # noqa: F401 — cpus_for: also this module's (kubernetes)
@@ -80,9 +80,6 @@ class DockerSpec(BaseModel):
 
 class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
     name = "docker"
-    # Class-level default for listings; instances replace it with what this kernel can do (netem).
-    capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
-                                cpu_quota=True, freeze="pause")
     Spec = DockerSpec
 
     def __init__(self, scenario, run_dir):

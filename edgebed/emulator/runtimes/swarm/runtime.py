@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ....rundir import write_json_atomic
 from ...fidelity import PeakRate
-from ..base import AgentHandle, AgentSpec, Capabilities, Runtime, RuntimeError_
+from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_
 from ..docker import images, links
 from ..docker.handles import ContainerHandle
 from ..docker.quotas import QuotaOnFirstPush
@@ -93,8 +93,6 @@ class SwarmTaskHandle(ContainerHandle):
 
 class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
     name = "swarm"
-    capabilities = Capabilities(link_rate="kernel", link_delay="app", link_jitter="app", link_loss="app",
-                                cpu_quota=True, freeze="pause")
     Spec = SwarmSpec
 
     def __init__(self, scenario, run_dir):
