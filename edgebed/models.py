@@ -100,6 +100,17 @@ def grad_flat(model: nn.Module) -> np.ndarray:
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy()
 
 
+def model_layers(name: str) -> list[Layer]:
+    """``name``'s parameter layout (names, offsets in Θ, sizes, shapes) without computing anything:
+    the model is built on torch's meta device, so no CPU kernel runs. A study driver calls this (the
+    paper-encoding byte counts of a compact result) before a cell run in its own process applies
+    the numerics profile, which must come before the process's first CPU kernel."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+    with torch.device("meta"):
+        return layers_of(MODELS[name]())
+
+
 def initial_theta(name: str, seed: int) -> tuple[np.ndarray, list[Layer]]:
     model = build_model(name, seed)
     return get_flat(model), layers_of(model)

@@ -77,9 +77,8 @@ def expected_sparse(layers: Sequence[tuple[int, int]], counts: Sequence[int]) ->
 
 @lru_cache(maxsize=64)
 def _layers(model: str) -> tuple[tuple[int, int], ...]:
-    from ..models import initial_theta
-    _, layers = initial_theta(model, 0)
-    return tuple((l.offset, l.size) for l in layers)
+    from ..models import model_layers     # no CPU kernel runs: see model_layers
+    return tuple((l.offset, l.size) for l in model_layers(model))
 
 
 def per_update(model: str, algorithm: str, c: float) -> float:

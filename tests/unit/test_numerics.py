@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,24 @@ def test_another_torch_version_has_no_reference_and_says_so(monkeypatch):
     monkeypatch.setattr(numerics, "PORTABLE_REFERENCE", {})
     fp = numerics.fingerprint("portable")
     assert fp["reproducible"] is None and "no portable reference recorded" in fp["problem"]
+
+
+DRIVER_FIRST = """
+import json
+from edgebed.analysis import paper_bytes
+from edgebed import numerics
+sizes = [paper_bytes.per_update(m, a, 0.01) for m in ("cnn", "mlp") for a in ("asgd", "adacomp", "comp-asgd")]
+numerics.apply("portable")        # raises NumericsError if the byte counts ran a CPU kernel first
+print(json.dumps({"sizes": sizes}))
+"""
+
+
+def test_a_study_driver_can_count_paper_bytes_before_a_cell_applies_portable():
+    """The study driver compacts a finished run (paper-encoding bytes need the model's layer
+    layout) before the next in-process cell applies the numerics profile: that must run no CPU
+    kernel, or the cell fails ("already runs AVX512 kernels") — it did, resuming the paper study."""
+    env = {k: v for k, v in os.environ.items() if k not in numerics.PINS and k != numerics.ENV}
+    out = subprocess.run([sys.executable, "-c", DRIVER_FIRST], env=env, capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert all(s > 0 for s in json.loads(out.stdout.strip().splitlines()[-1])["sizes"])
