@@ -60,6 +60,18 @@ def _spark(request):
     return SparkAgentHandle(3, stage)
 
 
+def _waiting_agent(request, rt, ps_host):
+    """Device 3 started by the container runtime ``rt``, pointed at a port nobody listens on (on the
+    host ``ps_host()`` names once the PS side is bound), so it keeps waiting for its PS."""
+    request.addfinalizer(rt.cleanup)
+    rt.ps_bind()
+    with socket.socket() as s:
+        s.bind((ps_host(), 0))
+        port = s.getsockname()[1]
+    [h] = rt.start([AgentSpec(3, "default", f"tcp://{ps_host()}:{port}")])
+    return h
+
+
 def _docker(agents: str):
     """A device agent (the real one, waiting for a PS that is not there) started by a real
     DockerRuntime: in its container, or forked into the container's namespaces and cgroups."""
@@ -71,13 +83,7 @@ def _docker(agents: str):
         sc = parse_scenario({"name": "handles", "workers": {"n": 4}, "stop": {"updates": 10},
                              "runtime": {"name": "docker", "docker": {"agents": agents}}})
         rt = DockerRuntime(sc, Path(tempfile.mkdtemp(prefix="edgebed-handles-")))
-        request.addfinalizer(rt.cleanup)
-        rt.ps_bind()
-        with socket.socket() as s:   # a port nobody listens on: the agent keeps waiting for its PS
-            s.bind((rt.gateway, 0))
-            port = s.getsockname()[1]
-        [h] = rt.start([AgentSpec(3, "default", f"tcp://{rt.gateway}:{port}")])
-        return h
+        return _waiting_agent(request, rt, lambda: rt.gateway)
     return make
 
 
@@ -95,13 +101,7 @@ def _swarm(agents: str):
                              "runtime": {"name": "swarm", "swarm": {"manager": env["MANAGER"],
                                                                     "nodes": [env["MANAGER"], env["WORKER"]], **extra}}})
         rt = SwarmRuntime(sc, Path(tempfile.mkdtemp(prefix="edgebed-handles-")))
-        request.addfinalizer(rt.cleanup)
-        rt.ps_bind()
-        with socket.socket() as s:   # a port nobody listens on: the agent keeps waiting for its PS
-            s.bind((rt.ps_host, 0))
-            port = s.getsockname()[1]
-        [h] = rt.start([AgentSpec(3, "default", f"tcp://{rt.ps_host}:{port}")])
-        return h
+        return _waiting_agent(request, rt, lambda: rt.ps_host)
     return make
 
 
