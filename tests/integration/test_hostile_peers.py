@@ -47,10 +47,15 @@ class Peer:
     """A hostile DEALER: raw frames out, decoded replies in."""
 
     def __init__(self, endpoint: str, rcvhwm: int = 1000):
+        self.endpoint, self.rcvhwm = endpoint, rcvhwm
+        self._connect()
+
+    def _connect(self) -> None:
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
-        self.sock.connect(endpoint)
+        self.sock.setsockopt(zmq.RCVHWM, self.rcvhwm)
+        self.sock.setsockopt(zmq.SNDTIMEO, 5000)   # a refused connection has no pipe: send would block
+        self.sock.connect(self.endpoint)
 
     def send(self, msg) -> None:
         self.sock.send_multipart(wire.encode(msg) if isinstance(msg, wire.Message) else msg, copy=False)
@@ -63,8 +68,21 @@ class Peer:
         self.send(msg)
         return self.recv(timeout)
 
-    def hello(self, device: int) -> str:
-        w = self.ask(wire.Hello(device, "default", 0))
+    def hello(self, device: int, within: float = 30.0) -> str:
+        """Hello until welcomed. The PS caps its connections (ps/gate.py) and counts a closed one only
+        once its monitor sees it go, so a connection made right after a test closed many can be
+        refused; like an honest agent, the peer then tries again on a new connection."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                w = self.ask(wire.Hello(device, "default", 0), timeout=5)
+                break
+            except (zmq.Again, AssertionError):
+                if time.monotonic() > deadline:
+                    raise
+                self.sock.close(0)
+                time.sleep(0.5)
+                self._connect()
         assert isinstance(w, wire.Welcome), w
         return w.session
 
