@@ -3,7 +3,9 @@ cell) and what "the same compact result" means when two executors ran a cell."""
 from __future__ import annotations
 
 import functools
+import json
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -69,3 +71,22 @@ def run_of(sdir: Path, cell: str, seed: int = 1) -> Path:
     runs = [p for p in (sdir / "runs" / cell / f"seed-{seed}").iterdir() if (p / "summary.json").is_file()]
     assert len(runs) == 1, runs
     return runs[0]
+
+
+def kill_first_running(sdir: Path, kill, within: float = 120.0) -> dict:
+    """Watch a study driver's live view (``<sdir>/progress.json``) until ``kill(task)`` acts on a task
+    seen running: it returns what it did (a dict) or None (not one it can kill, yet). Returns that
+    dict, or {} if nothing was killed within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            snap = json.loads((sdir / "progress.json").read_text())
+        except (OSError, ValueError):
+            snap = {"tasks": []}
+        for t in snap["tasks"]:
+            if t["state"] == "running" and t.get("worker"):
+                done = kill(t)
+                if done is not None:
+                    return done
+        time.sleep(0.2)
+    return {}

@@ -3,7 +3,6 @@ raylet killed while it runs a cell → the cell runs again on the other one and 
 and every cell's compact result is the one the local executor gives."""
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -13,7 +12,8 @@ import pytest
 from edgebed.study.executors import RayExecutor, Resources
 from edgebed.study.runner import load_study, run_study
 from tests.capabilities import require
-from tests.integration.study_cells import assert_same_result, local_reference, run_of, write_smoke_study
+from tests.integration.study_cells import (assert_same_result, kill_first_running, local_reference, run_of,
+                                           write_smoke_study)
 
 # The test cluster's raylets and GCS talk over loopback only (Ray would pick the host's address):
 # read by Ray when it is first imported, here before any test imports it.
@@ -48,24 +48,18 @@ def test_a_killed_worker_raylet_is_retried_elsewhere_and_results_match_the_local
     sdir = tmp_path / "out" / "exec-smoke"
     killed = {}
 
+    def kill_raylet(t):
+        # the view says "... node <first 8 hex digits of the node id>" (unique_id is a socket path
+        # starting with the IP address: it matched every node)
+        node = next((w for w in workers if f"node {w.node_id[:8]}" in t["worker"]), None)
+        if node is None:
+            return None
+        c.remove_node(node, allow_graceful=False)   # at once: the cell has started and has seconds to go
+        return {"cell": t["cell"], "node": node.unique_id, "after_s": time.time() - t["started"]}
+
     def kill_one_mid_cell():
-        """Watch the driver's live view; kill the raylet of the first cell seen running."""
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                snap = json.loads((sdir / "progress.json").read_text())
-            except (OSError, ValueError):
-                snap = {"tasks": []}
-            for t in snap["tasks"]:
-                if t["state"] == "running" and t.get("worker"):
-                    # the view says "... node <first 8 hex digits of the node id>" (unique_id is a
-                    # socket path starting with the IP address: it matched every node)
-                    node = next((w for w in workers if f"node {w.node_id[:8]}" in t["worker"]), None)
-                    if node is not None:         # at once: the cell has started and has seconds to go
-                        c.remove_node(node, allow_graceful=False)
-                        killed.update(cell=t["cell"], node=node.unique_id, after_s=time.time() - t["started"])
-                        return
-            time.sleep(0.2)
+        """Kill the raylet of the first cell seen running on a worker raylet."""
+        killed.update(kill_first_running(sdir, kill_raylet))
 
     killer = threading.Thread(target=kill_one_mid_cell, daemon=True)
     killer.start()

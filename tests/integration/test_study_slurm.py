@@ -4,20 +4,19 @@ the smoke study goes in as one job array through submitit; an array task whose p
 compact results the local executor gives."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import threading
-import time
 
 import pytest
 
 from edgebed.study.executors import Resources
 from edgebed.study.runner import load_study, run_study
 from tests.capabilities import require
-from tests.integration.study_cells import assert_same_result, local_reference, run_of, write_smoke_study
+from tests.integration.study_cells import (assert_same_result, kill_first_running, local_reference, run_of,
+                                           write_smoke_study)
 
 
 def require_slurm():
@@ -56,23 +55,18 @@ def test_a_study_runs_as_a_job_array_survives_a_cancelled_task_and_matches_the_l
     sdir = tmp_path / "out" / "exec-smoke"
     cancelled = {}
 
+    def kill_job(t):
+        m = re.search(r"job (\S+)", t["worker"])
+        if not m:
+            return None
+        # The task's processes die at once, as on a node failure. (scancel sends SIGTERM first, which
+        # submitit's job bypasses: a cell of seconds then finishes within SLURM's KillWait, writes its
+        # result, and nothing is retried.)
+        kill_job_processes(m.group(1))
+        return {"cell": t["cell"], "job": m.group(1)}
+
     def cancel_one_mid_cell():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                snap = json.loads((sdir / "progress.json").read_text())
-            except (OSError, ValueError):
-                snap = {"tasks": []}
-            for t in snap["tasks"]:
-                m = re.search(r"job (\S+)", t.get("worker") or "")
-                if t["state"] == "running" and m:
-                    # The task's processes die at once, as on a node failure. (scancel sends SIGTERM
-                    # first, which submitit's job bypasses: a cell of seconds then finishes within
-                    # SLURM's KillWait, writes its result, and nothing is retried.)
-                    kill_job_processes(m.group(1))
-                    cancelled.update(cell=t["cell"], job=m.group(1))
-                    return
-            time.sleep(0.2)
+        cancelled.update(kill_first_running(sdir, kill_job))
 
     killer = threading.Thread(target=cancel_one_mid_cell, daemon=True)
     killer.start()
