@@ -124,6 +124,21 @@ class LiveRun:
         out, _ = self.proc.communicate(timeout=100)
         return self.proc.returncode, out
 
+    def finish_complete(self):
+        """Waits for the run's end and checks what every attack must leave: the run complete, every
+        applied update recorded once and in order, and the honest devices 0-2 still contributing
+        (at least 5 updates each) after the attacks began. Returns (summary, updates table)."""
+        code, out = self.finish()
+        summary = read_json(self.path, "summary.json")
+        assert code == 0 and summary["status"] == "complete", (summary, out[-3000:])
+        updates = read_table(self.path, "updates")
+        assert len(updates) == summary["updates"]
+        assert sorted(updates["update"]) == list(range(1, summary["updates"] + 1))
+        after = updates[updates["wall_time"] > self.attack_started]
+        assert set(after["device"]) == {0, 1, 2}, after.groupby("device").size()
+        assert (after.groupby("device").size() >= 5).all()
+        return summary, updates
+
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
@@ -266,19 +281,10 @@ def test_case9_clean_of_another_run_never_kills_this_runs_agents(live, tmp_path)
 
 
 def test_case1_and_end_the_run_completes_with_every_applied_update_recorded(live):
-    code, out = live.finish()
-    summary = read_json(live.path, "summary.json")
-    assert code == 0 and summary["status"] == "complete", (summary, out[-3000:])
-    updates = read_table(live.path, "updates")
     # Case 1 (flushes from the engine and from the checkpoint hook): no part skipped, no row lost.
-    assert len(updates) == summary["updates"]
-    assert sorted(updates["update"]) == list(range(1, summary["updates"] + 1))
+    summary, updates = live.finish_complete()
     assert not list(live.path.rglob("unwritable.jsonl"))
     assert not list(live.path.rglob(".*tmp*"))
-    # The honest devices kept contributing after the attacks began.
-    after = updates[updates["wall_time"] > live.attack_started]
-    assert set(after["device"]) == {0, 1, 2}, after.groupby("device").size()
-    assert (after.groupby("device").size() >= 5).all()
     if getattr(live, "big_loss_applied", False):
         assert (updates["loss"] == 1e19).sum() == 1
     errors = summary["errors"]
