@@ -167,8 +167,7 @@ class SocketDriver:
     def __init__(self, machine, join: Callable, attempt: int, freezer: Optional[Callable[[], None]] = None):
         self.machine, self.join, self.freezer = machine, join, freezer
         self.ch, self.reply, self.attempt = join(attempt)
-        self.up = self.down = self.pacer = None
-        self.linked = False
+        self.up = self.down = self.pacer = None     # made at the first send (``_link_up``)
 
     def run(self) -> int:
         """Until the PS says stop (0) or the machine exits with an error (raises)."""
@@ -206,13 +205,12 @@ class SocketDriver:
         self.pacer = Pacer.from_config(cfg.timing or {}, cfg.speed_class)
         if self.pacer is not None:      # link transfers are phases of the paced schedule too
             self.up.sleep = self.down.sleep = self.pacer.sleep
-        self.linked = True
 
     def carry_out(self, action) -> list:
         """One action of the machine, in real time; returns the machine's next actions."""
         machine, pacer = self.machine, self.pacer
         if isinstance(action, Send):
-            if not self.linked:
+            if self.up is None:
                 self._link_up()
                 pacer = self.pacer
             if isinstance(action.msg, wire.Bye):   # no reply; the socket's linger delivers it
