@@ -57,11 +57,16 @@ class Layer:
     shape: tuple
 
 
-def build_model(name: str, seed: int = 0) -> nn.Module:
+def _model_class(name: str) -> type[nn.Module]:
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+    return MODELS[name]
+
+
+def build_model(name: str, seed: int = 0) -> nn.Module:
+    cls = _model_class(name)
     torch.manual_seed(seed)
-    model = MODELS[name]()
+    model = cls()
     if name == "cnn":
         model = model.to(memory_format=torch.channels_last)
     return model
@@ -105,10 +110,9 @@ def model_layers(name: str) -> list[Layer]:
     the model is built on torch's meta device, so no CPU kernel runs. A study driver calls this (the
     paper-encoding byte counts of a compact result) before a cell run in its own process applies
     the numerics profile, which must come before the process's first CPU kernel."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+    cls = _model_class(name)
     with torch.device("meta"):
-        return layers_of(MODELS[name]())
+        return layers_of(cls())
 
 
 def initial_theta(name: str, seed: int) -> tuple[np.ndarray, list[Layer]]:
