@@ -1,11 +1,19 @@
 """ConnectionGate: at most ``max_peers`` connections to the PS's socket at a time.
 
 ZeroMQ has no socket option for that, but it asks a ZAP handler about every new connection during its
-handshake, and a socket monitor reports how handshakes ended and which connections closed. Every
-connection ends its handshake with one event (succeeded or failed) and later closes (disconnected),
-so the connections in use are those admitted plus those that failed, minus those closed — counted
-without knowing which connection an event belongs to (ZeroMQ doesn't say). A handshake beyond
-``max_peers`` in use is refused: the peer gets no session and no reply, and libzmq does not reconnect
+handshake, and a socket monitor reports how handshakes ended and which connections closed. A
+connection's handshake ends in one event (succeeded or failed) and the connection later closes
+(disconnected), so the connections in use are those admitted plus those that failed, minus those
+closed — counted without knowing which connection a handshake event belongs to (ZeroMQ doesn't say).
+That count can run high, never low: an admitted connection whose handshake then fails counts once
+more, and so does a refused one that stays open and fails again when it closes (libzmq 4.3.5:
+``FAILED_AUTH``, later ``FAILED_NO_DETAIL``). So it is capped by the connections open (accepted and
+not closed: exact, those events carry the connection's file descriptor) less the one asking, and it
+starts again from zero whenever no connection is open. After a flood it may thus count connections
+still handshaking beside the admitted ones, never more than are open: the cap holds, and honest
+devices get in again as the flood's connections close (tests/integration/test_ps_peer_bounds.py;
+counting every open connection instead would refuse all of a burst larger than the cap, where this
+admits its first ``max_peers``). A handshake beyond ``max_peers`` in use is refused: the peer gets no session and no reply, and libzmq does not reconnect
 it (an agent's request times out and it rejoins on a new connection). In a
 plaintext run the gate is the ZAP handler itself (``zap=True``: the socket gets a ZAP domain so that
 the NULL mechanism consults it); in a CURVE run the key authenticator calls ``admit`` (``wire/auth.py``).
@@ -62,18 +70,23 @@ class ConnectionGate:
         self._thread.start()
 
     def in_use(self) -> int:
-        """Connections admitted and not closed (never more than those accepted and not closed: a
-        connection lost between its admission and the end of its handshake is counted twice)."""
+        """Connections admitted and not closed (at most those open: see the module's docstring)."""
         with self._lock:
-            return max(0, min(self.admitted + self.failed - self.closed, self.live))
+            return self._counted(self.live)
+
+    def _counted(self, open_: int) -> int:   # under the lock
+        return max(0, min(self.admitted + self.failed - self.closed, open_))
 
     def admit(self) -> bool:
-        """May the connection being handshaken go on? Any thread (a ZAP handler)."""
-        ok = self.in_use() < self.max_peers
+        """May the connection being handshaken go on? Any thread (a ZAP handler). The connection
+        asking is open, not admitted: it doesn't count against itself. (The gate's thread reads the
+        monitor before it answers ZAP; a CURVE authenticator's thread may ask before that read, and
+        then counts one open connection fewer.)"""
         with self._lock:
+            ok = self._counted(self.live - 1) < self.max_peers
             if ok:
                 self.admitted += 1
-                self.peak = max(self.peak, self.admitted + self.failed - self.closed)
+                self.peak = max(self.peak, self._counted(self.live))
             else:
                 self.refused += 1
         return ok
@@ -108,6 +121,8 @@ class ConnectionGate:
             elif kind == zmq.EVENT_DISCONNECTED:
                 self.live = max(0, self.live - 1)
                 self.closed += 1
+                if self.live == 0:   # nothing open, nothing in use: what ran high starts again
+                    self.admitted = self.failed = self.closed = 0
             elif kind & _FAILED:
                 self.failed += 1
 
@@ -125,4 +140,4 @@ class ConnectionGate:
     def state(self) -> dict:
         with self._lock:
             return {"max_peers": self.max_peers, "live": self.live, "peak": self.peak, "refused": self.refused,
-                    "in_use": max(0, min(self.admitted + self.failed - self.closed, self.live))}
+                    "in_use": self._counted(self.live)}

@@ -49,7 +49,7 @@ def test_connections_beyond_the_cap_get_no_session_until_one_leaves(server):
             assert isinstance(ask(socks[-1], wire.Hello(0)), wire.Welcome)
         socks.append(peer(server))
         assert ask(socks[-1], wire.Hello(1), 1000) is None   # refused at the handshake: no reply at all
-        assert server.gate.state()["refused"] == 1
+        assert server.gate.state()["refused"] >= 1   # (libzmq may try the refused one once more)
         socks.pop(0).close()                                  # one leaves: a new connection gets in
         time.sleep(0.3)
         socks.append(peer(server))
@@ -58,6 +58,64 @@ def test_connections_beyond_the_cap_get_no_session_until_one_leaves(server):
     finally:
         for s in socks:
             s.close()
+
+
+def test_after_a_flood_of_connections_closes_the_cap_admits_as_many_as_before(server):
+    """A flood far beyond the cap of 3 — ZeroMQ peers that said hello and raw TCP connections that stop
+    before, during or right after the greeting — while one honest device stays connected. Once the
+    flood has closed, two more devices are admitted beside the honest one and a third is refused: the
+    cap is what it was. (Before the fix the gate's count ran high on refused connections that failed
+    twice and the connection asking counted against itself: only one more got in.)"""
+    import socket
+    host, port = server.endpoint.rsplit("/", 1)[1].rsplit(":", 1)
+    greeting = b"\xff" + bytes(8) + b"\x7f\x03\x01NULL" + bytes(16) + b"\x00" + bytes(31)   # ZMTP 3.1, NULL
+    honest = peer(server)
+    assert isinstance(ask(honest, wire.Hello(0)), wire.Welcome)
+    flood, raw = [], []
+    try:
+        for k in range(30):
+            flood.append(peer(server))
+            flood[-1].setsockopt(zmq.SNDTIMEO, 100)   # refused: no pipe, and a send would wait for one
+            try:
+                flood[-1].send_multipart(wire.encode(wire.Hello(1)))
+            except zmq.Again:
+                pass
+            r = socket.create_connection((host, int(port)))
+            r.sendall(greeting[: (0, 10, len(greeting))[k % 3]])   # nothing, a partial or a whole greeting
+            raw.append(r)
+        time.sleep(0.5)
+        assert server.gate.state()["refused"] > 0                  # the cap was reached
+    finally:
+        for s in flood:
+            s.close()
+        for r in raw:
+            r.close()
+    assert _settles(server, live=1), server.gate.state()   # only the honest device is left
+    fresh = []
+    try:
+        for expected in (wire.Welcome, wire.Welcome, type(None)):   # one at a time; the third: the cap
+            fresh.append(peer(server))
+            assert isinstance(ask(fresh[-1], wire.Hello(1), 1000), expected), server.gate.state()
+        assert isinstance(ask(honest, wire.Hello(0)), wire.Welcome)   # the honest device never lost its place
+    finally:
+        for s in fresh + [honest]:
+            s.close()
+    assert _settles(server, live=0) and server.gate.state()["in_use"] == 0, server.gate.state()
+
+
+def _settles(server, live: int, within: float = 20.0, steady: float = 1.0) -> bool:
+    """Has the count of open connections stayed at ``live`` for ``steady`` s? (Connections a peer
+    closed may still wait in the listen backlog: ZeroMQ accepts them, and counts them, later.)"""
+    deadline, since = time.monotonic() + within, None
+    while time.monotonic() < deadline:
+        if server.gate.state()["live"] != live:
+            since = None
+        elif since is None:
+            since = time.monotonic()
+        elif time.monotonic() - since >= steady:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_unread_pulls_get_two_models_then_busy_and_egress_counts_what_was_sent(server):
