@@ -318,11 +318,12 @@ class RunLoop:
         runtime, handles, ps = self.runtime, self.handles, self.ps
         try:
             # Agents that got Stop end on their own (the runtime keeps driving them); frozen ones never
-            # will; a second Ctrl-C (``hurry``) ends them at once.
+            # will, nor will those recorded lost (silent past lost_after: stopped from outside, hung);
+            # a second Ctrl-C (``hurry``) ends them at once.
             deadline = time.monotonic() + DRAIN_GRACE
-            frozen = ps.frozen_devices()
+            unheard = ps.frozen_devices() | self.lost
             while time.monotonic() < deadline and not hurry() and any(
-                    h.poll() is None for d, h in handles.items() if d not in frozen):
+                    h.poll() is None for d, h in handles.items() if d not in unheard):
                 runtime.drive(ps, 0.05)
             for h in handles.values():
                 if h.poll() is None:

@@ -133,10 +133,13 @@ def test_agent_rejoins_a_restarted_ps_with_attempt_plus_one(tmp_path):
 
 @pytest.mark.slow
 def test_sigstopped_agent_is_recorded_lost_and_the_run_still_ends(tmp_path):
-    # Enough updates that the run outlasts lost_after (3 s) after the freeze on a fast host: with 400,
-    # an idle 2-core host finished 2.2 s after it and recorded no loss.
-    updates = 1200
-    proc = start_run(tmp_path, SCENARIO % {"updates": updates, "every": 0})
+    # The run must outlast lost_after (3 s) after the freeze on any host, so its length is bounded by
+    # the think time, not by the host's speed: after the freeze (≥ 10 updates in) the two devices left,
+    # 50 ms of think time each, push at most 40 updates/s, so the last 290 take at least 7 s.
+    # (Unpaced, 400 updates finished 2.2 s after the freeze on an idle 2-core host: no loss recorded.)
+    updates = 300
+    proc = start_run(tmp_path, SCENARIO.replace("think_time: 20ms", "think_time: 50ms")
+                     % {"updates": updates, "every": 0})
     run = None
     try:
         run = wait_for(lambda: run_dir(tmp_path, "small"), 30, "the run directory", proc)
