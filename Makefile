@@ -21,12 +21,13 @@ run: setup
 provision:
 	bash .ci/provision
 
-# Two passes: the unit and contract tests (no engines, no timing claims) on every core at once, then
-# the integration and system tests one at a time — they measure rates, quotas and shaping, which
-# tests running beside them would disturb. Extra pytest options: PYTEST_ADDOPTS.
+# Two passes: every test not marked `measures` on all cores at once (each integration or system module
+# kept whole on one worker, the docker and swarm modules on one worker together: tests/conftest.py),
+# then the `measures` tests one at a time — they assert rates, quotas, shaping and pacing, which tests
+# running beside them would disturb. Extra pytest options: PYTEST_ADDOPTS.
 test: setup provision
-	$(PY) -m pytest -n auto --dist loadgroup tests/unit tests/contract
-	$(PY) -m pytest tests/integration tests/system
+	$(PY) -m pytest -n auto --dist loadgroup -m "not measures" tests/system tests/integration tests/contract tests/unit
+	$(PY) -m pytest -m measures tests/integration tests/system
 
 # The fast lane, no root and no engines: lint, the layer contracts, unit + contract tests.
 check: setup

@@ -2,6 +2,7 @@
 import multiprocessing.forkserver
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +27,24 @@ def _stop_forkserver():
     stdout open — a pipe such as `pytest | tee` then never sees EOF."""
     yield
     multiprocessing.forkserver._forkserver._stop()
+
+
+# `make test` runs every test not marked `measures` on all cores at once (pytest-xdist, --dist
+# loadgroup), then the `measures` tests (rates, quotas, shaping, pacing) alone. Under loadgroup a test
+# without a group may go to any worker, so each integration and system module is kept whole on one
+# worker: its module and class fixtures (a live run, a Spark session) are made once and its tests keep
+# their order. The modules that drive the docker engine or the swarm share one group, "engines" (the
+# contract tests' engine-backed handles are in it too), so no two of them use the engine at once.
+ENGINE_MODULES = {"test_clean_all", "test_docker_compose", "test_docker_engine", "test_docker_images",
+                  "test_docker_runtime", "test_docker_teardown_scale", "test_swarm_runtime"}
+_WHOLE = {"integration", "system"}
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.fspath))
+        if item.get_closest_marker("xdist_group") or path.parent.name not in _WHOLE:
+            continue
+        group = "engines" if path.stem in ENGINE_MODULES else path.stem
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -35,6 +35,7 @@ def run(tmp_path, **timing):
     return res
 
 
+@pytest.mark.measures
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_overloaded_run_is_flagged_and_faithful_under_dilation(tmp_path):

@@ -149,6 +149,7 @@ def sender(seconds):
     return command
 
 
+@pytest.mark.measures
 def test_uplink_goodput_of_8_containers_within_10_percent_of_1mbit(make_runtime):
     n, rate = 8, 1e6
     sc = scenario([{"name": "edge", "share": 1, "uplink": {"rate": "1mbit"}, "downlink": {"rate": "10mbit"}}], n)
@@ -238,6 +239,7 @@ def _cpu_usage_ns(container_id: str) -> int:
     raise FileNotFoundError(f"no CPU accounting found for container {container_id[:12]}")
 
 
+@pytest.mark.measures
 def test_cpu_quota_classes_order_compute_rates(make_runtime):
     classes = [{"name": "fast", "share": 1 / 3, "slowdown": 1}, {"name": "medium", "share": 1 / 3, "slowdown": 2},
                {"name": "slow", "share": 1 / 3, "slowdown": 4}]

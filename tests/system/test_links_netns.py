@@ -12,7 +12,7 @@ from edgebed.emulator.runtimes.docker import links
 from edgebed.scenario import LinkProfile
 from tests.capabilities import require_root
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.root, pytest.mark.measures, pytest.mark.timeout(120)]   # goodputs: run alone
 GEN = str(Path(__file__).with_name("trafficgen.py"))
 
 

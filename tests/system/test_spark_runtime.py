@@ -299,6 +299,7 @@ class TestLocalSession:
         per_entry = (updates["bytes_in"] / updates["entries"]).median()
         assert per_entry < 4.0, per_entry        # q8: ~1 B a value + varint indices (v1: 8 B an entry)
 
+    @pytest.mark.measures
     @pytest.mark.timeout(180)
     def test_pacing_gives_each_class_its_configured_rate_on_spark(self, session, tmp_path, monkeypatch):
         """Pacing runs in the Spark tasks as in local processes: a fast and a slow device (cycles of
@@ -312,7 +313,7 @@ class TestLocalSession:
                 {"name": "fast", "share": 0.5, "slowdown": 1, "think_time": "20ms"},
                 {"name": "slow", "share": 0.5, "slowdown": 2, "think_time": "90ms"}]},
             "timing": {"pacing": True, "step_time": "5ms"},
-            "stop": {"wall_time": "25s"}, "eval": {"every": 100000},
+            "stop": {"wall_time": "15s"}, "eval": {"every": 100000},
             "runtime": {"name": "spark", "spark": {"master": MASTER}}})
         result = Engine(sc_, out=tmp_path).run()
         s = result.summary

@@ -73,6 +73,7 @@ def sender(seconds):
     return command
 
 
+@pytest.mark.measures
 @pytest.mark.parametrize("agents", ["engine", "service"])
 def test_shaped_on_both_nodes_crash_and_nothing_left(swarm, agents, monkeypatch):
     from edgebed.emulator.runtimes.docker import links
