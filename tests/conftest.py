@@ -29,22 +29,34 @@ def _stop_forkserver():
     multiprocessing.forkserver._forkserver._stop()
 
 
-# `make test` runs every test not marked `measures` on all cores at once (pytest-xdist, --dist
-# loadgroup), then the `measures` tests (rates, quotas, shaping, pacing) alone. Under loadgroup a test
-# without a group may go to any worker, so each integration and system module is kept whole on one
-# worker: its module and class fixtures (a live run, a Spark session) are made once and its tests keep
-# their order. The modules that drive the docker engine or the swarm share one group, "engines" (the
-# contract tests' engine-backed handles are in it too), so no two of them use the engine at once.
+# `make test` runs every test not marked `measures` on all cores at once (pytest-xdist), then the
+# `measures` tests (rates, quotas, shaping, pacing) alone. On all cores each integration and system
+# module is kept whole on one worker, in file order: its module and class fixtures (a live run, a
+# Spark session) are made once and its tests keep their order (the hostile-peer modules end their
+# live run last). The modules that drive the docker engine or the swarm, and the contract tests of
+# the engine-backed handles, make one group, "engines", so no two of them use the engine at once.
+# Other tests go wherever a worker is free. (xdist's own `xdist_group` mark does nothing under pytest
+# 9 — xdist 3.8.0 renames `item._nodeid`, which pytest 9 no longer reads — so the groups are made
+# here, by path, through xdist's scheduler hook.)
 ENGINE_MODULES = {"test_clean_all", "test_docker_compose", "test_docker_engine", "test_docker_images",
-                  "test_docker_runtime", "test_docker_teardown_scale", "test_swarm_runtime"}
+                  "test_docker_runtime", "test_docker_teardown_scale", "test_swarm_runtime",
+                  "test_agent_handles"}
 _WHOLE = {"integration", "system"}
 
 
-@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = Path(str(item.fspath))
-        if item.get_closest_marker("xdist_group") or path.parent.name not in _WHOLE:
-            continue
-        group = "engines" if path.stem in ENGINE_MODULES else path.stem
-        item.add_marker(pytest.mark.xdist_group(group))
+def group_of(nodeid: str) -> str:
+    """The unit of work a worker takes whole: "engines", a module's path, or the test itself."""
+    path = Path(nodeid.split("::", 1)[0])
+    if path.stem in ENGINE_MODULES:
+        return "engines"
+    return str(path) if path.parent.name in _WHOLE else nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log) if config.getvalue("dist") == "loadgroup" else None

@@ -28,7 +28,7 @@ from tests.capabilities import require_docker, require_root
 
 # one xdist worker runs them all (make test runs this directory in parallel): the docker and swarm
 # handles share one engine and one test swarm, which the first of them may still be bringing up
-pytestmark = [pytest.mark.timeout(60), pytest.mark.xdist_group("engines")]
+pytestmark = pytest.mark.timeout(60)   # on one worker with the other engine tests: tests/conftest.py
 
 
 def _local(request):
