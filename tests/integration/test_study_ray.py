@@ -18,6 +18,9 @@ from tests.integration.study_cells import (assert_same_result, kill_first_runnin
 # The test cluster's raylets and GCS talk over loopback only (Ray would pick the host's address):
 # read by Ray when it is first imported, here before any test imports it.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# Ray starts its workers at nice 15: beside the suite's other worker (or the long runs of a busy host)
+# the cells got 4 % of a core and the test timed out at 300 s. The raylets read this at start-up.
+os.environ["RAY_worker_niceness"] = "0"
 
 
 @pytest.fixture
