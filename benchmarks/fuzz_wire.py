@@ -1,6 +1,6 @@
 """Long fuzz run of the wire decoder and the PS handler: how many inputs were tried, what was found.
 
-Drives the same hypothesis strategies as tests/unit/test_wire_fuzz.py, with many more examples, plus a
+Drives the same hypothesis strategies as tests/unit/wire/test_wire_fuzz.py, with many more examples, plus a
 mutation fuzzer (byte flips, truncations, frame splits/drops/duplications of valid messages) against
 ``wire.decode`` and ``ParameterServer.process``. A finding is any exception other than WireError
 from decode, any exception from process, or a refused message that changed Θ/version. Writes
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
               "note": "findings = exceptions other than WireError from decode, any exception from "
                       "ParameterServer.process, or a refused input that changed Θ/version/rejected count. "
                       "Four decoder crashes found while writing the tests were fixed before this run "
-                      "(see tests/unit/test_wire_fuzz.py::test_decode_regressions_found_by_fuzzing)."}
+                      "(see tests/unit/wire/test_wire_fuzz.py::test_decode_regressions_found_by_fuzzing)."}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

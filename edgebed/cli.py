@@ -385,6 +385,11 @@ def _executor(args, sdir: Path):
                          array_parallelism=args.array_parallelism)
 
 
+def _made_with(r) -> None:
+    """``--set`` of the verbs that look for runs already made: they match the runs' resolved scenario."""
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
+
+
 def _executor_args(r) -> None:
     g = r.add_argument_group("where cells run (docs/studies-on-clusters.md)")
     g.add_argument("--executor", choices=["local", "ray", "slurm"], default="local",
@@ -395,19 +400,21 @@ def _executor_args(r) -> None:
                         "torch threads, e.g. --set runtime.sim.threads=1")
     g.add_argument("--retries", type=int, default=2, metavar="N",
                    help="run a cell × seed again up to N times when its worker dies (default 2)")
+    g = r.add_argument_group("what each cell × seed asks for (ray, slurm)")
     g.add_argument("--cpus-per-task", type=int, default=1, metavar="C",
-                   help="ray/slurm: CPUs each cell × seed asks for (default 1: a sim cell trains on one thread)")
-    g.add_argument("--gpus-per-task", type=float, default=0, metavar="G",
-                   help="ray/slurm: GPUs each cell × seed asks for (default 0)")
-    g.add_argument("--address", metavar="ADDR", help="ray: the cluster, e.g. auto, HEAD:6379 or "
+                   help="CPUs (default 1: a sim cell trains on one thread)")
+    g.add_argument("--gpus-per-task", type=float, default=0, metavar="G", help="GPUs (default 0)")
+    g = r.add_argument_group("ray")
+    g.add_argument("--address", metavar="ADDR", help="the cluster, e.g. auto, HEAD:6379 or "
                    "ray://HEAD:10001 (default: start a private Ray on this machine)")
-    g.add_argument("--partition", metavar="NAME", help="slurm: the partition (default: the cluster's)")
+    g = r.add_argument_group("slurm (through submitit)")
+    g.add_argument("--partition", metavar="NAME", help="the partition (default: the cluster's)")
     g.add_argument("--time", type=int, default=120, metavar="MIN",
-                   help="slurm: time limit of each cell × seed job in minutes (default 120)")
+                   help="time limit of each cell × seed job in minutes (default 120)")
     g.add_argument("--array-parallelism", type=int, default=256, metavar="K",
-                   help="slurm: at most K jobs of the array at once (default 256)")
-    g.add_argument("--slurm-folder", metavar="DIR", help="slurm: submitit's job files (pickled tasks and "
-                   "results, logs); must be on storage the compute nodes see (default <out>/<study>/slurm)")
+                   help="at most K jobs of the array at once (default 256)")
+    g.add_argument("--slurm-folder", metavar="DIR", help="submitit's job files (pickled tasks and results, "
+                   "logs); must be on storage the compute nodes see (default <out>/<study>/slurm)")
 
 
 def cmd_study_import(args) -> int:
@@ -531,7 +538,7 @@ def _study_parser(sub) -> None:
                    "<name>-tuning with --tuning)")
     r.add_argument("--tuning", action="store_true", help="import runs of the study's tuning grid "
                    "(the cells of `study tune`), e.g. from another study's <name>-tuning results")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
+    _made_with(r)
     r.set_defaults(func=cmd_study_import)
     r = verbs.add_parser("status", help="which cell × seed runs are complete, and the commands that resume the rest")
     r.add_argument("study", help="study YAML file")
@@ -539,7 +546,7 @@ def _study_parser(sub) -> None:
                    "benchmarks/results/studies/<name>; the tuning grid's: DIR-tuning)")
     r.add_argument("--out", metavar="DIR", help="count run directories under DIR/<name>/ (default studies-out, "
                    "as `study run`); the live view of a running driver is read from there too")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="the --set the runs were made with")
+    _made_with(r)
     r.set_defaults(func=cmd_study_status)
     r = verbs.add_parser("report", help="band plots, per-cell table (md + CSV) and one HTML page")
     r.add_argument("study_dir", nargs="+", help="the study directory (<out>/<study name>/) or a "

@@ -2,59 +2,20 @@
 
 One source for three readers: Parquet field metadata (``unit``, ``description`` on each field, via
 ``annotate``), the frames ``edgebed.load_run`` returns (``frame.attrs["units"]``), and the docs
-(``python -m edgebed.datadict`` writes docs/data-dictionary.md; a test keeps that file current).
+(``python -m edgebed.datadict`` writes docs/data-dictionary.md; a test keeps that file current). The
+dictionary itself is data: ``datadict.toml``.
 """
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pyarrow as pa
 
-# table -> column -> (unit, meaning). Units: "s" seconds, "B" bytes, "1" a dimensionless number.
+# table -> column -> (unit, meaning), in the tables' column order: datadict.toml, beside this file.
 COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
-    "updates": {
-        "update": ("count", "index i of the applied update, 1-based: Θ's version after applying it"),
-        "wall_time": ("s", "wall-clock seconds since the run started when the PS applied it"),
-        "virtual_time": ("s", "emulated seconds on the virtual clock (sim runtime); NaN on the others"),
-        "device": ("id", "device that pushed it, 0..n-1"),
-        "speed_class": ("name", "the device's speed class (workers.classes[].name)"),
-        "staleness": ("updates", "global staleness τ: updates applied between the device's pull and this one"),
-        "sigma_mean": ("updates", "AdaComp: mean per-parameter staleness σ_k over the sent entries; NaN otherwise"),
-        "sigma_max": ("updates", "AdaComp: largest σ_k over the sent entries; NaN otherwise"),
-        "entries": ("count", "gradient entries in the push (all of Θ's for a dense push)"),
-        "bytes_in": ("B", "payload bytes of this push message as the PS received it (header + arrays)"),
-        "loss": ("1", "training cross-entropy the device reported for its batch"),
-    },
-    "evals": {
-        "update": ("count", "Θ evaluated exactly as it was after this update"),
-        "wall_time": ("s", "wall-clock seconds since the run started when Θ was snapshotted"),
-        "virtual_time": ("s", "emulated seconds at the snapshot (sim runtime); NaN on the others"),
-        "ingress_bytes": ("B", "cumulative payload bytes received by the PS up to this update, all message types"),
-        "push_bytes": ("B", "cumulative payload bytes of push messages only"),
-        "accuracy": ("fraction", "test accuracy in [0, 1] (reports show it as %)"),
-        "loss": ("1", "mean test cross-entropy"),
-    },
-    "events": {
-        "wall_time": ("s", "wall-clock seconds since the run started"),
-        "virtual_time": ("s", "emulated seconds (sim runtime); NaN on the others"),
-        "update": ("count", "Θ's version when the event happened"),
-        "device": ("id", "device concerned; -1 for run-level events"),
-        "event": ("name", "start | hello | crash | lost | exit | bye | stop | warning | resume | ..."),
-        "detail": ("text", "human-readable detail"),
-    },
-    "traffic": {
-        "device": ("id", "device, 0..n-1"),
-        "speed_class": ("name", "the device's speed class"),
-        "in_bytes": ("B", "payload bytes the PS received from the device, all message types"),
-        "out_bytes": ("B", "payload bytes the PS sent to the device (welcome, model pulls, ...)"),
-        "push_bytes": ("B", "payload bytes of the device's push messages"),
-        "pushes": ("count", "push messages received from the device"),
-    },
-    "traffic_by_type": {
-        "message_type": ("name", "wire message type (hello, pull, push, bye, ...; see wire/__init__.py)"),
-        "in_bytes": ("B", "payload bytes received by the PS in messages of this type"),
-        "in_msgs": ("count", "messages of this type received"),
-        "out_bytes": ("B", "payload bytes sent by the PS in messages of this type"),
-        "out_msgs": ("count", "messages of this type sent"),
-    },
+    table: {column: tuple(entry) for column, entry in columns.items()}
+    for table, columns in tomllib.loads((Path(__file__).with_name("datadict.toml")).read_text(encoding="utf-8")).items()
 }
 
 

@@ -17,7 +17,7 @@ assumes its kept positions are spread uniformly within each tensor (AdaComp's to
 ``keep_count`` entries of each tensor) or over the whole model (Comp-ASGD's global top-c). Against
 real pickles of real gradients (20 batches of the untrained models) the model is exact for dense
 updates; for sparse ones its mean is within 1 % for the CNN and within 4.1 % for the MLP, whose
-top entries cluster (``tests/unit/test_paper_bytes.py``, ``benchmarks/paper_bytes.py`` →
+top entries cluster (``tests/unit/analysis/test_paper_bytes.py``, ``benchmarks/paper_bytes.py`` →
 ``benchmarks/results/paper_bytes.json``). Given the indices, ``pickle_size`` is exact.
 """
 from __future__ import annotations

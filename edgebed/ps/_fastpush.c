@@ -1,7 +1,7 @@
 /* The PS's compiled push path: the per-entry loops of a sparse push in one pass each.
  *
  * Optional: setup.py builds it when a C compiler is there; edgebed/ps/aggregate.py falls back to numpy
- * otherwise. Both give the same bits (tests/unit/test_fastpush.py): every step is the float32 / float64
+ * otherwise. Both give the same bits (tests/unit/ps/test_fastpush.py): every step is the float32 / float64
  * operation numpy does, in the same order, and the build turns off FMA contraction (-ffp-contract=off),
  * so θ_k − v_k·lr_k is two roundings here as it is in numpy.
  *

@@ -1,8 +1,8 @@
 """The math of the update rules: learning rates from staleness and in-place applies.
 
 Sparse pushes go through the compiled push path (``_fastpush.c``: one C loop per push instead of a
-dozen numpy calls) when it was built, else through numpy; both give the same bits (tests/unit/
-test_fastpush.py), so which one ran never shows in a result. ``FAST`` says which is in use.
+dozen numpy calls) when it was built, else through numpy; both give the same bits
+(tests/unit/ps/test_fastpush.py), so which one ran never shows in a result. ``FAST`` says which is in use.
 """
 from __future__ import annotations
 

@@ -16,11 +16,11 @@ outstanding pull (847 kB for the paper's CNN; 8.5 GB for 10,000 devices). Here i
   stamp) and stop pinning the log. So no pull ever costs more than the old scheme did.
 
 σ_k is the same number either way, so AdaComp's updates are bit-identical to the snapshot scheme's
-(tests/unit/test_staleness.py runs both side by side). The lists live in one pool, parameter k's
+(tests/unit/ps/test_staleness.py runs both side by side). The lists live in one pool, parameter k's
 at ``pool[start : start + length]`` with room for ``capacity`` (``TouchLog.heads[k]``). The compiled push
 path (``_fastpush.c``: ``adacomp_touch`` — σ, the step and the append in one pass over the sent
 entries —, ``touch_sigma``, ``touch_append``, ``touch_compact``) and the numpy code below give the
-same σ and the same bits (tests/unit/test_fastpush.py).
+same σ and the same bits (tests/unit/ps/test_fastpush.py).
 """
 from __future__ import annotations
 

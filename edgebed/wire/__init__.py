@@ -395,7 +395,7 @@ _ABSENT = object()   # a header field that is not there
 # — a plain session id, ints of at most 18 digits, a loss of at most 20 + 20 digits, the two array
 # specs — and ``_canonical_push`` builds the very Push the generic path would, or hands the message
 # back to it (frame lengths that don't fit, an infinite loss): every refusal and its wording stay the
-# generic path's. tests/unit/test_wire.py checks both paths agree. None switches it off.
+# generic path's. tests/unit/wire/test_wire.py checks both paths agree. None switches it off.
 _NUMBER = rb"(0|[1-9][0-9]{0,17})"
 _PUSH_V1: Optional[re.Pattern] = re.compile(
     MAGIC + b"\x01\x05" + rb'\{"session":"([0-9A-Za-z_-]{1,256})","seq":' + _NUMBER + rb',"version":' + _NUMBER

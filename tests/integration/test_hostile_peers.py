@@ -25,7 +25,7 @@ from edgebed import wire
 from edgebed.rundir import read_json, read_table
 from tests.integration.runproc import end_run, run_dir, start_run, update_parts, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]   # a live run of 35 s for the module
 
 SCENARIO = """
 name: hostile

@@ -72,6 +72,7 @@ def test_run_directory_is_complete_and_readable(run):
     assert updates["sigma_max"].max() >= updates["sigma_mean"].max() > 0
 
 
+@pytest.mark.slow
 def test_crashed_agents_stop_contributing(tmp_path):
     sc = parse_scenario({**SMALL, "model": {"name": "mlp"}, "failures": {"crash_probability": 0.02},
                          "stop": {"updates": 600, "wall_time": "3min"}, "eval": {"every": 300}})

@@ -73,6 +73,7 @@ def _kill_tagged(tag: str) -> None:
             pass
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sigint_at_ten_random_moments_leaves_no_process(tmp_path):
     rng = random.Random(int(os.environ.get("EDGEBED_SIGNAL_SEED", "11")))

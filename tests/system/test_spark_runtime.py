@@ -299,6 +299,7 @@ class TestLocalSession:
         per_entry = (updates["bytes_in"] / updates["entries"]).median()
         assert per_entry < 4.0, per_entry        # q8: ~1 B a value + varint indices (v1: 8 B an entry)
 
+    @pytest.mark.slow
     @pytest.mark.measures
     @pytest.mark.timeout(180)
     def test_pacing_gives_each_class_its_configured_rate_on_spark(self, session, tmp_path, monkeypatch):

@@ -82,6 +82,48 @@ class AgentHandle(ABC):
         """Fail-stop: the agent never runs again (SIGSTOP, docker pause, ...)."""
 
 
+class PolledHandle(AgentHandle):
+    """A handle whose agent's state is read from outside (a container, a task on another node): it
+    keeps the exit code once seen and whether the agent was frozen; ``wait`` polls every 50 ms."""
+
+    def __init__(self, runtime, device: int):
+        self.runtime = runtime
+        self.device = device
+        self.frozen = False
+        self.returncode: Optional[int] = None
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None and (end is None or time.monotonic() < end):
+            time.sleep(0.05)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is not None:
+            return
+        if self.frozen:
+            # A frozen device is dead for the run; a signal must not thaw it (docker may unpause to
+            # deliver one), so any stop request ends it outright.
+            sig = signal.SIGKILL
+        self._deliver(int(sig))
+
+    @abstractmethod
+    def _deliver(self, sig: int) -> None:
+        """Send ``sig`` to the running agent; nothing if it is gone already."""
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+        self.wait(10)
+
+
+def unknown_classes(scenario: Scenario, section: str, keys) -> list[str]:
+    """Problems for the keys of a per-speed-class mapping (``section``, e.g. runtime.docker.cpus) that
+    name no speed class of the scenario."""
+    names = {c.name for c in scenario.workers.classes}
+    return [f"{section}.{k}: no speed class named {k!r} (classes: {', '.join(sorted(names))})"
+            for k in keys if k not in names]
+
+
 class NoSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -34,6 +34,8 @@ def _child(conn, study_pid: int, fn, args, kwargs) -> None:
         result = ("error", err)
     try:
         conn.send(result)
+    except (BrokenPipeError, ConnectionResetError):
+        pass   # the study process is gone (stopped, killed): nobody to tell; the run directory says it all
     except Exception as err:  # noqa: BLE001 — e.g. an outcome that does not pickle
         conn.send(("error", RuntimeError(f"the task's result could not be sent back: {type(err).__name__}: {err}")))
     finally:

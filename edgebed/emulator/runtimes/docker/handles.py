@@ -6,7 +6,7 @@ import signal as _signal
 import time
 from typing import Optional, Protocol
 
-from ..base import AgentHandle
+from ..base import PolledHandle
 
 
 class StatusSource(Protocol):
@@ -15,15 +15,13 @@ class StatusSource(Protocol):
     def container_status(self, container_id: str) -> Optional[str]: ...
 
 
-class ContainerHandle(AgentHandle):
-    """One device's container; mirrors Popen. Status comes from the runtime's batch listing."""
+class ContainerHandle(PolledHandle):
+    """One device's container; mirrors Popen. Status comes from the runtime's batch listing; ``wait``
+    asks the container itself (the listing is refreshed only as the run loop goes on)."""
 
     def __init__(self, runtime: StatusSource, device: int, container):
-        self.runtime = runtime
-        self.device = device
+        super().__init__(runtime, device)
         self.container = container
-        self.frozen = False
-        self.returncode: Optional[int] = None
 
     def poll(self) -> Optional[int]:
         if self.returncode is None:
@@ -50,21 +48,11 @@ class ContainerHandle(AgentHandle):
             time.sleep(0.05)
         return self.returncode
 
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is not None:
-            return
-        if self.frozen and sig != _signal.SIGKILL:
-            # A frozen device is dead for the run; a signal must not thaw it (docker may unpause to
-            # deliver one), so any stop request ends it outright.
-            sig = _signal.SIGKILL
+    def _deliver(self, sig: int) -> None:
         try:
-            self.container.kill(signal=int(sig))
+            self.container.kill(signal=sig)
         except Exception:
             pass                        # already gone
-
-    def kill(self) -> None:
-        self.send_signal(_signal.SIGKILL)
-        self.wait(10)
 
     def freeze(self) -> None:
         if self.returncode is None and not self.frozen:
@@ -99,7 +87,7 @@ class ForkedAgentHandle(ContainerHandle):
         if self.proc is None or self.poll() is not None:
             return
         if self.frozen:
-            sig = _signal.SIGKILL       # a frozen device is dead for the run (see ContainerHandle)
+            sig = _signal.SIGKILL       # a frozen device is dead for the run (see PolledHandle)
         try:
             os.kill(self.proc.pid, int(sig))
         except ProcessLookupError:

@@ -35,7 +35,7 @@ from ....console import warn
 from ....rundir import write_json_atomic
 from . import images, links, nsjoin
 from .clean import clean_docker, leak_advice
-from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_
+from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_, unknown_classes
 from .handles import ContainerHandle, ForkedAgentHandle
 from .quotas import QuotaOnFirstPush
 from .runstate import ContainerRunState, cpus_for  # noqa: F401 — cpus_for: also this module's (kubernetes)
@@ -99,7 +99,6 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
     # -- what the engine asks ----------------------------------------------------------------
     def check(self) -> list[str]:
         problems = super().check()
-        names = {c.name for c in self.scenario.workers.classes}
         if os.geteuid() != 0:
             problems.append("runtime docker shapes links with tc inside container namespaces and reads "
                             "interface counters: run edgebed as root (or use runtime: local)")
@@ -107,11 +106,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
             self.client
         except RuntimeError_ as err:
             problems.append(str(err))
-        for k in self.spec.cpus:
-            if k not in names:
-                problems.append(f"runtime.docker.cpus.{k}: no speed class named {k!r} "
-                                f"(classes: {', '.join(sorted(names))})")
-        return problems
+        return problems + unknown_classes(self.scenario, "runtime.docker.cpus", self.spec.cpus)
 
     def applied(self) -> dict:
         out = super().applied()

@@ -12,12 +12,11 @@ from __future__ import annotations
 import itertools
 import logging
 import queue
-import signal as _signal
 import threading
 import time
 from typing import Callable, Optional
 
-from ..base import AgentHandle
+from ..base import PolledHandle
 from . import protocol
 
 log = logging.getLogger("edgebed.swarm")
@@ -166,16 +165,13 @@ class AgentHub:
         self._thread.join(5)
 
 
-class RemoteTaskHandle(AgentHandle):
+class RemoteTaskHandle(PolledHandle):
     """One device's task on a node the engine does not enter; mirrors Popen through that node's agent
     (state from its reports, signals and freeze as requests)."""
 
     def __init__(self, runtime, device: int, node: str):
-        self.runtime = runtime
-        self.device = device
+        super().__init__(runtime, device)
         self.node = node
-        self.frozen = False
-        self.returncode: Optional[int] = None
 
     def poll(self) -> Optional[int]:
         if self.returncode is None:
@@ -184,25 +180,11 @@ class RemoteTaskHandle(AgentHandle):
                 self.returncode = st["exit_code"] if st["exit_code"] is not None else -9
         return self.returncode
 
-    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
-        end = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None and (end is None or time.monotonic() < end):
-            time.sleep(0.05)
-        return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.poll() is not None:
-            return
-        if self.frozen:
-            sig = _signal.SIGKILL       # a frozen device is dead for the run (see ContainerHandle)
+    def _deliver(self, sig: int) -> None:
         try:
-            self.runtime.hub.request(self.node, "signal", device=self.device, sig=int(sig))
+            self.runtime.hub.request(self.node, "signal", device=self.device, sig=sig)
         except HubError:
             pass                        # already gone
-
-    def kill(self) -> None:
-        self.send_signal(_signal.SIGKILL)
-        self.wait(10)
 
     def freeze(self) -> None:
         if self.poll() is None and not self.frozen:

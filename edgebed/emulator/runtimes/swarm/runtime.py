@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ....rundir import write_json_atomic
 from ...fidelity import PeakRate
-from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_
+from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_, unknown_classes
 from ..docker import images, links
 from ..docker.handles import ContainerHandle
 from ..docker.quotas import QuotaOnFirstPush
@@ -141,15 +141,11 @@ class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
 
     def check(self) -> list[str]:
         problems = super().check()
-        names = {c.name for c in self.scenario.workers.classes}
         if os.geteuid() != 0:
             problems.append("runtime swarm: the link agent shapes links inside task namespaces: run edgebed "
                             "as root on the manager's host")
         for section in ("cpus", "class_constraints"):
-            for k in getattr(self.spec, section):
-                if k not in names:
-                    problems.append(f"runtime.swarm.{section}.{k}: no speed class named {k!r} "
-                                    f"(classes: {', '.join(sorted(names))})")
+            problems += unknown_classes(self.scenario, f"runtime.swarm.{section}", getattr(self.spec, section))
         try:
             self._connect()
         except (RuntimeError_, AgentError) as err:

@@ -16,7 +16,7 @@ from edgebed.analysis import write_report
 from edgebed.analysis.describe import live_devices
 from edgebed.cli import main
 from edgebed.study.report import write_study_report
-from tests.unit.test_analysis import ASGD, make_run
+from tests.unit.analysis.test_analysis import ASGD, make_run
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -201,7 +201,7 @@ def test_a_run_with_crashes_gets_a_timeline(tmp_path):
 
 def test_the_fidelity_table_has_units(tmp_path):
     from edgebed.emulator.fidelity import run_fidelity
-    from tests.unit.test_fidelity import EXPECTED, OF, TWO, _paced_updates
+    from tests.unit.emulator.test_fidelity import EXPECTED, OF, TWO, _paced_updates
     path = make_run(tmp_path, "fid", evals=[(10, 0.5)])
     fid = run_fidelity(_paced_updates({"fast": ([0, 1], 10.0), "slow": ([2, 3], 2.0)}), TWO, OF,
                        timing={"expected": EXPECTED, "tolerance": 0.1, "link_model": "app", "step_time_s": 0.01})

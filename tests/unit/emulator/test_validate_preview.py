@@ -14,7 +14,7 @@ import pytest
 from edgebed import cli
 
 pytestmark = pytest.mark.timeout(120)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUICK = str(ROOT / "scenarios" / "quickstart.yaml")
 
 

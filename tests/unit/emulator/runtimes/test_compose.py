@@ -9,7 +9,7 @@ from edgebed.emulator.runtimes.docker import compose
 from edgebed.scenario import load_scenario, parse_scenario
 
 pytestmark = pytest.mark.timeout(30)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def small():

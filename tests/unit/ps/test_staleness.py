@@ -74,7 +74,7 @@ def test_touch_log_gives_the_snapshot_schemes_bits(seed, path, monkeypatch):
     if path == "numpy":
         monkeypatch.setattr(aggregate, "_fast", None)
     elif not aggregate.FAST:
-        pytest.skip("the compiled push path is not built (tests/unit/test_fastpush.py requires it)")
+        pytest.skip("the compiled push path is not built (tests/unit/ps/test_fastpush.py requires it)")
     size = 400
     theta = np.random.default_rng(seed).standard_normal(size).astype(np.float32)
     rule, oracle = AdaComp(theta.copy(), 0.05), SnapshotAdaComp(theta.copy(), 0.05)

@@ -19,7 +19,7 @@ from edgebed.study.storage import compact_done, same_scenario
 from edgebed.study.tuning import complete_runs, tuning_study
 
 pytestmark = pytest.mark.timeout(60)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STUDIES = ROOT / "scenarios" / "studies"
 RESULTS = ROOT / "benchmarks" / "results" / "studies"
 

@@ -22,7 +22,7 @@ from edgebed.study.runner import StudyError, load_study, run_study
 from edgebed.study.storage import tuned_path
 from edgebed.study.results import import_runs, progress
 from edgebed.study.tuning import tuning_study
-from tests.unit.test_study import COMPRESSION, CURVES, FakeRunner, write_study
+from tests.unit.study.test_study import COMPRESSION, CURVES, FakeRunner, write_study
 
 TUNING = {"lr": [0.01, 0.1, 1.0], "updates": 400, "eval_every": 100, "validation_samples": 50,
           "seeds": [1, 2], "rule": "final-smoothed", "window": 2}
@@ -111,7 +111,7 @@ def test_validate_checks_a_tuning_output_against_its_study(tmp_path, capsys):
     assert "for the study gone.yaml, which is not there; put it beside its study file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "scenarios" / "studies")
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[3] / "scenarios" / "studies")
                                         .glob("*.tuned.yaml")), ids=lambda p: p.name)
 def test_every_shipped_tuning_output_validates(path, capsys):
     assert main(["validate", str(path)]) == 0, capsys.readouterr().err
@@ -207,7 +207,7 @@ def test_validation_split_is_carved_from_training_and_never_the_test_set():
         validation_split(ds, 10)
 
 
-STUDIES = sorted(p for p in (Path(__file__).resolve().parents[2] / "scenarios" / "studies").glob("*.yaml")
+STUDIES = sorted(p for p in (Path(__file__).resolve().parents[3] / "scenarios" / "studies").glob("*.yaml")
                  if not p.name.endswith(".tuned.yaml"))
 
 

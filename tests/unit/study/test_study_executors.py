@@ -20,9 +20,9 @@ from edgebed.cli import main
 from edgebed.study import progress as live
 from edgebed.study.executors import EXECUTORS, INSTALL_HINTS, ExecutorError, LocalExecutor, make_executor
 from edgebed.study.runner import StudyError, load_study, run_study
-from tests.unit.test_study import COMPRESSION, FakeRunner, write_study
+from tests.unit.study.test_study import COMPRESSION, FakeRunner, write_study
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class DiesOnce:

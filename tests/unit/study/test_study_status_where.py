@@ -6,7 +6,7 @@ import pytest
 
 from edgebed.cli import main
 from edgebed.study import runner as study_mod
-from tests.unit.test_study import COMPRESSION, FakeRunner, write_study
+from tests.unit.study.test_study import COMPRESSION, FakeRunner, write_study
 
 pytestmark = pytest.mark.timeout(60)
 
