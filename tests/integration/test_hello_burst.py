@@ -72,6 +72,8 @@ def test_engine_reads_during_a_hello_burst_never_fail():
             for c in clients:
                 c.join()
             server.stop()
+            # first: a client that gave up explains a missing device (and the PS's refusals, if any, why)
+            assert client_errors == [], (client_errors, ps.errors)
             assert len(ps.meter.to_dict()["by_device"]) == N_DEVICES
     finally:
         sys.setswitchinterval(old_interval)
