@@ -174,6 +174,7 @@ def test_a_failed_cell_is_recorded_and_the_study_goes_on(tmp_path):
     assert (status["complete"], status["skipped"], status["failed"]) == (2, 4, 0)
 
 
+@pytest.mark.slow
 def test_jobs_run_cells_in_parallel_processes_and_keep_study_order(tmp_path):
     study = load_study(write_study(tmp_path, **COMPRESSION))
     status = run_study(study, tmp_path / "out", FakeRunner(fail=("comp-asgd-s2",)), jobs=2)

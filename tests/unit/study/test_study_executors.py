@@ -52,6 +52,7 @@ def test_registry_has_every_engine_installed_here_and_names_the_rest(monkeypatch
         make_executor("ray")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_worker_process_that_dies_is_retried_and_the_study_completes(tmp_path):
     study = load_study(write_study(tmp_path, **COMPRESSION))
@@ -76,6 +77,7 @@ class DiesBesideASlowCell(DiesOnce):
         return super().__call__(sc, out, progress)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_worker_that_dies_costs_the_cell_beside_it_nothing(tmp_path):
     """One dead process is one lost attempt, of its own cell: the cell running next to it is neither
@@ -92,6 +94,7 @@ def test_a_worker_that_dies_costs_the_cell_beside_it_nothing(tmp_path):
         "\n".join(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_cell_whose_worker_always_dies_fails_after_the_retries_and_the_rest_goes_on(tmp_path):
     study = load_study(write_study(tmp_path, **COMPRESSION))
@@ -230,6 +233,7 @@ def _hold(path: str, seconds: float) -> int:
     return os.getpid()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_local_executor_runs_at_most_its_workers_at_once_and_cancels_what_waits(tmp_path):
     ex = LocalExecutor(2)
