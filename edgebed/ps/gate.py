@@ -13,10 +13,11 @@ starts again from zero whenever no connection is open. After a flood it may thus
 still handshaking beside the admitted ones, never more than are open: the cap holds, and honest
 devices get in again as the flood's connections close (tests/integration/test_ps_peer_bounds.py;
 counting every open connection instead would refuse all of a burst larger than the cap, where this
-admits its first ``max_peers``). A handshake beyond ``max_peers`` in use is refused: the peer gets no session and no reply, and libzmq does not reconnect
-it (an agent's request times out and it rejoins on a new connection). In a
-plaintext run the gate is the ZAP handler itself (``zap=True``: the socket gets a ZAP domain so that
-the NULL mechanism consults it); in a CURVE run the key authenticator calls ``admit`` (``wire/auth.py``).
+admits its first ``max_peers``). A handshake beyond ``max_peers`` in use is refused: the peer gets
+no session and no reply, and libzmq does not reconnect it (an agent's request times out and it
+rejoins on a new connection). In a plaintext run the gate is the ZAP handler itself (``zap=True``:
+the socket gets a ZAP domain so that the NULL mechanism consults it); in a CURVE run the key
+authenticator calls ``admit`` (``wire/auth.py``).
 One thread (``ps-gate``) reads the monitor and answers ZAP; ``admit`` may be called from any thread.
 """
 from __future__ import annotations

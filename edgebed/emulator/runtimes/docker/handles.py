@@ -16,8 +16,8 @@ class StatusSource(Protocol):
 
 
 class ContainerHandle(PolledHandle):
-    """One device's container; mirrors Popen. Status comes from the runtime's batch listing; ``wait``
-    asks the container itself (the listing is refreshed only as the run loop goes on)."""
+    """One device's container; mirrors Popen. ``poll`` reads the runtime's batch listing (at most
+    ``STATUS_TTL`` old); ``wait`` asks the container itself, so it sees the exit at once."""
 
     def __init__(self, runtime: StatusSource, device: int, container):
         super().__init__(runtime, device)
