@@ -2,13 +2,18 @@
 
 One run of three honest agents (checkpoint every 5 updates: flushes from two threads) is attacked by
 the cases of issue 11, one test each; the last test ends the run and checks what a user relies on:
-the run completes, every applied update is in the table, the honest devices kept contributing, and
-nothing was written that the tables can't hold.
+the run outlived every attack, every applied update is in the table, the honest devices kept
+contributing, and nothing was written that the tables can't hold.
+
+The run's stop rule is far off: the attacks, not a clock, decide how long the run lasts. (With a
+35 s wall time, a slower CI host once ended the run in the middle of case 7, and the later cases
+failed for that reason alone.) The last test ends it with one Ctrl-C.
 """
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -25,7 +30,7 @@ from edgebed import wire
 from edgebed.rundir import read_json, read_table
 from tests.integration.runproc import end_run, run_dir, start_run, update_parts, wait_for
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]   # a live run of 35 s for the module
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]   # a live run of ~30 s for the module
 
 SCENARIO = """
 name: hostile
@@ -36,7 +41,7 @@ algorithm: {name: adacomp, lr: 0.05, c: 0.05}
 workers:
   n: 3
   classes: [{name: default, share: 1.0, think_time: 30ms}]
-stop: {wall_time: 35s}
+stop: {wall_time: 600s}   # never reached: the last test ends the run
 eval: {every: 200, test_samples: 200}
 checkpoint: {every: 5}
 """
@@ -120,17 +125,18 @@ class LiveRun:
     def _ready(run: Optional[Path]) -> Optional[Path]:
         return run if run is not None and (run / "endpoint.json").exists() and update_parts(run) >= 1 else None
 
-    def finish(self) -> tuple[int, str]:
+    def end_and_check(self):
+        """Checks that the run outlived every attack, ends it with one Ctrl-C, and checks what every
+        attack must leave: every applied update recorded once and in order (the summary agrees with
+        the table), and the honest devices 0-2 still contributing (at least 5 updates each) after the
+        attacks began. Returns (summary, updates table)."""
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the run ended (code {self.proc.returncode}) during the attacks:\n"
+                                 f"{self.proc.communicate()[0][-3000:]}")
+        self.proc.send_signal(signal.SIGINT)
         out, _ = self.proc.communicate(timeout=100)
-        return self.proc.returncode, out
-
-    def finish_complete(self):
-        """Waits for the run's end and checks what every attack must leave: the run complete, every
-        applied update recorded once and in order, and the honest devices 0-2 still contributing
-        (at least 5 updates each) after the attacks began. Returns (summary, updates table)."""
-        code, out = self.finish()
         summary = read_json(self.path, "summary.json")
-        assert code == 0 and summary["status"] == "complete", (summary, out[-3000:])
+        assert summary["status"] == "incomplete" and summary["reason"].startswith("interrupted"), (summary, out[-3000:])
         updates = read_table(self.path, "updates")
         assert len(updates) == summary["updates"]
         assert sorted(updates["update"]) == list(range(1, summary["updates"] + 1))
@@ -250,9 +256,11 @@ def test_case7_unread_pulls_and_a_million_frames_do_not_grow_the_ps(live):
         frames = [_header(3, {"session": "x", "arrays": []})] + [b""] * 1_000_000
         t0 = time.monotonic()
         q = Peer(live.endpoint)
-        reply = q.ask(frames, timeout=60)
+        try:
+            reply = q.ask(frames, timeout=60)
+        finally:
+            q.close()
         stall = time.monotonic() - t0
-        q.close()
         assert isinstance(reply, wire.Error) and reply.code == "frame-count"
         rss2 = _rss(live.proc.pid)
     finally:
@@ -280,9 +288,9 @@ def test_case9_clean_of_another_run_never_kills_this_runs_agents(live, tmp_path)
     assert all(procs.is_alive(a) for a in agents)
 
 
-def test_case1_and_end_the_run_completes_with_every_applied_update_recorded(live):
+def test_case1_and_the_run_outlives_the_attacks_with_every_applied_update_recorded(live):
     # Case 1 (flushes from the engine and from the checkpoint hook): no part skipped, no row lost.
-    summary, updates = live.finish_complete()
+    summary, updates = live.end_and_check()
     assert not list(live.path.rglob("unwritable.jsonl"))
     assert not list(live.path.rglob(".*tmp*"))
     if getattr(live, "big_loss_applied", False):
