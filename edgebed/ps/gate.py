@@ -17,13 +17,15 @@ admits its first ``max_peers``). A handshake beyond ``max_peers`` in use is refu
 no session and no reply, and libzmq does not reconnect it (an agent's request times out and it
 rejoins on a new connection). In a plaintext run the gate is the ZAP handler itself (``zap=True``:
 the socket gets a ZAP domain so that the NULL mechanism consults it); in a CURVE run the key
-authenticator calls ``admit`` (``wire/auth.py``).
+authenticator calls ``admit`` (``wire/auth.py``). ZAP is bound once per ZeroMQ context, so every server
+has a context of its own (``ZmqServer``); a gate that can't bind ZAP refuses to start.
 One thread (``ps-gate``) reads the monitor and answers ZAP; ``admit`` may be called from any thread.
 """
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import Optional
 
 import zmq
@@ -33,6 +35,28 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"edgebed"
 _FAILED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | _FAILED
+
+
+def _bind_zap(ctx: zmq.Context, within: float = 2.0) -> zmq.Socket:
+    """The context's ZAP handler socket. libzmq frees the endpoint of a closed handler later, on its
+    reaper thread, so a bind right after another server's gate closed may find it taken for a moment:
+    try again for ``within`` s. A handler that holds it longer is a live one, and a gate that can't
+    answer ZAP caps nothing: refuse to start rather than serve without the cap."""
+    deadline = time.monotonic() + within
+    while True:
+        z = ctx.socket(zmq.REP)
+        z.setsockopt(zmq.LINGER, 0)
+        try:
+            z.bind(ZAP_ENDPOINT)
+            return z
+        except zmq.ZMQError as err:
+            z.close(0)
+            if err.errno != zmq.EADDRINUSE or time.monotonic() > deadline:
+                raise RuntimeError(f"the PS's connection gate can't bind {ZAP_ENDPOINT}: {err}. Another ZAP "
+                                   "handler is live in this ZeroMQ context; give the server a context of its own "
+                                   "(ZmqServer's default), or let that handler call ConnectionGate.admit "
+                                   "(zap=False)") from err
+            time.sleep(0.01)
 
 
 class ConnectionGate:
@@ -58,15 +82,8 @@ class ConnectionGate:
         self._monitor.connect(addr)
         self._zap: Optional[zmq.Socket] = None
         if zap:
-            z = ctx.socket(zmq.REP)
-            z.setsockopt(zmq.LINGER, 0)
-            try:
-                z.bind(ZAP_ENDPOINT)
-            except zmq.ZMQError:   # another ZAP handler owns this context: it must call admit()
-                z.close(0)
-            else:
-                self._zap = z
-                sock.zap_domain = ZAP_DOMAIN
+            self._zap = _bind_zap(ctx)
+            sock.zap_domain = ZAP_DOMAIN
         self._thread = threading.Thread(target=self._run, name="ps-gate", daemon=True)
         self._thread.start()
 
@@ -138,7 +155,12 @@ class ConnectionGate:
         self._stop.set()
         self._thread.join(2)
 
+    @property
+    def alive(self) -> bool:
+        """Whether the gate's thread (which owns its sockets) still runs."""
+        return self._thread.is_alive()
+
     def state(self) -> dict:
         with self._lock:
             return {"max_peers": self.max_peers, "live": self.live, "peak": self.peak, "refused": self.refused,
-                    "in_use": self._counted(self.live)}
+                    "admitted": self.admitted, "in_use": self._counted(self.live)}

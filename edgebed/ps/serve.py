@@ -86,7 +86,10 @@ class ZmqServer:
                  device_of: Optional[dict] = None):
         tune_malloc()
         self.ps = ps
-        self.ctx = context or zmq.Context.instance()
+        # A context of its own unless given one: ZAP (the gate) is bound per context, and another
+        # server's handler in a shared one would take it (ps/gate.py). Ended by stop().
+        self._own_ctx = context is None
+        self.ctx = context or zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         # Mandatory: a send to a vanished peer or into a full queue fails at once (and is counted)
@@ -246,6 +249,11 @@ class ZmqServer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        else:   # never started: what serve() closes at its end
+            self.sock.close(0)
+            self.gate.stop()
+        if self._own_ctx and not self.alive and not self.gate.alive:   # no thread uses a socket of it
+            self.ctx.destroy(linger=0)
         gate = self.gate.state()
         if gate["refused"]:   # in the run's events: how many connections the cap turned away
             self.ps.event(-1, "connections", f"{gate['refused']} refused at the cap of {gate['max_peers']}; "

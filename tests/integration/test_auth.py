@@ -140,7 +140,8 @@ def test_traffic_is_not_readable_on_the_wire(tmp_path, curve):
     keys = auth.generate(tmp_path, 1)
     ctx = zmq.Context()
     srv = auth.CurveServer(keys, ctx).start() if curve else None
-    server = ZmqServer(_ps(1), context=ctx, configure_socket=srv.configure_socket if srv else None).start()
+    server = ZmqServer(_ps(1), context=ctx, configure_socket=srv.configure_socket if srv else None,
+                       device_of=srv.device_of if srv else None).start()
     relay = Relay(int(server.endpoint.rsplit(":", 1)[1]))
     try:
         client = auth.client_configurer(auth.device_key_path(tmp_path, 0)) if curve else None
@@ -173,3 +174,29 @@ def test_a_secure_local_run_admits_each_agent_with_its_own_key(tmp_path):
     traffic = json.loads((res.path / "traffic.json").read_text())
     assert traffic["rejected"] == 0
     assert set(read_table(res.path, "updates")["device"]) == {0, 1, 2}
+
+
+def test_runs_one_after_another_in_one_process_each_answer_their_own_handshakes(tmp_path):
+    """Secure and plaintext runs in turn in one process (a notebook's loop): each run's transport has
+    its own ZeroMQ context, so its ZAP handler (key authenticator or connection gate) is never taken
+    by the one before, and each admits its devices through its gate. Before, a secure run's
+    authenticator right after a plaintext run could find ZAP still taken, and fail to start."""
+    from edgebed.emulator.runtimes.transport import SocketTransport
+    client_ctx = zmq.Context()
+    try:
+        for i, secure in enumerate([False, True, False] * 4):
+            run = tmp_path / f"run-{i}"   # the run directory: keys go to run/keys
+            run.mkdir()
+            t = SocketTransport(_ps(1), "tcp://127.0.0.1:0", curve_keys=run if secure else None, n_devices=1)
+            try:
+                configure = auth.client_configurer(run / auth.KEYS_DIR / "device-0000.key") if secure else None
+                reply = _hello(t.endpoint, client_ctx, configure, timeout=5)
+                assert isinstance(reply, wire.Welcome), (i, reply)
+                assert t.server.gate.state()["admitted"] == 1, (i, t.server.gate.state())
+                if i == 1:   # a stranger (no key) gets nothing
+                    with pytest.raises(PSUnreachable):
+                        _hello(t.endpoint, client_ctx, None, timeout=1)
+            finally:
+                t.stop()
+    finally:
+        client_ctx.term()

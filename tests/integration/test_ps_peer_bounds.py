@@ -160,3 +160,30 @@ def test_a_message_of_too_many_frames_is_refused_with_its_real_count(server):
     assert reply.message.startswith("100001 frames"), reply.message
     assert server.ps.meter.by_kind["malformed"]["in_msgs"] == 1 and server.ps.meter.rejected == 1
     s.close()
+
+
+@pytest.mark.slow   # ~20 s: 150 servers started and stopped
+def test_every_server_gates_its_connections_however_soon_it_follows_another():
+    """A process may run one PS after another (runs from a notebook, a test session), each server on
+    the default ZeroMQ context. Each must cap its connections. The gate answers ZAP, which is bound
+    per context, and libzmq frees a closed socket's inproc endpoint later, on its reaper thread: a
+    server started right after another stopped found the endpoint taken (4 times in 200 rounds,
+    2026-11-26) and served without a cap, silently; a connection that reached the dying handler
+    waited for an answer that never came. (150 rounds: the old server failed 10 of 300.)"""
+    theta = np.zeros(10, np.float32)
+    ungated = []
+    for i in range(150):
+        ps = ParameterServer(PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
+                                      class_of=lambda d: "c", max_peers=3), theta, RULES["asgd"](theta, 0.1))
+        srv = ZmqServer(ps).start()
+        try:
+            s = peer(srv)
+            try:
+                assert isinstance(ask(s, wire.Hello(0)), wire.Welcome), f"round {i}: no Welcome"
+            finally:
+                s.close()
+            if srv.gate.state()["admitted"] != 1:   # the handshake never asked this server's gate
+                ungated.append(i)
+        finally:
+            srv.stop()
+    assert ungated == [], f"{len(ungated)} of 150 servers served without their gate: rounds {ungated}"

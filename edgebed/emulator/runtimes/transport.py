@@ -79,12 +79,17 @@ class SocketTransport:
     """The PS served on a ZeroMQ ROUTER socket; agents connect to ``endpoint``."""
 
     def __init__(self, ps, bind: str, curve_keys: Optional[Path] = None, n_devices: int = 0):
+        import zmq
         from ...ps.serve import ZmqServer
         self.curve = None
+        # The run's own ZeroMQ context: ZAP (the key authenticator or the connection gate) is bound per
+        # context, so one run's handler never answers, or blocks, another's (ps/gate.py).
+        self.ctx = zmq.Context()
         if curve_keys is not None:
             from ...wire import auth
-            self.curve = auth.CurveServer(auth.generate(curve_keys, n_devices)).start()
-        self.server = ZmqServer(ps, bind, configure_socket=self.curve.configure_socket if self.curve else None,
+            self.curve = auth.CurveServer(auth.generate(curve_keys, n_devices), context=self.ctx).start()
+        self.server = ZmqServer(ps, bind, context=self.ctx,
+                                configure_socket=self.curve.configure_socket if self.curve else None,
                                 device_of=self.curve.device_of if self.curve else None).start()
         if self.curve is not None:   # the key authenticator also asks the socket's cap on connections
             self.curve.allowed.gate = self.server.gate
@@ -102,3 +107,5 @@ class SocketTransport:
         self.server.stop()
         if self.curve is not None:
             self.curve.stop()
+        if not self.server.alive and not self.server.gate.alive:   # no thread uses a socket of it any more
+            self.ctx.destroy(linger=0)
