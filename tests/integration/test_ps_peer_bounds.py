@@ -17,12 +17,16 @@ pytestmark = pytest.mark.timeout(60)
 N = 199_210   # the MLP: a model is 797 kB
 
 
+def capped_ps(n_params: int = N) -> ParameterServer:
+    """An ASGD PS of 2 devices that admits at most 3 connections."""
+    theta = np.zeros(n_params, np.float32)
+    return ParameterServer(PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
+                                    class_of=lambda d: "c", max_peers=3), theta, RULES["asgd"](theta, 0.1))
+
+
 @pytest.fixture
 def server():
-    theta = np.zeros(N, np.float32)
-    ps = ParameterServer(PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "c", max_peers=3),
-                         theta, RULES["asgd"](theta, 0.1))
-    srv = ZmqServer(ps, context=zmq.Context()).start()
+    srv = ZmqServer(capped_ps(), context=zmq.Context()).start()
     yield srv
     srv.stop()
     srv.ctx.term()
@@ -170,12 +174,9 @@ def test_every_server_gates_its_connections_however_soon_it_follows_another():
     server started right after another stopped found the endpoint taken (4 times in 200 rounds,
     2026-11-26) and served without a cap, silently; a connection that reached the dying handler
     waited for an answer that never came. (150 rounds: the old server failed 10 of 300.)"""
-    theta = np.zeros(10, np.float32)
     ungated = []
     for i in range(150):
-        ps = ParameterServer(PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
-                                      class_of=lambda d: "c", max_peers=3), theta, RULES["asgd"](theta, 0.1))
-        srv = ZmqServer(ps).start()
+        srv = ZmqServer(capped_ps(10)).start()
         try:
             s = peer(srv)
             try:
