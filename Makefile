@@ -34,6 +34,7 @@ check: setup
 	$(VENV)/bin/ruff check edgebed tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(PY) -m benchmarks.architecture --check
+	$(PY) -m benchmarks.bench_executors --docs --check
 	$(PY) -m pytest -q -n auto --dist loadgroup tests/unit tests/contract -m "not slow and not docker and not root"
 
 # The documentation site (MkDocs), strict: a broken link, a missing page or a warning fails the build.

@@ -136,3 +136,18 @@ def test_generated_reference_pages_come_from_their_sources():
     for layer in contract["layers"]:
         for module in layer.replace("|", ":").split(":"):
             assert module.strip().removeprefix("edgebed.") in layers
+
+
+def test_the_executor_cost_tables_are_the_benchmark_files_own(tmp_path, monkeypatch):
+    """docs/studies-on-clusters.md's "Cost" tables are written from benchmarks/results/executors.json;
+    a re-measured file with a page left as it was is caught."""
+    from benchmarks import bench_executors
+    assert bench_executors.write_docs(check=True) == 0, "run `python -m benchmarks.bench_executors --docs`"
+    data = json.loads(bench_executors.OUT.read_text())
+    slurm = next(k for k in data["scheduling_overhead"] if k.startswith("slurm"))
+    data["scheduling_overhead"][slurm]["per_task_s"] = 9.876
+    remeasured = tmp_path / "executors.json"
+    remeasured.write_text(json.dumps(data))
+    monkeypatch.setattr(bench_executors, "OUT", remeasured)
+    assert "| 9876 ms |" in bench_executors.tables(data)
+    assert bench_executors.write_docs(check=True) == 1
