@@ -154,8 +154,8 @@ def clean_all(roots: Iterable[str | Path] = ("runs",), run_id_prefix: str = "", 
     if docker_objects:
         try:
             if client is None:
-                import docker
-                client = docker.from_env(timeout=120)
+                from .runtimes.docker import engine
+                client = engine.client()
             labelled = docker_clean.labelled_runs(client, run_id_prefix)
         except Exception as err:   # no engine: the run directories are still cleaned
             out["errors"].append(f"Docker engine not reachable: {err}")

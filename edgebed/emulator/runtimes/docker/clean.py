@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
-from . import links
+from . import engine, links
 
 RUN_LABEL = "edgebed.run"            # = images.LABEL + ".run"
 RUN_DIR_LABEL = "edgebed.run_dir"
@@ -60,8 +60,7 @@ def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dic
     label = f"edgebed.run={run_id}"
     report = {"containers": [], "networks": [], "qdiscs": [], "errors": []}
     if client is None:
-        import docker
-        client = docker.from_env(timeout=120)
+        client = engine.client()
     report["agents"] = _kill_forked_agents(record or {})
     networks = client.networks.list(filters={"label": label})
     found = client.containers.list(all=True, sparse=True, filters={"label": label})
@@ -149,8 +148,7 @@ def leftovers(run_id: str, client=None) -> dict:
     """What of run ``run_id`` still exists: container ids, network names (both empty when clean)."""
     label = f"edgebed.run={run_id}"
     if client is None:
-        import docker
-        client = docker.from_env(timeout=60)
+        client = engine.client(timeout=60)
     return {"containers": [c.id[:12] for c in client.containers.list(all=True, sparse=True,
                                                                       filters={"label": label})],
             "networks": [n.name for n in client.networks.list(filters={"label": label})]}

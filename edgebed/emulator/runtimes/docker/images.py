@@ -113,8 +113,8 @@ def rootfs_tarball() -> bytes:
 def _client(client=None):
     if client is not None:
         return client
-    import docker
-    return docker.from_env(timeout=120)
+    from . import engine
+    return engine.client()
 
 
 def _labels(kind: str) -> dict:

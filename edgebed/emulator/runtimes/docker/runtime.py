@@ -33,7 +33,7 @@ from ...fidelity import PeakRate
 from .... import procs
 from ....console import warn
 from ....rundir import write_json_atomic
-from . import images, links, nsjoin
+from . import engine, images, links, nsjoin
 from .clean import clean_docker, leak_advice
 from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_, unknown_classes
 from .handles import ContainerHandle, ForkedAgentHandle
@@ -123,8 +123,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
     def client(self):
         if self._client is None:
             try:
-                import docker
-                self._client = docker.from_env(timeout=120)
+                self._client = engine.client()
                 self._client.ping()
             except Exception as err:
                 raise RuntimeError_(f"runtime docker: the Docker engine does not answer ({err}); "

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from .... import procs
-from ..docker import links
+from ..docker import engine, links
 
 GATE_FILE = "/tmp/edgebed-gate"       # inside the task container; its first process waits for it
 
@@ -45,15 +45,12 @@ class LinkAgent:
     """One node's link agent. Called by the swarm runtime only (its start, drive and cleanup)."""
 
     def __init__(self, endpoint: str, run_label: str, proc_root: str = "/proc"):
-        import docker
         self.endpoint = endpoint
         self.proc_root = proc_root          # the node's procfs: /proc, or a host /proc mounted in a container
         self.run_label = run_label
         self.client = None
         try:
-            if endpoint.startswith("unix://") and not Path(endpoint[7:]).exists():
-                raise FileNotFoundError(f"no socket at {endpoint[7:]}")
-            self.client = docker.DockerClient(base_url=endpoint, timeout=120)
+            self.client = engine.client(endpoint)
             info = self.client.info()
         except Exception as err:
             if self.client is not None:

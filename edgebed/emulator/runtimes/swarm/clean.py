@@ -10,8 +10,8 @@ GONE_WAIT = 30.0     # seconds the nodes get to remove a removed service's task 
 
 
 def _client(url: str):
-    import docker
-    return docker.DockerClient(base_url=url, timeout=120)
+    from ..docker import engine
+    return engine.client(url)
 
 
 def _listed(client, label: str) -> list:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ....rundir import write_json_atomic
 from ...fidelity import PeakRate
 from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_, unknown_classes
-from ..docker import images, links
+from ..docker import engine, images, links
 from ..docker.handles import ContainerHandle
 from ..docker.quotas import QuotaOnFirstPush
 from ..docker.runstate import LABEL, ContainerRunState
@@ -118,12 +117,10 @@ class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
     @property
     def manager(self):
         if self._manager is None:
-            import docker
-            url = self.spec.manager or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+            url = engine.endpoint(self.spec.manager)
             client = None
             try:
-                _socket_exists(url)
-                client = docker.DockerClient(base_url=url, timeout=120)
+                client = engine.client(url)
                 info = client.info()
             except Exception as err:
                 if client is not None:
@@ -185,10 +182,8 @@ class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         if self.node_engines:
             return
         for url in self.spec.nodes or [self.record["manager"]["endpoint"]]:
-            import docker
             try:
-                _socket_exists(url)
-                client = docker.DockerClient(base_url=url, timeout=120)
+                client = engine.client(url)
                 node_id = client.info()["Swarm"]["NodeID"]
             except Exception as err:
                 raise AgentError(f"runtime.swarm.nodes: engine {url} does not answer as a swarm node "
@@ -495,12 +490,6 @@ class SwarmRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
                 (log_dir / f"agent-{h.device:04d}.log").write_bytes(text)
             except Exception:
                 pass
-
-
-def _socket_exists(url: str) -> None:
-    """Fail early on a missing unix socket (the docker SDK leaks the socket of a failed connect)."""
-    if url.startswith("unix://") and not Path(url[len("unix://"):]).exists():
-        raise FileNotFoundError(f"no socket at {url[len('unix://'):]}")
 
 
 def _bytes(size: str) -> int:

@@ -54,3 +54,28 @@ def test_paced_devices_get_the_same_quota_and_keep_their_slowdown(tmp_path):
     paced = welcome_config(sc, 3, "top-c-per-layer", rt.applied(), {"pacing": True})
     unpaced = welcome_config(scenario(), 3, "top-c-per-layer", rt.applied())
     assert paced.speed_class["slowdown"] == 4 and unpaced.speed_class["slowdown"] == 1.0
+
+
+@pytest.mark.parametrize("kind", ["no socket file", "a stale socket file"])
+def test_an_engine_that_does_not_answer_is_a_clear_problem_and_leaks_no_socket(kind, tmp_path, monkeypatch):
+    """The docker SDK drops the socket of a refused connect unclosed; a machine whose dockerd is down
+    (a stale /var/run/docker.sock, as after a reboot) made the runtime contract tests fail on the
+    ResourceWarning. Every way edgebed reaches an engine goes through one probe that closes it."""
+    import gc
+    import socket
+    import warnings
+
+    path = tmp_path / "docker.sock"
+    if kind == "a stale socket file":
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.bind(str(path))            # the file stays, nothing listens: connect is refused
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    from edgebed.emulator.runtimes.docker import clean, engine
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        problems = DockerRuntime(scenario(), tmp_path).check()
+        with pytest.raises(engine.EngineUnreachable, match=str(path)):
+            clean.leftovers("r")
+        gc.collect()
+    assert any(f"the Docker engine does not answer ({path}:" in p and "make provision" in p
+               for p in problems), problems
