@@ -26,11 +26,12 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import wait
 from pathlib import Path
+
+from benchmarks.doc_section import write_section
 
 OUT = Path(__file__).resolve().parent / "results" / "executors.json"
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "studies-on-clusters.md"
@@ -116,22 +117,9 @@ def tables(data: dict) -> str:
 
 
 def write_docs(check: bool) -> int:
-    text = PAGE.read_text()
-    if BEGIN not in text or END not in text:
-        print(f"{PAGE}: the markers {BEGIN!r} and {END!r} are missing; put them where the tables go",
-              file=sys.stderr)
-        return 2
-    head, rest = text.split(BEGIN, 1)
-    new = head + tables(json.loads(OUT.read_text())) + rest.split(END, 1)[1]
-    if check:
-        if new != text:
-            print(f"{PAGE}: the executor cost tables are out of date; run "
-                  "`python -m benchmarks.bench_executors --docs`", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(new)
-    print(f"wrote {PAGE}")
-    return 0
+    return write_section(PAGE, BEGIN, END, lambda: tables(json.loads(OUT.read_text())),
+                         what="the executor cost tables", command="python -m benchmarks.bench_executors --docs",
+                         check=check)
 
 
 def main(argv=None) -> int:
