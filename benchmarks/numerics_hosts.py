@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
 import subprocess
@@ -61,13 +62,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     recorded = json.loads(FIXTURE.read_text())["_numerics"]
+    fixture = hashlib.sha256(FIXTURE.read_bytes()).hexdigest()[:12]
     here = {p: run_profile(p) for p in numerics.PROFILES}
     cpu = here["portable"]["fingerprint"]["cpu"]
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-    hosts = {h["cpu"]: h for h in previous.get("hosts", [])}
+    # Entries checked against another fixture (re-recorded on purpose since) are kept apart, as history.
+    hosts = {h["cpu"]: h for h in previous.get("hosts", []) if h.get("fixture") == fixture}
+    earlier = previous.get("earlier_fixtures", []) + [
+        {**h, "fixture": h.get("fixture", "before 2026-11-28")} for h in previous.get("hosts", [])
+        if h.get("fixture") != fixture]
     hosts[cpu] = {
-        "cpu": cpu, "date": dt.date.today().isoformat(),
-        "recording_host": False,
+        "cpu": cpu, "date": dt.date.today().isoformat(), "fixture": fixture,
+        "recording_host": cpu == recorded["cpu"] and here["portable"]["fingerprint"]["id"] == recorded["id"],
         "portable": {"fingerprint": here["portable"]["fingerprint"],
                      "golden_identical": sum(s["identical"] for s in here["portable"]["scenarios"].values()),
                      "scenarios": here["portable"]["scenarios"]},
@@ -75,13 +81,15 @@ def main(argv=None) -> int:
                    "golden_identical": sum(s["identical"] for s in here["native"]["scenarios"].values()),
                    "scenarios": here["native"]["scenarios"]},
     }
-    hosts.setdefault(recorded["cpu"], {"cpu": recorded["cpu"], "recording_host": True,
+    hosts.setdefault(recorded["cpu"], {"cpu": recorded["cpu"], "recording_host": True, "fixture": fixture,
                                        "portable": {"fingerprint": recorded}})
     result = {
         "what": "golden virtual-clock tables (tests/fixtures/sim_golden.json) re-run per host and profile; "
                 "golden_identical counts scenarios whose tables match the recorded bits",
         "scenarios": len(here["portable"]["scenarios"]),
+        "fixture": fixture,
         "hosts": sorted(hosts.values(), key=lambda h: (not h["recording_host"], h["cpu"])),
+        "earlier_fixtures": earlier,
     }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     for h in result["hosts"]:
@@ -91,6 +99,8 @@ def main(argv=None) -> int:
                      f"native {h['native']['fingerprint']['reference_gradient']}, "
                      f"golden {h['native']['golden_identical']}/{result['scenarios']} identical")
         else:
+            line += " (recorded the fixture)"
+        if h["recording_host"] and "golden_identical" in h["portable"]:
             line += " (recorded the fixture)"
         print(line)
     return 0

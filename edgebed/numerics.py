@@ -24,6 +24,17 @@ Hosts that can't give the portable bits (ARM, x86-64 without AVX2, a torch build
 the reference was recorded with) are told so: :func:`fingerprint` computes one reference gradient at
 start and compares it with the one recorded for the torch version (``PORTABLE_REFERENCE``).
 
+torch is not the only source of host-dependent bits. numpy dispatches many kernels by the host's SIMD
+level (its AVX-512 and AVX2 builds of partition and sort keep different entries among equal values;
+its float64 ``exp``, ``log1p``, ``arctan`` differ in the last bit), and its ``dot`` goes through
+OpenBLAS, whose kernel follows the CPU (SkylakeX and Haswell kernels sum in different orders) — all
+measured on one AVX-512 host by switching the dispatch off (``NPY_DISABLE_CPU_FEATURES``,
+``OPENBLAS_CORETYPE``). The numpy code on the table path uses only what is the same on every level:
+selection by an exact rule (``compression.ops.topk_indices``), numpy's pairwise sums, elementwise
+arithmetic, its random generators and zstd at a fixed level. :func:`fingerprint` checks that too: a
+second reference, ``numpy_reference``, hashes those very operations (selection with ties and NaN
+included), and the manifest records numpy's SIMD dispatch and OpenBLAS's kernel beside it.
+
 The variables must be in the environment before the process's first torch operation (ATen fixes its
 kernel choice and MKL reads ``MKL_CBWR`` at their first call; ``import torch`` alone fixes neither, as
 measured). :func:`apply` sets them for this process and for every child it starts afterwards (agents,
@@ -37,6 +48,7 @@ import json
 import os
 import platform
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal, Optional
 
 Profile = Literal["portable", "native"]
@@ -61,6 +73,12 @@ PORTABLE_CAPABILITY = "AVX2"
 # under portable; a host that computes another hash under portable can't reproduce portable tables.
 PORTABLE_REFERENCE = {
     "2.13.0": "60d213928781eb20",
+}
+# sha256[:16] of ``_numpy_reference_hash`` by numpy version (the same under both profiles: numpy is not
+# pinned, it is kept off host-dependent kernels). Recorded with ``--record`` on an AMD EPYC (Zen 4,
+# AVX-512) and checked there with numpy's AVX-512 and AVX2 dispatch switched off in turn.
+NUMPY_REFERENCE = {
+    "2.4.6": "a0af2fcbf6080479",
 }
 
 
@@ -126,7 +144,9 @@ def fingerprint(profile: str) -> dict:
     import numpy as np
     import torch
     ref = _reference_hash()
+    nref = _numpy_reference_hash()
     expected = PORTABLE_REFERENCE.get(torch.__version__.split("+")[0]) if profile == "portable" else None
+    nexpected = NUMPY_REFERENCE.get(np.__version__)
     fp = {
         "profile": profile,
         "torch": torch.__version__, "numpy": np.__version__, "mkl": _mkl_version(),
@@ -134,8 +154,9 @@ def fingerprint(profile: str) -> dict:
         "onednn": bool(torch.backends.mkldnn.enabled), "threads": torch.get_num_threads(),
         "pins": {k: os.environ[k] for k in PINS if k in os.environ},
         "cpu": _cpu_model(), "machine": platform.machine(),
-        "reference_gradient": ref,
-        "reproducible": None if expected is None else ref == expected,
+        "numpy_simd": _numpy_simd(), "blas": _blas_kernel(),
+        "reference_gradient": ref, "numpy_reference": nref,
+        "reproducible": None if expected is None else (ref == expected and nref == nexpected),
         "problem": None,
     }
     if profile == "portable":
@@ -146,11 +167,16 @@ def fingerprint(profile: str) -> dict:
         elif expected is None:
             fp["problem"] = (f"no portable reference recorded for torch {torch.__version__}: runs compare "
                              "bit for bit only with runs whose fingerprint id matches")
-        elif not fp["reproducible"]:
+        elif ref != expected:
             fp["problem"] = (f"this host computes reference gradient {ref} under portable, not the recorded "
                              f"{expected}: its tables will not match other hosts' (CPU {fp['cpu']}, "
                              f"torch {torch.__version__})")
-    key = {k: fp[k] for k in ("profile", "torch", "numpy", "threads", "reference_gradient")}
+        elif nref != nexpected:
+            fp["problem"] = (f"this host's numpy computes reference {nref}, not the recorded "
+                             f"{nexpected or '(none for numpy ' + np.__version__ + ')'}: its tables will not "
+                             f"match other hosts' (numpy {np.__version__}, SIMD {fp['numpy_simd']}, "
+                             f"BLAS {fp['blas']})")
+    key = {k: fp[k] for k in ("profile", "torch", "numpy", "threads", "reference_gradient", "numpy_reference")}
     fp["id"] = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     return fp
 
@@ -225,6 +251,88 @@ def _reference_hash() -> str:
     return h.hexdigest()[:16]
 
 
+def _numpy_reference_hash() -> str:
+    """sha256[:16] of what the numpy code on the table path computes, on fixed inputs: Comp-ASGD's and
+    AdaComp's selection on a gradient with exact zeros, ties at the threshold and NaN (the case that
+    once depended on numpy's SIMD level), error feedback's residual, q8 quantization, bf16 and fp16
+    rounding, a sparse apply (``np.subtract.at``), numpy's pairwise sums and the averaging rules'
+    distance, the random streams the devices and the virtual clock draw, zstd at the wire's level, and
+    the text of floats as the tables and manifests write them. About 20 ms."""
+    import numpy as np
+    from .algorithms.averaging import divergence
+    from .compression import ops
+    from .compression.compressors import ErrorFeedback, TopCPerLayer
+    from .wire.codec import bf16_bits, zstandard
+    h = hashlib.sha256()
+
+    def put(*arrays) -> None:
+        for a in arrays:
+            h.update(np.ascontiguousarray(a).tobytes())
+
+    rng = np.random.default_rng(0)
+    for n in (7, 100, 1_000, 25_000, 200_704):
+        g = np.round(rng.standard_normal(n), 1).astype(np.float32)   # rounded: many exact ties
+        g[rng.random(n) < 0.4] = 0.0                                  # blank pixels: exact zeros
+        for c in (0.001, 0.01, 0.1, 0.7):
+            put(ops.top_c(g, c))
+        if n >= 1_000:
+            bounds = [(0, n // 2), (n // 2, n // 4), (3 * n // 4, n - 3 * n // 4)]
+            put(ops.top_c_per_layer(g, 0.01, bounds))
+        g2 = g.copy()
+        g2[rng.integers(0, n, 3)] = np.nan
+        put(ops.topk_indices(g2, max(1, n // 50)), ops.topk_indices(g2, 2))
+        put(np.sum(g), np.sum(g, dtype=np.float64), np.mean(g), g.max(initial=0.0))
+        put(np.float64(divergence(g, g[::-1])))
+        theta = rng.standard_normal(n).astype(np.float32)
+        idx = ops.top_c(g, 0.05).astype(np.intp)
+        np.subtract.at(theta, idx, np.float32(0.1) * g[idx])
+        put(theta, bf16_bits(theta), theta.astype(np.float16))
+        counts = np.array([idx.size], dtype=np.uint32)
+        codes, scales = ops.quantize_q8(g[idx], counts, np.random.default_rng(1))
+        put(codes, scales, ops.dequantize_q8(codes, scales, counts))
+    layers = [type("L", (), {"offset": o, "size": s})() for o, s in ((0, 3_000), (3_000, 1_000))]
+    ef = ErrorFeedback(TopCPerLayer(0.01, layers), momentum=0.9)
+    for _ in range(3):
+        sent = ef.compress(np.round(rng.standard_normal(4_000), 1).astype(np.float32))
+        put(sent.indices, sent.values, ef.residual)
+    r = np.random.default_rng(7)
+    put(r.random(1_000, dtype=np.float32), r.standard_normal(1_000), r.exponential(1.0, 1_000),
+        r.lognormal(0.0, 0.5, 1_000), r.integers(0, 10, 1_000), r.permutation(1_000), r.gamma(2.0, 1.0, 100),
+        r.choice(1_000, 100, replace=False), np.argsort(r.integers(0, 10, 1_000), kind="stable"))
+    if zstandard is not None:
+        h.update(zstandard.ZstdCompressor(level=3).compress(np.arange(20_000, dtype=np.uint32).tobytes()))
+    h.update(json.dumps([float(v) for v in rng.standard_normal(100)]).encode())
+    return h.hexdigest()[:16]
+
+
+def _numpy_simd() -> dict:
+    """numpy's SIMD dispatch on this host: the baseline it was built for and the extensions it found."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_baseline__, __cpu_dispatch__, __cpu_features__
+    except ImportError:   # numpy < 2
+        return {}
+    return {"baseline": list(__cpu_baseline__),
+            "found": [f for f in __cpu_dispatch__ if __cpu_features__.get(f)]}
+
+
+def _blas_kernel() -> Optional[str]:
+    """OpenBLAS's kernel for this CPU (its core name), as numpy's own OpenBLAS reports it; None when
+    numpy uses another BLAS or the library can't be asked."""
+    import ctypes
+    import numpy as np
+    for lib in sorted((Path(np.__file__).parent.parent / "numpy.libs").glob("libscipy_openblas*.so*")):
+        try:
+            dll = ctypes.CDLL(str(lib))
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"):
+            fn = getattr(dll, prefix, None)
+            if fn is not None:
+                fn.restype = ctypes.c_char_p
+                return fn().decode()
+    return None
+
+
 @lru_cache(maxsize=None)
 def _cpuinfo(key: str) -> Optional[str]:
     """The value of the first ``key`` line of /proc/cpuinfo, None where there is none."""
@@ -265,12 +373,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m edgebed.numerics", description=main.__doc__)
     ap.add_argument("--profile", default=DEFAULT, choices=PROFILES)
     ap.add_argument("--record", action="store_true",
-                    help="print the PORTABLE_REFERENCE entry for this torch (paste it into numerics.py)")
+                    help="print the PORTABLE_REFERENCE and NUMPY_REFERENCE entries for this torch and numpy (paste them into numerics.py)")
     args = ap.parse_args(argv)
     fp = enter(args.profile)
     if args.record:
+        import numpy as np
         import torch
-        print(f'    "{torch.__version__.split("+")[0]}": "{fp["reference_gradient"]}",')
+        print(f'PORTABLE_REFERENCE:  "{torch.__version__.split("+")[0]}": "{fp["reference_gradient"]}",')
+        print(f'NUMPY_REFERENCE:     "{np.__version__}": "{fp["numpy_reference"]}",')
     else:
         print(json.dumps(fp, indent=1))
     return 0

@@ -35,9 +35,15 @@ def average(models: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def divergence(local: np.ndarray, reference: np.ndarray) -> float:
-    """Squared Euclidean distance ‖local − reference‖² (Kamp et al.'s local condition)."""
-    d = np.asarray(local, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
-    return float(np.dot(d.ravel(), d.ravel()))
+    """Squared Euclidean distance ‖local − reference‖² (Kamp et al.'s local condition).
+
+    Summed by numpy's own pairwise reduction (``np.sum``), not ``np.dot``: a dot product goes through
+    OpenBLAS, whose kernel (and so its order of additions, and the last bits that decide a sync) is
+    chosen by the host's CPU — measured: SkylakeX and Haswell kernels give different bits. numpy's
+    pairwise sum has one order of additions on every SIMD level (checked by
+    ``tests/unit/test_numerics.py``)."""
+    d = (np.asarray(local, dtype=np.float64) - np.asarray(reference, dtype=np.float64)).ravel()
+    return float(np.sum(d * d))
 
 
 def diverged(local: np.ndarray, reference: np.ndarray, delta: float) -> bool:

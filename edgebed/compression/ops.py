@@ -13,34 +13,51 @@ Q8_LEVELS = 127   # int8 codes in [−127, 127]: symmetric, so −128 is never u
 
 
 def topk_indices(x: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k largest |x| (ties: whichever argpartition picks), sorted ascending.
+    """Positions of the k largest |x|, sorted ascending: a function of the values alone.
 
-    numpy's argpartition slows down up to 70× on arrays with many equal values — a ReLU network's
-    gradients hold many exact zeros (8–27 ms instead of 0.3 ms for the CNN's FC1 at c = 0.01,
-    ``benchmarks/results/topk.json``). So the k-th largest, t, is found among the nonzero entries
-    (a partition of values only); when no other entry ties with t, the k entries ≥ t are the only
-    possible answer, so the result is argpartition's to the bit. A tie at t takes argpartition's
-    own pick (fewer than k nonzero entries is such a tie, at 0).
+    The rule, the same on every host: entries rank by |x|, a NaN above every number (+inf included);
+    among entries of equal rank (a tie at the k-th value, several NaNs, zeros when fewer than k
+    entries are nonzero) the lowest positions win. ``np.argpartition`` can't give that: which of the
+    tied entries it keeps depends on the kernel numpy dispatched for the host's SIMD level (its AVX-512
+    and AVX2 partitions pick different ones, measured), and an MLP's first-layer gradient is exactly 0
+    on MNIST's blank border pixels, so ties are the rule there, not the exception.
 
-    The nonzero entries are gathered with ``np.compress``, not ``a[a != 0]`` (same elements, same
-    order): numpy 2.4's boolean indexing is several times slower on such scattered masks. AdaComp's
-    per-layer selection on real CNN gradients after 500 / 3,000 SGD steps: 0.57 / 0.61 → 0.35 /
-    0.35 ms, measured in one run (``benchmarks/results/topk.json``)."""
+    Only exact operations decide the result: the k-th largest value t (an order statistic, one value
+    whichever algorithm finds it), comparisons with t, and positions in ascending order. The k-th
+    largest is found among the nonzero entries (gathered with ``np.compress``: numpy's partition slows
+    down up to 70× on arrays with many equal values, and numpy 2.4's boolean indexing is several times
+    slower on such scattered masks; ``benchmarks/results/topk.json``)."""
     n = x.size
     k = max(1, min(int(k), n))
     if k == n:
         return np.arange(n, dtype=np.uint32)
     a = np.abs(x)
+    nan = np.isnan(a)
+    nans = int(np.count_nonzero(nan))
+    if nans:
+        if nans >= k:
+            return np.flatnonzero(nan)[:k].astype(np.uint32)
+        a = np.where(nan, np.float32(0), a)     # the NaNs are in; rank the numbers for the rest
+        return np.union1d(np.flatnonzero(nan), _top_numbers(a, k - nans, exclude=nan)).astype(np.uint32)
+    return _top_numbers(a, k).astype(np.uint32)
+
+
+def _top_numbers(a: np.ndarray, k: int, exclude: Optional[np.ndarray] = None) -> np.ndarray:
+    """Positions (ascending, int64) of the k largest of ``a`` ≥ 0 (no NaN), lowest positions first
+    among ties; positions in ``exclude`` (a mask) are never picked."""
     v = np.compress(a != 0, a)
-    if v.size > k:
-        top = np.partition(v, v.size - k)[v.size - k:]   # the k largest, a NaN counting as largest
-        keep = np.flatnonzero(a >= top[0])               # top[0] > 0, so no zero
-        # Unique when nothing ties with top[0] and no NaN is among the k (a NaN never compares ≥).
-        if keep.size == k and not np.isnan(top).any():
-            return keep.astype(np.uint32)
-    idx = np.argpartition(a, n - k)[n - k:]
-    idx.sort()
-    return idx.astype(np.uint32)
+    if v.size < k:   # fewer than k nonzero: all of them, then the lowest-positioned zeros
+        zeros = a == 0
+        if exclude is not None:
+            zeros &= ~exclude
+        return np.union1d(np.flatnonzero(a != 0), np.flatnonzero(zeros)[:k - v.size])
+    t = np.partition(v, v.size - k)[v.size - k]      # the k-th largest: t > 0
+    keep = np.flatnonzero(a >= t)
+    extra = keep.size - k
+    if extra > 0:   # more than k at or above t: drop the highest-positioned entries equal to t
+        tied = np.flatnonzero(a[keep] == t)
+        keep = np.delete(keep, tied[tied.size - extra:])
+    return keep
 
 
 def keep_count(size: int, c: float) -> int:

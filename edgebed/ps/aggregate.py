@@ -74,7 +74,8 @@ def _values_in_range(v: np.ndarray, limit: float) -> bool:
     least 3/4 of the true one at that length (n·ε ≤ 1/4), so Σv² ≤ (limit/2)² proves the bound; NaN
     and ±Inf make the sum NaN or Inf and fail it. One pass over a dense push instead of two.
     Otherwise the exact test, min and max without temporaries (NaN fails every comparison, so it
-    catches NaN, ±Inf and too large)."""
+    catches NaN, ±Inf and too large). The BLAS sum's last bits follow the host's OpenBLAS kernel, but
+    not the verdict: the fast path answers True only where the exact test does too."""
     if v.dtype == np.float32 and v.size <= 1 << 22:
         with np.errstate(over="ignore"):   # a huge value overflows Σv² to Inf: the exact test words it
             if float(np.dot(v, v)) <= 0.25 * limit * limit:

@@ -4,8 +4,11 @@ host that computes the portable numerics profile's reference gradient (``edgebed
 The fixture (``tests/fixtures/sim_golden.json``) holds the numerics fingerprint it was recorded under
 (``_numerics``: profile portable) and, per scenario, a SHA-256 per column of its ``updates``, ``evals``
 and ``events`` tables (wall-clock columns excluded). The tables were first recorded at commit 63d2d44
-(native numerics, on another host type) and re-recorded under ``portable``; they are the same on any
-x86-64 host with AVX2 for the same torch and numpy. A host that computes another reference gradient
+(native numerics, on another host type), re-recorded under ``portable``, and again on 2026-11-28 when
+top-k selection got its tie rule (lowest positions first; before, numpy's SIMD level picked among
+equal values, and three MLP scenarios differed on an AVX2-only host). They are the same on any x86-64
+host with AVX2 for the same torch and numpy, whatever numpy's SIMD dispatch and OpenBLAS's kernel
+(``test_numerics_hosts.py`` varies both). A host that computes another reference gradient
 fails with the fingerprint mismatch named, never a column list that hides why. Re-record only on
 purpose: ``.venv/bin/python tests/integration/test_sim_golden.py --record``.
 """
@@ -90,12 +93,14 @@ def same_numerics(recorded: dict) -> None:
     """Fails, naming why, unless this process computes the fixture's reference gradient."""
     from edgebed import numerics
     here = numerics.enter("portable")
-    if here["reference_gradient"] != recorded["reference_gradient"] or here["torch"] != recorded["torch"]:
-        pytest.fail(f"numerics fingerprint mismatch: this host computes reference gradient "
-                    f"{here['reference_gradient']} under portable (torch {here['torch']}, {here['cpu_capability']} "
-                    f"kernels, CPU {here['cpu']}); the fixture was recorded with {recorded['reference_gradient']} "
-                    f"(torch {recorded['torch']}, CPU {recorded['cpu']}). {here['problem'] or ''} "
-                    "The tables can't be compared bit for bit on this host.")
+    if here["id"] != recorded["id"]:
+        pytest.fail(f"numerics fingerprint mismatch: this host's id is {here['id']} under portable (reference "
+                    f"gradient {here['reference_gradient']}, numpy reference {here.get('numpy_reference')}; torch "
+                    f"{here['torch']}, {here['cpu_capability']} kernels, numpy {here['numpy']} with SIMD "
+                    f"{here.get('numpy_simd')}, BLAS {here.get('blas')}, CPU {here['cpu']}); the fixture was "
+                    f"recorded with id {recorded['id']} ({recorded['reference_gradient']}, "
+                    f"{recorded.get('numpy_reference')}; torch {recorded['torch']}, numpy {recorded['numpy']}, CPU "
+                    f"{recorded['cpu']}). {here['problem'] or ''} The tables can't be compared bit for bit on this host.")
 
 
 @pytest.mark.timeout(120)

@@ -1,7 +1,9 @@
 """Numerics profiles (edgebed/numerics.py): child environments, fingerprints, and what reports say."""
 from __future__ import annotations
 
+import ast
 import json
+import re
 import os
 import subprocess
 import sys
@@ -111,6 +113,56 @@ def test_another_torch_version_has_no_reference_and_says_so(monkeypatch):
     fp = numerics.fingerprint("portable")
     assert fp["reproducible"] is None and "no portable reference recorded" in fp["problem"]
 
+
+
+def test_a_host_whose_numpy_computes_another_reference_is_named_with_its_dispatch(monkeypatch):
+    """What an AVX2-only host running numpy's old tie-dependent selection would have been told."""
+    here = numerics.enter("portable")
+    monkeypatch.setattr(numerics, "_numpy_reference_hash", lambda: "fedcba9876543210")
+    fp = numerics.fingerprint("portable")
+    assert fp["reproducible"] is False and fp["id"] != here["id"]
+    assert "fedcba9876543210" in fp["problem"] and numerics.NUMPY_REFERENCE[fp["numpy"]] in fp["problem"]
+    assert "SIMD" in fp["problem"] and fp["numpy_simd"]["found"]
+
+
+# Kernels whose bits follow the host: numpy's transcendental ufuncs and sorts of floats are dispatched
+# by SIMD level, np.dot and np.linalg go through OpenBLAS's per-CPU kernel, argpartition's pick among
+# equal values depends on the kernel. Code whose results reach a run's tables must not call them;
+# analysis (reports, plots) and studies read tables, they don't make them.
+HOST_DEPENDENT = re.compile(r"np\.(dot|vdot|inner|matmul|einsum|linalg|argpartition|partition|exp|expm1|log|log1p|"
+                            r"log2|log10|sin|cos|tan|arctan|arcsin|arccos|tanh|sinh|cosh|cbrt|power|float_power)\b"
+                            r"|(?<![\w.])np\.(sort|argsort)\(|\s@\s")
+ALLOWED = {
+    # the one partition whose *value* is used (the k-th largest: one value whatever the kernel)
+    ("compression/ops.py", "np.partition"),
+    # a fast path whose verdict the exact test repeats: the result is the same on every host
+    ("ps/aggregate.py", "np.dot"),
+    # sorts of integer arrays (positions, sample indices): equal integers are indistinguishable
+    ("data/__init__.py", "np.sort("), ("emulator/verdict.py", "np.sort("),
+}
+
+
+def test_no_host_dependent_numpy_kernel_on_the_table_path():
+    root = Path(numerics.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("analysis/", "study/")):
+            continue
+        text = path.read_text()
+        docs = {n for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                for n in range(node.lineno, node.end_lineno + 1)}
+        for no, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if no in docs:
+                continue
+            for m in HOST_DEPENDENT.finditer(code):
+                if "sort(" in m.group(0) and 'kind="stable"' in code:   # stable: ties in a fixed order
+                    continue
+                if not any(rel == f and m.group(0).startswith(w) for f, w in ALLOWED):
+                    found.append(f"{rel}:{no}: {line.strip()}")
+    assert not found, "host-dependent numpy kernels on the table path:\n" + "\n".join(found)
 
 DRIVER_FIRST = """
 import json
