@@ -1,4 +1,6 @@
-"""The public Python API: ``edgebed.load_run(path)`` and ``edgebed.list_runs(dirs)``.
+"""Reading results from Python: ``edgebed.load_run(path)``, ``edgebed.list_runs(dirs)``, and the question
+runs answer, ``edgebed.ingress_to_target(runs, target)`` and ``edgebed.compare(runs, baseline, target)``
+(starting runs and studies: ``edgebed/launch.py``).
 
     >>> import edgebed
     >>> run = edgebed.load_run("runs/quickstart-20261123-101500")
@@ -13,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Optional, Union
 
 import pandas as pd
 
 from . import datadict, rundir
-from .analysis.runs import ReportError, load_run as _load
+from .analysis.runs import ReportError, check_target, load_run as _load
 
-__all__ = ["RunData", "load_run", "list_runs", "ReportError"]
+__all__ = ["RunData", "load_run", "list_runs", "ingress_to_target", "compare", "ReportError"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +101,65 @@ def list_runs(dirs: Iterable[str | Path] = ("runs",), sort: str = "started", sta
         return _list(dirs, sort=sort, status=status, algorithm=algorithm, match=match)
     except ListingError as err:
         raise ReportError(str(err)) from None
+
+
+RunLike = Union[RunData, str, Path]
+
+
+def _runs(runs) -> list:
+    """RunData, run directories or a list of them → analysis Runs (the report's reader)."""
+    items = [runs] if isinstance(runs, (RunData, str, Path)) else list(runs)
+    if not items:
+        raise ReportError("no runs given")
+    return [_load(r.path if isinstance(r, RunData) else r) for r in items]
+
+
+def _group(run) -> str:
+    """A run's group when none is given: its algorithm, with c for the compressing ones (``adacomp
+    c=0.01``) — what a comparison of algorithms over seeds groups by."""
+    algo = run.algorithm_params
+    c = algo.get("c")
+    return run.algorithm + (f" c={c:g}" if isinstance(c, (int, float)) else "")
+
+
+def ingress_to_target(runs: RunLike | Iterable[RunLike], target: float, window: int = 1) -> pd.DataFrame:
+    """The number edgebed exists for, per run: the first applied update at which test accuracy (its
+    moving average over ``window`` evaluations) reached ``target`` (a fraction, e.g. 0.95), and the
+    PS ingress in bytes by then (every message type; NaN when the run never reached it). Columns: run,
+    group, seed, algorithm, c, reached, updates_to_target, ingress_to_target (B), bytes_per_update
+    (B), best_accuracy (smoothed), path."""
+    from .analysis.targets import run_record
+    check_target(target)
+    rows = []
+    for r in _runs(runs):
+        rec = run_record(r, [target], window, paper=False)
+        k = f"{100 * target:g}"
+        upd, ing = rec[f"updates_to_{k}"], rec[f"ingress_to_{k}"]
+        rows.append({"run": r.name, "group": _group(r), "seed": r.scenario.get("seed"), "algorithm": r.algorithm,
+                     "c": r.algorithm_params.get("c"), "reached": upd is not None,
+                     "updates_to_target": upd, "ingress_to_target": ing,
+                     "bytes_per_update": ing / upd if upd else None,
+                     "best_accuracy": rec["smoothed_best"], "path": str(r.path)})
+    df = pd.DataFrame(rows)
+    df.attrs["units"] = {"ingress_to_target": "B", "bytes_per_update": "B", "updates_to_target": "updates"}
+    return df
+
+
+def compare(runs: Iterable[RunLike], baseline: str, target: float, window: int = 1,
+            by: Optional[Callable[[RunData], str]] = None) -> pd.DataFrame:
+    """Groups of runs (seeds) against a baseline group at ``target``: per group the seeds that reached
+    it, updates and ingress to it (mean, min, max), bytes per update, and ``ingress_ratio`` = the
+    baseline's mean ingress to target / the group's, split into ``bytes_per_update_factor`` ×
+    ``updates_factor``, with ``ratio_min``–``ratio_max`` over seed pairs (seed s vs seed s of the
+    baseline, where both reached it). Groups are the runs' algorithm and c (``adacomp c=0.01``) unless
+    ``by`` (RunData → name) says otherwise; ``baseline`` names one of them."""
+    from .analysis.targets import run_row, target_table
+    check_target(target)
+    loaded = _runs(runs)
+    names = [by(load_run(r.path)) for r in loaded] if by else [_group(r) for r in loaded]
+    if baseline not in names:
+        raise ReportError(f"baseline {baseline!r} names no group of these runs; the groups are "
+                          f"{sorted(set(names))}")
+    per_run = pd.DataFrame([run_row(g, g, int(r.scenario.get("seed") or 0), r, [target], window, paper=False)
+                            for g, r in zip(names, loaded)])
+    return target_table(per_run, target, {g: baseline for g in names})

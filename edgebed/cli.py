@@ -161,22 +161,13 @@ def cmd_run(args) -> int:
     progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
     if not (args.quiet or args.json):
         log.info("loading the engine (torch, the model, the runtime)…")
-    from .emulator.engine import Engine
-    engine = Engine(sc, args.out, progress, source=str(args.scenario), resume=args.resume)
-    engine.answer_after_interrupt = True   # this process exits right after: no press may cut it short
+    from .launch import interrupted as _interrupted, start_run   # what edgebed.run calls too
     try:
-        res = engine.run()
-    except Exception:
-        # A failure inside the run loop (the evaluator, the serve loop) is recorded in summary.json
-        # before the engine re-raises it: report that run like any other failed one (exit 1).
-        res = _recorded_failure(engine.run_dir)
-        if res is None:
-            raise
-        log.debug("traceback:", exc_info=True)
+        res = start_run(sc, args.out, progress, str(args.scenario), resume=args.resume, command_line=True)
     finally:
         progress.close()
     s = res.summary
-    interrupted = str(s.get("reason", "")).startswith("interrupted")
+    interrupted = _interrupted(s)
     if interrupted:   # the run is closed; a late Ctrl-C must not cut its summary's printing short
         _ignore_interrupts()
     if args.json:
@@ -205,16 +196,6 @@ def cmd_run(args) -> int:
     if interrupted:
         return 130
     return 0 if s["status"] == "complete" else 1
-
-
-def _recorded_failure(path):
-    """The RunResult of a run directory whose summary.json says it failed; None otherwise."""
-    from .emulator.engine import RunResult
-    from .rundir import read_json
-    if path is None or not (path / "summary.json").is_file():
-        return None
-    summary = read_json(path, "summary.json")
-    return RunResult(path, summary) if summary.get("status") == "failed" and "devices" in summary else None
 
 
 def cmd_runs(args) -> int:

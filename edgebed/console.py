@@ -211,10 +211,12 @@ class RunProgress:
     ETA_W = 10      # "ETA 1:23:45"-ish, the ETA column's width
     MIN_BAR = 10
 
-    def __init__(self, stream=None, quiet: bool = False, every: float = 30.0, force_terminal=None):
+    def __init__(self, stream=None, quiet: bool = False, every: float = 30.0, force_terminal=None,
+                 each_eval: bool = True):
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.every = every
+        self.each_eval = each_eval   # without a terminal: a line at every evaluation too (a log file's)
         self.tty = self.stream.isatty() if force_terminal is None else force_terminal
         self._progress = None
         self._task = None
@@ -285,7 +287,7 @@ class RunProgress:
 
     def _line(self, status, final: bool) -> None:
         now = time.monotonic()
-        new_eval = isinstance(status, RunStatus) and status.evals != self._last_evals
+        new_eval = self.each_eval and isinstance(status, RunStatus) and status.evals != self._last_evals
         if final or new_eval or isinstance(status, Phase) or now - self._last_line >= self.every:
             self.stream.write(f"{status}\n")
             self.stream.flush()
