@@ -211,26 +211,23 @@ def _raw_once(rule: str, seconds: float, sockets: int, pinned: bool = False) -> 
     return rate, cpu
 
 
-class NullPS:
-    """What ``ZmqServer`` needs of a PS, doing no work: every message gets the same canned Ack
-    (nothing decoded, counted or checked). The serve loop around it is the one the real PS runs."""
+class NullPS(ParameterServer):
+    """A PS doing no work: every message gets the same canned Ack (nothing decoded, counted or checked).
+    The serve loop around it is the one the real PS runs. A subclass, so it has whatever the serve loop
+    asks of a PS (``unsent``, ``refuse``, ``event``, ``tick``, …): a hand-written stand-in once lacked
+    ``unsent`` and the raw ceiling crashed in every round (``tests/integration/test_bench_ps.py``
+    runs it through the serve loop)."""
 
     def __init__(self):
-        import threading
-        self.lock = threading.RLock()
-        self.config = PSConfig(n_devices=1, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "x")
-        self.hooks = Hooks()
-        self.busy_peers: set = set()
-        self.errors: dict = {}
+        theta, _ = initial_theta("mlp", 0)
+        super().__init__(PSConfig(n_devices=1, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
+                                  class_of=lambda d: "x"), theta, RULES["asgd"](theta, 0.01), Hooks())
         self.version = 0   # messages answered
         self._ack = wire.encode(wire.Ack(0))
 
     def process(self, peer, frames, principal=None):
         self.version += 1
         return self._ack
-
-    def tick(self) -> None:
-        pass
 
 
 def _cpu_s() -> float:
