@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import math
 from itertools import accumulate
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
@@ -362,10 +363,13 @@ def apply_override(data: dict, assignment: str) -> None:
     if not all(parts):
         raise ScenarioError(f"--set {assignment!r}: empty key in {key.strip()!r}; e.g. algorithm.c=0.1")
     try:
-        value = yaml.safe_load(raw)
+        value = safe_yaml(raw)
     except yaml.YAMLError as err:
-        raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML ({err.problem}); "
+        raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML ({getattr(err, 'problem', err)}); "
                             "quote it, e.g. --set 'name=\"x: y\"'") from None
+    bad = non_finite(value, key.strip())
+    if bad:
+        raise ScenarioError(f"--set {assignment!r}: {bad[0]}; give a finite value")
     node: Any = data
     for depth, part in enumerate(parts):
         where = ".".join(parts[:depth]) or "the scenario"
@@ -474,13 +478,93 @@ def format_errors(err: ValidationError, source: str, prefix: str = "", overrides
             expected = [x.strip().strip("'") for x in str(e.get("ctx", {}).get("expected", "")).replace(" or ", ", ").split(",")]
             msg += did_you_mean(e.get("input"), expected)
         loc = ".".join([prefix] * bool(prefix) + [str(x) for x in path]) or "(top level)"
-        lines.append(f"{f'--set {ov!r} (on {source})' if ov else source}: {loc}: {msg}")
+        line = f"{f'--set {ov!r} (on {source})' if ov else source}: {loc}: {msg}"
+        lines.append(line if len(line) <= 500 else line[:497] + "…")
+    if len(lines) > MAX_ERROR_LINES:   # one line per problem, not per problem of a bomb's million entries
+        lines[MAX_ERROR_LINES:] = [f"{source}: … and {len(lines) - MAX_ERROR_LINES:,} more problems of the same "
+                                   "file (the first ones above); fix those and validate again"]
     return "\n".join(lines)
+
+
+MAX_YAML_NODES = 100_000   # after aliases are expanded; a scenario with 1,000 speed classes has ~20,000
+MAX_ERROR_LINES = 30       # problems listed in one error; the rest counted
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, less three traps: a key given twice in one mapping is an error (YAML
+    forbids it; PyYAML keeps the last silently), and a document whose aliases expand it past
+    ``MAX_YAML_NODES`` nodes (a "billion laughs": 600 bytes that expand to millions of entries, which
+    validation and its error text would then walk) or into itself is refused before it is built."""
+
+    def compose_document(self):
+        node = super().compose_document()
+        _expanded_size(node, {}, set())
+        return node
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    if key_node.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key_node.value!r} appears twice in one mapping (first on line "
+                            f"{seen[key_node.value] + 1}); YAML takes one value per key: remove one",
+                            key_node.start_mark)
+                    seen[key_node.value] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node, sizes: dict, open_: set) -> int:
+    """Nodes in the document once every alias is replaced by what it names (memoised per node, so a
+    bomb is measured in time linear in its text); raises a YAMLError past the bound or on a cycle."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise yaml.composer.ComposerError(None, None, "an alias refers to the mapping or list that contains "
+                                          "it (a recursive document): write the value out", node.start_mark)
+    open_.add(key)
+    n = 1
+    if isinstance(node, yaml.SequenceNode):
+        n += sum(_expanded_size(child, sizes, open_) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        n += sum(_expanded_size(k, sizes, open_) + _expanded_size(v, sizes, open_) for k, v in node.value)
+    open_.discard(key)
+    if n > MAX_YAML_NODES:
+        raise yaml.composer.ComposerError(None, None, f"its aliases expand it to more than {MAX_YAML_NODES:,} "
+                                          "entries (a YAML alias bomb?); write the values out, or use fewer "
+                                          "nested aliases", node.start_mark)
+    sizes[key] = n
+    return n
+
+
+def safe_yaml(text: str) -> Any:
+    """``text`` as YAML through the bounded loader (see ``_BoundedLoader``)."""
+    return yaml.load(text, Loader=_BoundedLoader)   # noqa: S506 — a SafeLoader subclass
+
+
+def non_finite(value: Any, path: str = "") -> list[str]:
+    """Key paths holding a number that is not finite once read (``.inf``, ``.nan``, ``1e400``) or an
+    integer too large to be one (a 400-digit ``wall_time``): no scenario value means that."""
+    out = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += non_finite(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += non_finite(v, f"{path}.{i}" if path else str(i))
+    elif isinstance(value, float) and not math.isfinite(value):
+        out.append(f"{path or '(value)'}: {value!r} is not a finite number")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1e300:
+        out.append(f"{path or '(value)'}: a {len(str(abs(value)))}-digit number is too large to mean anything here")
+    return out
 
 
 def read_yaml(path: str | Path, what: str = "scenario") -> Any:
     """The YAML document in ``path``; ScenarioError naming the file when it is missing, not UTF-8
-    text (binary, UTF-16) or not valid YAML."""
+    text (binary, UTF-16), not valid YAML, a key twice in a mapping, aliases that expand it past
+    ``MAX_YAML_NODES`` entries, or a number that is not finite."""
     path = Path(path)
     if not path.is_file():
         shipped = "scenarios/studies/" if what == "study" else "scenarios/"
@@ -497,12 +581,16 @@ def read_yaml(path: str | Path, what: str = "scenario") -> Any:
         raise ScenarioError(f"{path}: not UTF-8 text (byte {err.start}: {raw[err.start:err.start + 1]!r}); "
                             "save it as UTF-8") from None
     try:
-        return yaml.safe_load(text)
+        data = safe_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(err, "problem", None) or str(err)
         raise ScenarioError(f"{path}: not valid YAML: {where}{problem}") from None
+    bad = non_finite(data)
+    if bad:
+        raise ScenarioError("\n".join(f"{path}: {b}; give a finite value with its unit" for b in bad[:MAX_ERROR_LINES]))
+    return data
 
 
 def _algorithm_name(data: dict) -> Any:
@@ -525,9 +613,17 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
             # one does not take were the previous algorithm's, and go; those set after it must apply.
             data["algorithm"] = own_keys(data["algorithm"])
     try:
-        return Scenario.model_validate(data)
+        sc = Scenario.model_validate(data)
     except ValidationError as err:
         raise ScenarioError(format_errors(err, source, overrides=overrides)) from None
+    # A value that became infinite or NaN on the way (YAML reads `1e400` as text, the schema makes it
+    # inf): refused like `.inf` in the file, with the override that wrote it.
+    bad = non_finite(sc.to_dict())
+    if bad:
+        raise ScenarioError("\n".join(
+            f"{f'--set {ov!r} (on {source})' if (ov := _set_by(b.split(':', 1)[0], overrides)) else source}: {b}; "
+            "give a finite value" for b in bad[:MAX_ERROR_LINES]))
+    return sc
 
 
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
