@@ -9,7 +9,8 @@ Back-pressure: every peer has a send queue of at most ``SEND_HWM`` messages. A r
 of a model until a reply gets through again. Models are sent tracked: a connection for which ZeroMQ
 still holds ``MAX_MODELS_IN_FLIGHT`` models gets ``busy`` too (ps/server.py), and a sweep every
 ``SWEEP_EVERY`` s forgets what closed connections held and trims the heap. ``ConnectionGate``
-(ps/gate.py) admits at most ``max_peers_for(config)`` connections.
+(ps/gate.py) admits at most ``max_peers_for(config)`` connections and shuts down, at accept, any
+beyond the process's descriptor budget (ps/fdbudget.py).
 
 Frames: ``MAXMSGSIZE`` bounds each frame, not a message: libzmq queues a multipart message whole
 before the receiver sees its first frame, so a message of ten million empty frames is held in memory
@@ -258,6 +259,9 @@ class ZmqServer:
         if gate["refused"]:   # in the run's events: how many connections the cap turned away
             self.ps.event(-1, "connections", f"{gate['refused']} refused at the cap of {gate['max_peers']}; "
                            f"at most {gate['peak']} in use")
+        if gate["shed"]:   # raw connections beyond the descriptor budget (ps/fdbudget.py)
+            self.ps.event(-1, "connections", f"{gate['shed']} shut down at accept: the PS held as many as "
+                           f"its descriptor budget allows (limit {gate['fd_limit']})")
 
     @property
     def alive(self) -> bool:
