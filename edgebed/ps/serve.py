@@ -16,7 +16,8 @@ Frames: ``MAXMSGSIZE`` bounds each frame, not a message: libzmq queues a multipa
 before the receiver sees its first frame, so a message of ten million empty frames is held in memory
 (~64 B a frame) before this loop can refuse it, and no socket option limits the frames of a message
 (docs/security.md). This loop keeps at most ``MAX_FRAMES`` + 1 frames of a message, frees the rest one
-by one without ``ps.lock``, trims the heap after a large one and refuses it with its real frame count.
+by one without ``ps.lock`` (and without the GIL, in C: ps/discard.py), trims the heap after a large one
+and refuses it with its real frame count.
 
 Speed: the socket is drained in batches — one poll, then non-blocking receives until it is empty or
 ``BATCH`` messages were served — with ``ps.lock`` taken once per batch, so a burst of pushes costs one
@@ -36,6 +37,7 @@ from typing import Optional
 import zmq
 
 from .. import wire
+from .discard import discard_rest
 from .gate import ConnectionGate
 from .server import ParameterServer, max_peers_for
 
@@ -172,16 +174,13 @@ class ZmqServer:
 
     def _discard_rest(self) -> int:
         """Receive and free the rest of a message that has too many frames, without ``ps.lock`` (held
-        by ``serve`` for the batch): a million frames take seconds, the engine must not wait for them.
+        by ``serve`` for the batch) and, where ``_discard.c`` is built, without the GIL: a million
+        frames take 0.5 s in C, 1.8 s in Python (ps/discard.py); the engine must not wait for them.
         → how many frames were dropped (their bytes are added to ``_dropped_bytes``)."""
-        lock, dropped, more, nbytes = self.ps.lock, 0, True, 0
+        lock = self.ps.lock
         lock.release()
         try:
-            while more:
-                frame = self.sock.recv(copy=False)
-                more = frame.more
-                nbytes += len(frame)
-                dropped += 1
+            dropped, nbytes = discard_rest(self.sock)
         finally:
             lock.acquire()
         self._dropped_bytes += nbytes
