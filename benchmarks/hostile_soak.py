@@ -14,6 +14,10 @@ pushes (think time 900 s; they notice at their next heartbeat and take their dev
 4 training devices measure what the attack costs honest work.
 
     .venv/bin/python benchmarks/hostile_soak.py --per-category 100000
+
+``--transport`` runs the transport categories instead (issue 36: descriptor exhaustion, concurrent
+frame floods; benchmarks/hostile_transport.py), each against runs of their own under ``ulimit -n
+1024``, and writes benchmarks/results/hostile_soak-transport.json and .md.
 """
 from __future__ import annotations
 
@@ -260,8 +264,15 @@ def main() -> int:
                     help="at most this many hellos per s per session-taking category")
     ap.add_argument("--max-seconds", type=float, default=1500.0)
     ap.add_argument("--quiet-seconds", type=float, default=30.0, help="honest-only baseline before the attack")
-    ap.add_argument("--out", default=str(RESULTS / "hostile_soak.json"))
+    ap.add_argument("--out", default=None, help="results file (default: hostile_soak[-transport].json)")
+    ap.add_argument("--transport", action="store_true", help="the transport categories only (issue 36)")
+    ap.add_argument("--raw", type=int, default=1100, help="--transport: raw TCP connections to hold")
+    ap.add_argument("--hold", type=float, default=15.0, help="--transport: seconds to hold them")
+    ap.add_argument("--baseline", type=float, default=10.0, help="--transport: seconds of honest traffic alone")
     args = ap.parse_args()
+    if args.transport:
+        return _transport(args)
+    args.out = args.out or str(RESULTS / "hostile_soak.json")
     tmp = Path(tempfile.mkdtemp(prefix="hostile-soak-"))
     (tmp / "s.yaml").write_text(SCENARIO.format(n=N_HONEST + len(SLEEPERS),
                                                   wall=int(args.max_seconds + args.quiet_seconds) + 120))
@@ -363,6 +374,25 @@ def _soak(args, tmp: Path, proc) -> int:
     print(json.dumps({k: result[k] for k in ("hostile_messages", "attack_seconds", "rejected_total", "applied_total",
                                              "ps_rss_mib", "honest_updates_during_attack_by_device", "run")},
                      indent=2))
+    return 0
+
+
+def _host() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    return f"{os.cpu_count()} × {model}, load average {os.getloadavg()[0]:.1f} at the start"
+
+
+def _transport(args) -> int:
+    from benchmarks import hostile_transport
+    host = _host()
+    result = {"what": "Transport attacks (issue 36) on a running `edgebed run` under ulimit -n 1024 (local runtime, "
+                      "4 honest agents, mlp, adacomp, checkpoint every 10 updates); each run ended by SIGTERM "
+                      "(status incomplete) after its attack.", "host": host, **hostile_transport.transport(args)}
+    result["host"] = f"{host}; {os.getloadavg()[0]:.1f} at the end"
+    out = Path(args.out or RESULTS / "hostile_soak-transport.json")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(hostile_transport.markdown(result))
+    print(out.with_suffix(".md").read_text())
     return 0
 
 
