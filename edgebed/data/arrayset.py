@@ -4,8 +4,9 @@ Every loader in ``edgebed.data`` returns an ``ArraySet``: images as float32 ``(N
 [0, 1] (or uint8 where the format stores bytes and the caller normalises later), sequences as int64
 ``(N, T)`` token ids, labels as int64 ``(N,)``. ``users`` is the per-sample user / writer id where the
 format has one (LEAF, a Parquet user column), for natural partitions. ``x`` may be a read-only
-``np.memmap`` (npz stored uncompressed): ``shard`` then copies only the rows asked for, so an agent
-that holds one shard holds O(shard) memory, not the whole set.
+``np.memmap`` (npz stored uncompressed): ``shard`` then copies only the rows asked for. An agent
+takes its shard with ``formats.load_shard``, which for npz and Parquet reads only its rows (memory
+O(shard): benchmarks/results/data_shard.json).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ plain dict, format name → function ``(spec) -> ArraySet``:
 | ``idx`` | an MNIST-layout directory (MNIST, Fashion-MNIST) | no (files are small) |
 | ``cifar10`` / ``cifar100`` | ``cifar-*-py`` directory, its parent, or the tarball | no |
 | ``imagefolder`` | a directory with one subdirectory per class | no |
-| ``npz`` | an ``.npz`` | yes: an uncompressed ``x`` is memory-mapped |
+| ``npz`` | an ``.npz`` | yes: an uncompressed ``x`` is read row by row (``npz.read_rows``) |
 | ``parquet`` / ``arrow`` | a ``.parquet`` / ``.arrow`` file | yes: only the row groups holding the rows |
 | ``leaf`` | a LEAF ``.json`` or a directory of them | no (JSON is parsed whole) |
 | ``python`` | ``factory: "module:attr"`` (no path) | no |
@@ -28,7 +28,7 @@ from .cifar import load_cifar
 from .factory import load_factory
 from .imagefolder import load_imagefolder
 from .leaf import load_leaf
-from .npz import load_npz
+from .npz import load_npz, read_rows
 from .tabular import TableReader
 
 
@@ -119,4 +119,11 @@ def load_shard(spec: LoadSpec, indices: Sequence[int] | np.ndarray) -> ArraySet:
     _check(spec)
     if spec.format in ("parquet", "arrow"):
         return _table(spec).take(indices)
+    if spec.format == "npz":       # labels from the archive, samples row by row (no file mapping)
+        ds = load(spec)
+        idx = np.asarray(indices, dtype=np.int64)
+        if len(idx) and (idx.min() < 0 or idx.max() >= len(ds)):
+            raise DatasetError(f"{spec.path}: rows {int(idx.min())}..{int(idx.max())} asked, it has {len(ds)}")
+        x = read_rows(spec.where(), spec.options.get("x_key", "x"), idx)
+        return ArraySet(x, ds.y[idx], ds.classes, None if ds.users is None else ds.users[idx], ds.user_names)
     return shard(load(spec), indices)

@@ -295,3 +295,19 @@ def test_normalisation_and_transforms():
 def test_arrayset_refuses_labels_outside_its_classes():
     with pytest.raises(DatasetError, match=r"labels span 0\.\.5 but the data set names 3 classes"):
         ArraySet(np.zeros((2, 1)), np.array([0, 5]), ["a", "b", "c"])
+
+
+def test_load_shard_reads_only_the_rows_of_an_npz_in_the_order_given(tmp_path):
+    from edgebed.data.npz import read_rows
+    x = np.arange(30 * 2 * 3, dtype=np.int16).reshape(30, 2, 3)
+    p = tmp_path / "s.npz"
+    np.savez(p, x=x, y=np.arange(30) % 3, u=np.arange(30) // 10)
+    for rows in ([0, 1, 2, 7, 8, 29], [29, 3, 4, 0], []):
+        np.testing.assert_array_equal(read_rows(p, "x", rows), x[rows])
+    part = formats.load_shard(formats.LoadSpec("npz", str(p), options={"users_key": "u"}), [12, 5, 6])
+    np.testing.assert_array_equal(part.x, x[[12, 5, 6]])
+    assert part.y.tolist() == [0, 2, 0] and part.users.tolist() == [1, 0, 0]
+    np.savez_compressed(p, x=x, y=np.arange(30) % 3)     # compressed: read whole, same rows
+    np.testing.assert_array_equal(read_rows(p, "x", [4, 2]), x[[4, 2]])
+    with pytest.raises(DatasetError, match=r"rows 0\.\.30 asked, it has 30"):
+        formats.load_shard(formats.LoadSpec("npz", str(p)), [0, 30])
