@@ -112,8 +112,9 @@ def natural(users: Optional[np.ndarray], n: int, seed: int) -> list[np.ndarray]:
     """Whole users per device: with U users and n ≤ U devices, device d takes the users at positions
     d, d + n, ... of a seeded permutation of the user ids."""
     if users is None:
-        raise DatasetError("dataset.partition natural needs a user / writer id per sample; this format has "
-                           "none (LEAF JSON has; for Parquet set dataset.user_column, for .npz users_key)")
+        raise DatasetError("dataset.partition natural needs a user / writer id per sample; this data set has "
+                           "none (LEAF JSON has them; Parquet / Arrow give them with a user column, .npz with "
+                           "a users array); use dirichlet or by-label for a label skew instead")
     u = np.asarray(users, dtype=np.int64)
     ids = np.unique(u)
     if n > len(ids):

@@ -83,7 +83,7 @@ def problems(sc: Scenario, memory: Optional[int] = None) -> list[str]:
     """What makes ``sc`` impossible here before it starts (empty: nothing): too few samples for its
     partition, or (virtual clock) more memory than the host has by the model above."""
     from ..data import partition_problems
-    out = list(partition_problems(sc.dataset, sc.workers.n))
+    out = list(partition_problems(sc.dataset, sc.workers.n, sc.seed))
     if RUNTIMES[sc.runtime.name].devices_in_engine:
         memory = host_memory() if memory is None else memory
         need = sim_memory(sc)
