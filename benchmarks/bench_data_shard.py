@@ -9,7 +9,9 @@ that shard through ``formats.load_shard`` (rows read with ``pread``, no map); it
 set at the end, private and file-backed, and its peak (``VmHWM`` of /proc/self/status; ``ru_maxrss``
 is not used: Linux carries it across ``exec`` from the parent), each minus the baseline's. A map
 counts far more than the rows touched as resident (the page cache's large folios around each row):
-that is why ``load_shard`` reads rows with ``pread`` instead.
+that is why ``load_shard`` reads rows with ``pread`` instead. The same set as Parquet (a fixed-size
+list column of uint8, row groups of 1,000 rows): ``load_shard`` reads the row groups holding the
+shard's rows (an IID shard of a tenth touches nearly all groups, one at a time).
     python -m benchmarks.bench_data_shard   → benchmarks/results/data_shard.json
 """
 from __future__ import annotations
@@ -35,6 +37,9 @@ from edgebed.data import formats
 from edgebed.data.partitions import make_partition
 path, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 spec = formats.LoadSpec("npz", path)
+if mode == "parquet":
+    spec = formats.LoadSpec("parquet", path.replace(".npz", ".parquet"), options={"shape": [3, 32, 32]})
+    mode = "shard" if n else "labels"
 rows = 0
 if mode == "whole":
     with np.load(path) as z:
@@ -46,6 +51,8 @@ elif mode == "memmap":
     ds = formats.load(spec)               # kept alive: the map stays, as for an ArraySet held
     part = np.ascontiguousarray(ds.x[shards[0]])
     rows = len(part)
+elif mode == "labels":                    # pyarrow imported, the file opened, the label column read
+    y, k, _ = formats.labels(spec)
 elif mode == "shard":
     y, k, _ = formats.labels(spec)
     shards, _ = make_partition("iid", y, n, 0, k)
@@ -85,9 +92,16 @@ def main(repeats: int = 3) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.npz"
         rng = np.random.default_rng(0)
-        np.savez(path, x=rng.integers(0, 256, (N, *SHAPE), dtype=np.uint8), y=rng.integers(0, 10, N))
+        x, y = rng.integers(0, 256, (N, *SHAPE), dtype=np.uint8), rng.integers(0, 10, N)
+        np.savez(path, x=x, y=y)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        row = int(np.prod(SHAPE))
+        pq.write_table(pa.table({"image": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), row),
+                                 "label": y}), path.with_suffix(".parquet"), row_group_size=1000)
+        del x, y
         cases = [("baseline", 0), ("whole", 0), ("memmap", 10), ("memmap", 1000),
-                 ("shard", 10), ("shard", 100), ("shard", 1000)]
+                 ("shard", 10), ("shard", 100), ("shard", 1000), ("parquet", 0), ("parquet", 10), ("parquet", 100)]
         runs: dict = {c: [] for c in cases}
         for _ in range(repeats):
             for mode, n in cases:
@@ -96,10 +110,13 @@ def main(repeats: int = 3) -> dict:
     med = {c: {k: float(np.median([r[v] for r in rs])) / 1024 for k, v in keys.items()} for c, rs in runs.items()}
     base = med[("baseline", 0)]
     label = {"baseline": "baseline (imports only)", "whole": "whole set (np.load, before issue 37)",
-             "memmap": "memmap + fancy index, 1 device of {n}", "shard": "load_shard (pread), 1 device of {n}"}
+             "memmap": "memmap + fancy index, 1 device of {n}", "shard": "load_shard (pread), 1 device of {n}",
+             "parquet": "load_shard, Parquet (row groups of 1,000), 1 device of {n}"}
+    label["parquet0"] = "Parquet: pyarrow imported, labels read, no rows"
     for (mode, n), m in med.items():
         rows = runs[(mode, n)][0]["rows"]
-        out["cases"].append({"case": label[mode].format(n=n), "rows": rows,
+        name = label["parquet0"] if (mode, n) == ("parquet", 0) else label[mode].format(n=n)
+        out["cases"].append({"case": name, "rows": rows,
                              "rows_mib": round(rows * int(np.prod(SHAPE)) / 2**20, 2),
                              **{k: round(v, 1) for k, v in m.items()},
                              **{f"{k}_over_baseline": round(v - base[k], 1) for k, v in m.items()}})

@@ -42,6 +42,11 @@ def _open_table(path: Path):
         raise DatasetError(f"{path}: not a readable Arrow file (IPC file or stream) nor .parquet ({err})") from None
 
 
+def _is_list(t) -> bool:
+    import pyarrow as pa
+    return pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t)
+
+
 class TableReader:
     """One Parquet / Arrow table read as an ``ArraySet``, column by column and row group by row group."""
 
@@ -64,17 +69,22 @@ class TableReader:
 
     def _column(self, name: str, rows: Optional[np.ndarray] = None):
         import pyarrow as pa
-        if hasattr(self.src, "read_row_groups"):   # Parquet: only the row groups holding `rows`
+        # Parquet: one row group at a time, only those holding `rows`, on this thread (Arrow's thread pool
+        # kept each group's decode buffers: +1.7 GiB for a 146 MiB set, benchmarks/bench_data_shard.py)
+        if hasattr(self.src, "read_row_group"):
             md = self.src.metadata
             if rows is None:
-                return self.src.read(columns=[name]).column(0)
+                return self.src.read(columns=[name], use_threads=False).column(0)
             bounds = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
-            groups = sorted(set(np.searchsorted(bounds, rows, side="right").tolist()))
-            groups = [g - 1 for g in groups]
-            part = self.src.read_row_groups(groups, columns=[name]).column(0)
-            local = np.concatenate([np.arange(bounds[g], bounds[g + 1]) for g in groups]) if groups else np.array([], np.int64)
-            pos = np.searchsorted(local, rows)
-            return part.take(pa.array(pos))
+            group_of = np.searchsorted(bounds, rows, side="right") - 1
+            pieces = []
+            for g in np.unique(group_of):
+                part = self.src.read_row_group(int(g), columns=[name], use_threads=False).column(0)
+                pieces.append(part.take(pa.array(rows[group_of == g] - bounds[g])).combine_chunks())
+                del part                  # the group is dropped before the next one is read
+            if not pieces:
+                return pa.chunked_array([], type=self.schema.field(name).type)
+            return pa.chunked_array(pieces)
         col = self.src.column(name)
         return col if rows is None else col.take(pa.array(rows))
 
@@ -118,10 +128,9 @@ class TableReader:
         import pyarrow as pa
         t = col.type
         where = f"{self.path}: column {self.image_column!r}"
-        values = col.to_pylist()
         if pa.types.is_struct(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
             out = []
-            for r, v in zip(rows, values):
+            for r, v in zip(rows, col.to_pylist()):
                 raw = v.get("bytes") if isinstance(v, dict) else v
                 if raw is None:
                     raise DatasetError(f"{where}, row {r}: no image bytes (an image stored only by path is "
@@ -132,14 +141,8 @@ class TableReader:
                     raise DatasetError(f"{where}, row {r}: image shape {out[-1].shape} differs from "
                                        f"{out[0].shape}; give dataset.size: [H, W]")
             return np.stack(out) if out else np.zeros((0,), np.uint8)
-        if pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t):
-            try:
-                arr = np.asarray(values)
-            except ValueError:
-                raise DatasetError(f"{where}: rows hold lists of different lengths; every sample needs "
-                                   "one shape") from None
-            if arr.dtype.kind not in "iuf":
-                raise DatasetError(f"{where}: nested lists of {arr.dtype}; pixel values must be numbers")
+        if _is_list(t):
+            arr = self._nested(col, where)
             if self.shape is not None:
                 try:
                     arr = arr.reshape((len(arr), *self.shape))
@@ -149,6 +152,27 @@ class TableReader:
             return arr if arr.dtype == np.uint8 else arr.astype(np.float32)
         raise DatasetError(f"{where} has type {t}; an image column holds encoded image bytes, "
                            "{bytes, path} structs, or nested lists of numbers")
+
+    @staticmethod
+    def _nested(col, where: str) -> np.ndarray:
+        """Nested lists of numbers → one array ``(rows, d1, d2, ...)``, through Arrow's flat values
+        (no Python objects per pixel); every row must have the same lengths."""
+        import pyarrow.compute as pc
+        arr = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+        n, dims, inner = len(arr), [], arr
+        while _is_list(inner.type):
+            if inner.null_count:
+                raise DatasetError(f"{where}: a row holds no list (null); every sample needs its values")
+            lengths = pc.list_value_length(inner).to_numpy(zero_copy_only=False)
+            if len(lengths) and (lengths != lengths[0]).any():
+                raise DatasetError(f"{where}: rows hold lists of different lengths ({int(lengths.min())}.."
+                                   f"{int(lengths.max())}); every sample needs one shape")
+            dims.append(int(lengths[0]) if len(lengths) else 0)
+            inner = inner.flatten()
+        values = inner.to_numpy(zero_copy_only=False)
+        if values.dtype.kind not in "iuf":
+            raise DatasetError(f"{where}: nested lists of {values.dtype}; pixel values must be numbers")
+        return values.reshape((n, *dims))
 
     def take(self, indices: Sequence[int] | np.ndarray) -> ArraySet:
         """The rows ``indices`` (sorted internally, returned in the order given) as an ``ArraySet``."""

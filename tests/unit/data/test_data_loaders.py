@@ -311,3 +311,17 @@ def test_load_shard_reads_only_the_rows_of_an_npz_in_the_order_given(tmp_path):
     np.testing.assert_array_equal(read_rows(p, "x", [4, 2]), x[[4, 2]])
     with pytest.raises(DatasetError, match=r"rows 0\.\.30 asked, it has 30"):
         formats.load_shard(formats.LoadSpec("npz", str(p)), [0, 30])
+
+
+def test_parquet_nested_lists_any_depth_and_ragged_rows_refused(tmp_path):
+    x = np.arange(6 * 2 * 3, dtype=np.uint8).reshape(6, 2, 3)
+    p = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"image": pa.array(x.tolist(), pa.list_(pa.list_(pa.uint8()))), "label": [0, 1] * 3}),
+                   p, row_group_size=2)
+    r = TableReader(p, shape=[1, 2, 3])
+    part = r.take([5, 0, 3])
+    assert part.x.dtype == np.uint8
+    np.testing.assert_array_equal(part.x[:, 0], x[[5, 0, 3]])
+    pq.write_table(pa.table({"image": [[1, 2], [3]], "label": [0, 1]}), p)
+    with pytest.raises(DatasetError, match=r"rows hold lists of different lengths \(1\.\.2\)"):
+        TableReader(p).read()
