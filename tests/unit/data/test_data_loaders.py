@@ -325,3 +325,19 @@ def test_parquet_nested_lists_any_depth_and_ragged_rows_refused(tmp_path):
     pq.write_table(pa.table({"image": [[1, 2], [3]], "label": [0, 1]}), p)
     with pytest.raises(DatasetError, match=r"rows hold lists of different lengths \(1\.\.2\)"):
         TableReader(p).read()
+
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+@pytest.mark.skipif(not (__import__("pathlib").Path(FASHION) / "train-labels-idx1-ubyte.gz").exists(),
+                    reason="Fashion-MNIST is not installed (make provision installs dataset-fashion-mnist)")
+def test_fashion_mnist_through_the_idx_format_with_a_dirichlet_partition():
+    from edgebed.data.partitions import make_partition
+    spec = formats.LoadSpec("idx", FASHION)
+    ds = formats.load(spec)
+    assert ds.x.shape == (60_000, 1, 28, 28) and ds.num_classes == 10
+    assert np.bincount(ds.y).tolist() == [6000] * 10
+    shards, summary = make_partition("dirichlet", ds.y, 10, 0, 10, alpha=0.5)
+    assert sum(summary.samples) == 60_000
+    assert len(formats.load(formats.LoadSpec("idx", FASHION, split="test"))) == 10_000
