@@ -341,3 +341,13 @@ def test_fashion_mnist_through_the_idx_format_with_a_dirichlet_partition():
     shards, summary = make_partition("dirichlet", ds.y, 10, 0, 10, alpha=0.5)
     assert sum(summary.samples) == 60_000
     assert len(formats.load(formats.LoadSpec("idx", FASHION, split="test"))) == 10_000
+
+
+def test_pickles_naming_numpy_core_as_the_real_cifar_files_do_still_load(tmp_path):
+    """Krizhevsky's files were pickled by numpy 1.x, whose arrays name numpy.core.multiarray."""
+    raw = pickle.dumps({b"data": np.arange(6, dtype=np.uint8).reshape(2, 3), b"labels": [1, 2]}, protocol=2)
+    assert b"numpy._core.multiarray" in raw
+    p = tmp_path / "old"
+    p.write_bytes(raw.replace(b"numpy._core.multiarray", b"numpy.core.multiarray"))
+    got = safe_pickle.load(p)
+    assert got[b"labels"] == [1, 2] and got[b"data"].tolist() == [[0, 1, 2], [3, 4, 5]]
