@@ -38,16 +38,36 @@ class LoadSpec:
     one place: idx, cifar); other formats give one split per ``path``. ``options`` (by format):
     ``x_key``/``y_key``/``users_key`` (npz), ``image_column``/``label_column``/``user_column``/
     ``shape`` (parquet, arrow), ``label`` fine|coarse (cifar100), ``channels``/``size`` (imagefolder,
-    parquet), ``vocab`` (leaf), ``factory``/``args`` (python)."""
+    parquet), ``vocab`` (leaf), ``factory``/``args`` (python), ``name``/``url``/``digests`` (download).
+    ``source``: ``path`` (read ``path``) or ``download`` (``fetched``: cifar10, cifar100, idx)."""
     format: str
     path: Optional[str] = None
     split: str = "train"
     options: dict[str, Any] = field(default_factory=dict)
+    source: str = "path"
 
     def where(self) -> Path:
+        if self.source == "download":
+            return fetched(self)
         if not self.path:
             raise DatasetError(f"dataset.format {self.format}: needs dataset.path")
         return Path(self.path).expanduser()
+
+
+def fetched(spec: LoadSpec) -> Path:
+    """``source: download``: the standard files of ``spec``'s data set, fetched into ``spec.path``
+    (default ``~/.cache/edgebed/<name>``) and verified (``download.py``); ``options.url`` replaces the
+    standard host. cifar10 / cifar100 give their tarball; ``idx`` with ``options.name`` ``mnist`` or
+    ``fashion-mnist`` the directory of its four files."""
+    from . import download_mnist
+    from .download import download
+    name = spec.options.get("name", "fashion-mnist") if spec.format == "idx" else spec.format
+    cache = Path(spec.path or Path.home() / ".cache" / "edgebed" / name).expanduser()
+    url = spec.options.get("url")
+    if name == "mnist":
+        return download_mnist(cache, **({"base_url": url} if url else {}))
+    out = download(name, cache, base_url=url, digests=spec.options.get("digests"))
+    return out / f"{'cifar-10' if name == 'cifar10' else 'cifar-100'}-python.tar.gz" if name.startswith("cifar") else out
 
 
 def _idx(spec: LoadSpec) -> ArraySet:

@@ -93,3 +93,12 @@ def test_standard_urls_carry_the_published_digests():
     assert STANDARD["cifar10"] == [("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "md5",
                                     "c58f30108f718f92721af3b95e74349a")]
     assert all(len(d) == 32 for entries in STANDARD.values() for _, _, d in entries)
+
+
+def test_a_load_spec_with_source_download_fetches_then_reads(tmp_path, cifar_tarball):
+    from edgebed.data import formats
+    spec = formats.LoadSpec("cifar10", str(tmp_path / "cache"), split="test", source="download",
+                            options={"url": cifar_tarball.parent.as_uri(),
+                                     "digests": {cifar_tarball.name: md5(cifar_tarball)}})
+    ds = formats.load(spec)
+    assert ds.x.shape == (4, 3, 32, 32) and (tmp_path / "cache" / cifar_tarball.name).exists()
