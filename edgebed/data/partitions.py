@@ -170,4 +170,7 @@ def make_partition(scheme: str, labels: np.ndarray, n: int, seed: int, num_class
                           params.get("exponent", 1.0), params.get("min_size", 1))
     else:
         raise DatasetError(f"unknown partition {scheme!r}; use one of {', '.join(SCHEMES)}")
-    return shards, summarise(shards, y, k, scheme, params, users, redraws)
+    used = {"by-label": ("labels_per_worker",), "dirichlet": ("alpha", "min_size"),
+            "quantity": ("sizes", "min_size", "sigma" if params.get("sizes", "lognormal") == "lognormal" else "exponent")}
+    kept = {key: params[key] for key in used.get(scheme, ()) if key in params}
+    return shards, summarise(shards, y, k, scheme, kept, users, redraws)
