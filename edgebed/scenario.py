@@ -43,8 +43,20 @@ class DatasetSpec(_Strict):
     # test set (which is then never read), so α is chosen without looking at the test set.
     validation_samples: Optional[int] = Field(None, gt=0, description="hold out the last N training "
                                               "samples and evaluate on them instead of the test set")
-    partition: Literal["iid", "by-label"] = "iid"
+    partition: Literal["iid", "by-label", "dirichlet", "natural", "quantity"] = "iid"
     labels_per_worker: int = Field(2, ge=1, le=10, description="for partition: by-label")
+    # Partitions of edgebed/data/partitions.py (docs/data.md): Dirichlet(α) label skew, natural (one
+    # user per device), quantity skew (log-normal or power-law device sizes).
+    alpha: Optional[float] = Field(None, gt=0, description="for partition: dirichlet, the concentration α "
+                                   "(0.1: strong label skew, 100: near IID)")
+    min_size: int = Field(1, ge=1, description="for partition: dirichlet and quantity, the fewest samples a "
+                          "device may get (dirichlet redraws until every device has them)")
+    sizes: Literal["lognormal", "powerlaw"] = Field("lognormal", description="for partition: quantity, how "
+                                                    "device sizes are drawn")
+    sigma: float = Field(1.0, ge=0, description="for partition: quantity with sizes: lognormal, the σ of "
+                         "log-normal(0, σ) device sizes")
+    exponent: float = Field(1.0, ge=0, description="for partition: quantity with sizes: powerlaw, device "
+                            "sizes ∝ rank^-exponent")
     # Off: the paper's disjoint shards (every device a different slice; n ≤ the training samples). On:
     # each device draws its own k samples from its own stream (seed, device), overlapping across
     # devices as in FL simulators, so populations larger than the data set can run (docs/scale.md).
@@ -56,6 +68,10 @@ class DatasetSpec(_Strict):
     def _path_needed(self):
         if self.source == "path" and not self.path:
             raise ValueError("source: path needs `path:` (a directory with the four IDX files)")
+        if self.partition == "dirichlet" and self.alpha is None:
+            raise ValueError("partition: dirichlet needs `alpha:` (e.g. 0.5; smaller is more skewed)")
+        if self.samples_per_device and self.partition not in ("iid", "by-label"):
+            raise ValueError(f"samples_per_device works with partition iid or by-label, not {self.partition}")
         if self.name == "fashion-mnist" and self.source == "bundled":
             raise ValueError("fashion-mnist is not bundled; use source: path with "
                              "path: /usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist)")

@@ -24,6 +24,7 @@ NAV = [
     ]),
     ("Concepts", [
         ("What a run is and records", "concepts.md"),
+        ("Data formats and partitions", "data.md"),
         ("Architecture", "architecture.md"),
         ("Layer contract", "layers.md"),
     ]),

@@ -245,7 +245,6 @@ def trainer_for(cfg: wire.WelcomeConfig, device: int, data=None, torch_device: s
     seed, dataset = cfg.seed, cfg.dataset
     if data is None:
         ds = load_dataset(DatasetSpec.model_validate(dataset), seed)
-        shard = Partition(ds.train_y, cfg.n_devices, dataset["partition"], seed,
-                          dataset["labels_per_worker"], dataset.get("samples_per_device"))[device]
+        shard = Partition.for_spec(ds.train_y, cfg.n_devices, dataset, seed)[device]
         data = (ds.train_x[shard], ds.train_y[shard])
     return Trainer(cfg.model, data[0], data[1], cfg.algorithm["batch_size"], seed, device, torch_device)

@@ -122,7 +122,7 @@ def problems(sc: Scenario, memory: Optional[int] = None) -> list[str]:
     partition, more memory than the host has (the virtual clock by the model above; a runtime with a
     process per device by its measured per-device cost), or more processes than the host allows."""
     from ..data import partition_problems
-    out = list(partition_problems(sc.dataset, sc.workers.n))
+    out = list(partition_problems(sc.dataset, sc.workers.n, sc.seed))
     procs = process_memory(sc)
     if procs is not None:
         memory = host_memory() if memory is None else memory

@@ -85,6 +85,7 @@ class Engine:
             "applied": runtime.applied(), "host": host_facts(PUSH_PATH), "numerics": self.numerics,
             "timing": {k: v for k, v in self.timing.items() if k != "expected"},
             "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
+            "partition": _partition_summary(sc),
         })
         write_json_atomic(path / "summary.json", {"status": "running", "engine": _me()})
         return path, runtime
@@ -145,3 +146,13 @@ def _remove_empty(path: Path) -> None:
         path.rmdir()
     except OSError:
         pass
+
+
+def _partition_summary(sc) -> Optional[dict]:
+    """Each device's sample count and label histogram (``data.partition_summary``) for the manifest;
+    None where it can't be known before the run (see there)."""
+    from ..data import DatasetError, partition_summary
+    try:
+        return partition_summary(sc.dataset, sc.workers.n, sc.seed)
+    except DatasetError:
+        return None      # the run's own checks report an unreadable data set

@@ -185,8 +185,7 @@ class SimRuntime(Runtime):
         sc = self.scenario
         seed = sc.seed
         ds = load_dataset(sc.dataset, seed)
-        shards = Partition(ds.train_y, sc.workers.n, sc.dataset.partition, seed, sc.dataset.labels_per_worker,
-                           sc.dataset.samples_per_device)
+        shards = Partition.for_spec(ds.train_y, sc.workers.n, sc.dataset, seed)
         classes = class_assignment(sc)
         # One normalised copy of the data for all devices, each with its index into it; one model for
         # every device that only computes gradients at a Θ it is given (set in full before each).
