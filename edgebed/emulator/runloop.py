@@ -369,12 +369,30 @@ class RunLoop:
         from .fidelity import run_fidelity
         try:
             timing = {**self.timing, "watchdog_warnings": self.watchdog.warnings if self.watchdog else None}
-            return run_fidelity(read_table(self.path, "updates"),
+            out = run_fidelity(read_table(self.path, "updates"),
                                 [c.model_dump(mode="json") for c in self.sc.workers.classes],
                                 self._classes(self.sc.workers.n), self.runtime.fidelity(),
                                 timing=timing, events=read_table(self.path, "events"))
+            if self.sc.dynamics.parts():
+                out["dynamics"] = self._dynamics_fidelity()
+            return out
         except Exception as err:
             return {"error": f"{type(err).__name__}: {err}"}
+
+    def _dynamics_fidelity(self) -> dict:
+        """fidelity.dynamics (emulator/dynamics_fidelity.py): availability and timed events."""
+        from .dynamics_fidelity import dynamics_fidelity
+        events = read_table(self.path, "events")
+        dyn = self.sc.dynamics
+        stop = events[events["event"] == "stop"]["virtual_time"]
+        t_end = float(stop.iloc[0]) if len(stop) and stop.iloc[0] == stop.iloc[0] else float(
+            events["virtual_time"].max())
+        trace = None
+        if dyn.trace is not None:
+            from ..traces import read_trace
+            trace = read_trace(dyn.trace.path, self.sc.workers.n)
+        return dynamics_fidelity(events, dyn, self._classes(self.sc.workers.n), t_end, trace,
+                                 self.sc.timing.tolerance)
 
     def _line(self, elapsed: float, alive: int) -> RunStatus:
         """The progress callback's argument (see console.RunStatus; ``str()`` of it is one line)."""
