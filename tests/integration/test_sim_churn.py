@@ -63,7 +63,13 @@ def test_trace_sets_availability_speed_and_bandwidth(run):
     hello = events[(events["device"] == 1) & (events["event"] == "hello")]
     assert list(hello["detail"].str.extract(r"attempt=(\d+)")[0]) == ["0", "1"]
     trace = events[(events["event"] == "trace") & (events["device"] == 0)]
-    assert list(trace["virtual_time"]) == [10.0] and "uplink_kbit_s=2000" in trace["detail"].iloc[0]
+    assert list(trace["virtual_time"]) == [10.0] and "uplink_kbit_s=1000" in trace["detail"].iloc[0]
+    # from 10 s device 0 computes 4x slower (0.2 → 0.8 ms per sample) over an 8x slower uplink (8 → 1
+    # mbit; the home class's 2 mbit event ends at 12 s and leaves the trace's 1 mbit): fewer pushes
+    mine = updates[updates["device"] == 0]["virtual_time"]
+    before = ((mine > 1) & (mine <= 6)).sum() / 5
+    after = ((mine > 12) & (mine <= 15)).sum() / 3
+    assert after < 0.8 * before
 
 
 def test_churn_drops_work_in_flight_and_devices_come_back(run):

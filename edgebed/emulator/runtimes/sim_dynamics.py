@@ -256,10 +256,12 @@ class SimDynamics:
                     self.partitioned[dev.device] = e.at + e.duration
             rt.ps.event(-1, "partition-end" if end else "partition", f"{what} devices={ids}")
             return
-        if end:
+        if end:   # back to the value from before, unless something (a trace row) changed it since
+            new = e.set.model_dump()
             for link, values in self._saved.pop(i):
                 for k, v in values.items():
-                    setattr(link, k, v)
+                    if getattr(link, k) == new[k]:
+                        setattr(link, k, v)
         else:
             saved = []
             for dev in targets:
