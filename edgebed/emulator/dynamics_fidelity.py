@@ -98,8 +98,12 @@ def dynamics_fidelity(events: pd.DataFrame, dynamics, class_of_device: dict[int,
     timed = event_rows(events)
     late = [r for r in timed if not r["on_time"]]
     off = [r["class"] for r in avail if not r["within_tolerance"]]
+    summary = (f"{len(timed) - len(late)} of {len(timed)} timed events applied on time"
+               + (f", {len(late)} late" if late else "")
+               + (f"; online fraction off its expected value in {', '.join(off)}" if off else
+                  "; online fraction per class as expected" if avail else ""))
     return {"duration_s": round(t_end, 3), "availability": avail, "events": timed,
-            "verdict": {"faithful": not late and not off, "events_on_time": len(timed) - len(late),
+            "verdict": {"faithful": not late and not off, "summary": summary, "events_on_time": len(timed) - len(late),
                         "events_late": len(late), "classes_off_availability": off,
                         "checks": f"timed events applied within {ON_TIME:.0%} of their scheduled time; realised "
                                   f"online fraction per class within {tolerance:.0%} (plus two standard errors) "

@@ -52,6 +52,7 @@ def test_timed_network_events_take_effect_at_their_scheduled_virtual_time(run):
     assert (cut["virtual_time"] > 18.0).any()
     fid = result.summary["fidelity"]["dynamics"]
     assert fid["verdict"]["events_late"] == 0 and fid["verdict"]["events_on_time"] >= 7
+    assert "timed events applied on time" in result.summary["fidelity"]["verdict"]["summary"]
 
 
 def test_trace_sets_availability_speed_and_bandwidth(run):
@@ -135,3 +136,12 @@ def test_same_seed_same_dynamics(run, tmp_path):
     kept = lambda e: e[e["event"] != "exit"][cols].reset_index(drop=True)  # noqa: E731 (exits: at the drain)
     assert kept(events).equals(kept(events2))
     assert updates["virtual_time"].equals(updates2["virtual_time"])
+
+
+def test_report_draws_the_ps_link_and_tables_the_dynamics(run, tmp_path):
+    from edgebed.analysis.report import write_report
+    result, _, _ = run
+    rep = write_report([result.path], out=tmp_path / "report")
+    assert rep.plots["ps_link"].is_file() and rep.plots["ps_link"].stat().st_size > 10_000
+    md = rep.markdown.read_text()
+    assert "Availability (dynamics)" in md and "Timed events (dynamics)" in md and "ps_link.png" in md
