@@ -358,3 +358,55 @@ def test_forked_agent_joins_netns_and_cgroups_of_its_container(make_runtime):
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
+
+
+class _EventLog:
+    """The PS's ``event`` and ``devices`` as the docker runtime's drive uses them."""
+    devices: dict = {}
+
+    def __init__(self):
+        self.rows = []
+
+    def event(self, device, event, detail=""):
+        self.rows.append((device, event, detail))
+
+
+@pytest.mark.measures
+def test_timed_link_event_changes_the_uplink_rate_live_and_back(make_runtime):
+    """dynamics.events on docker: at 3 s the class's uplink drops from 4 to 1 mbit for 3 s (tbf replaced
+    in the container's namespace), then returns; goodput measured per phase at the receiver."""
+    n = 2
+    sc = parse_scenario({"name": "dockerlive", "workers": {"n": n, "classes": [
+        {"name": "edge", "share": 1, "uplink": {"rate": "4mbit"}, "downlink": {"rate": "10mbit"}}]},
+        "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"quota_after": "start"}},
+        "dynamics": {"events": [{"at": "3s", "duration": "3s", "kind": "link", "classes": ["edge"],
+                                 "direction": "uplink", "set": {"rate": "1mbit"}}]}})
+    rt = make_runtime(sc, sender(9.5))
+    assert not [p for p in rt.check() if "dynamics" in p]
+    rt.ps_bind()
+    rx = Receiver(rt.gateway, n)
+    log = _EventLog()
+    try:
+        handles = rt.start([AgentSpec(d, "edge", "", env={"SINK": f"{rt.gateway}:{rx.port}"}) for d in range(n)])
+        rt.clock.running()
+        t0 = rt.clock.t_running
+        deadline = time.monotonic() + 60
+        while any(h.poll() is None for h in handles) and time.monotonic() < deadline:
+            rt.drive(log, 0.05)
+        time.sleep(0.5)
+        phases = {name: {d: rx.bytes_between(d, t0 + a, t0 + b) * 8 / (b - a) for d in range(n)}
+                  for name, (a, b) in {"before": (1.0, 3.0), "during": (3.6, 6.0), "after": (6.6, 9.0)}.items()}
+    finally:
+        rx.close()
+    print("uplink goodput Mbit/s per phase:", {k: {d: round(r / 1e6, 3) for d, r in v.items()} for k, v in phases.items()})
+    for d in range(n):
+        assert abs(phases["before"][d] - 4e6) / 4e6 < 0.15
+        assert abs(phases["during"][d] - 1e6) / 1e6 < 0.15
+        assert abs(phases["after"][d] - 4e6) / 4e6 < 0.15
+    rows = [(ev, detail) for _, ev, detail in log.rows]
+    print("events:", rows)
+    assert [ev for ev, _ in rows] == ["net-link", "net-link-end"]
+    for (ev, detail), scheduled in zip(rows, (3.0, 6.0)):
+        applied = float(detail.split("applied_s=")[1].split()[0])
+        assert 0 <= applied - scheduled < 0.1 * scheduled, (ev, applied)   # within 10 % of its time
+        assert "devices=0,1" in detail

@@ -60,3 +60,23 @@ def test_sim_refuses_churn_with_a_round_based_rule_or_another_link_model(tmp_pat
     assert any("gradient rules only" in p for p in get_runtime("sim")(sc, tmp_path).check())
     sc = _sc(CHURN, runtime={"name": "sim", "sim": {"link_model": "app"}})
     assert any("link_model: network" in p for p in get_runtime("sim")(sc, tmp_path).check())
+
+
+def test_docker_changes_only_link_rates_live():
+    from edgebed.emulator.runtimes.docker.live import LiveLinkEvents
+    ok = _sc({"events": [{"at": "3s", "duration": "3s", "kind": "link", "classes": ["a"], "set": {"rate": "1mbit"}}]},
+             runtime={"name": "docker"})
+    assert LiveLinkEvents.problems(ok) == [] and ok.dynamics.parts() == ["event:link"]
+    bad = _sc({"events": [{"at": "3s", "kind": "link", "classes": ["a"], "set": {"delay": "50ms"}}]},
+              runtime={"name": "docker"})
+    assert "changes only a link's rate live" in LiveLinkEvents.problems(bad)[0]
+
+
+def test_event_rows_read_the_measured_time_of_real_time_runtimes():
+    import math
+    import pandas as pd
+    from edgebed.emulator.dynamics_fidelity import event_rows
+    ev = pd.DataFrame({"virtual_time": [math.nan, math.nan], "event": ["net-link", "net-link-end"], "device": [-1, -1],
+                       "detail": ["scheduled_s=3 applied_s=3.044 event=0", "scheduled_s=6 applied_s=6.9 event=0"]})
+    rows = event_rows(ev)
+    assert [r["on_time"] for r in rows] == [True, False] and rows[0]["late_s"] == 0.044

@@ -19,8 +19,11 @@ class QuotaOnFirstPush:
         raise NotImplementedError
 
     def drive(self, ps, seconds: float) -> None:
-        """Engine tick: apply CPU quotas to devices that pushed once, sample kernel counters."""
+        """Engine tick: timed link events now due (docker: ``self.live``, docker/live.py), CPU quotas of
+        devices that pushed once, kernel counters."""
         end = time.monotonic() + seconds
+        if getattr(self, "live", None) is not None:
+            self.live.tick(ps.event)
         if self._quota_pending:
             ready = [d for d in self._quota_pending if (st := ps.devices.get(d)) is not None and st.pushes >= 1]
             self.apply_quotas(ready)

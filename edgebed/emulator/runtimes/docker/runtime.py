@@ -22,6 +22,8 @@ Where the agent process lives (``runtime.docker.agents``):
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +40,7 @@ from .clean import clean_docker, leak_advice
 from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_, unknown_classes
 from .handles import ContainerHandle, ForkedAgentHandle
 from .quotas import QuotaOnFirstPush
+from .live import LiveLinkEvents
 from .runstate import ContainerRunState, cpus_for  # noqa: F401 — cpus_for: also this module's (kubernetes)
 
 LABEL = images.LABEL
@@ -95,6 +98,9 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._bridge_start: Optional[dict] = None
         self.leaked: dict = {}    # docker objects the teardown could not remove (summary.json "leftovers")
         self.gate_dir = self.run_dir / "gate"
+        # timed link events, changed live (docker/live.py): the rate of a class's or devices' links
+        self.capabilities = dataclasses.replace(self.capabilities, dynamics=frozenset({"event:link"}))
+        self.live = LiveLinkEvents(self) if scenario.dynamics.events else None
 
     # -- what the engine asks ----------------------------------------------------------------
     def check(self) -> list[str]:
@@ -106,14 +112,16 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
             self.client
         except RuntimeError_ as err:
             problems.append(str(err))
-        return problems + unknown_classes(self.scenario, "runtime.docker.cpus", self.spec.cpus)
-
+        return (problems + unknown_classes(self.scenario, "runtime.docker.cpus", self.spec.cpus)
+                + LiveLinkEvents.problems(self.scenario))
     def applied(self) -> dict:
         out = super().applied()
         out["docker"] = {"image": self.spec.image or images.OFFLINE_IMAGE,
                          "cpus": {c.name: self.cpus_of(c.name) for c in self.scenario.workers.classes},
                          "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after,
                          "agents": self.spec.agents}
+        if self.live is not None:
+            out["dynamics"] = {"event:link": "kernel, live (rate only)"}
         if not links.kernel_qdiscs()["netem"]:
             out["warning"] = ("kernel has no netem: link delay, jitter and loss are applied by the agent "
                               "(application level); rate is shaped by the kernel (tbf)")
