@@ -145,3 +145,24 @@ def test_report_draws_the_ps_link_and_tables_the_dynamics(run, tmp_path):
     assert rep.plots["ps_link"].is_file() and rep.plots["ps_link"].stat().st_size > 10_000
     md = rep.markdown.read_text()
     assert "Availability (dynamics)" in md and "Timed events (dynamics)" in md and "ps_link.png" in md
+
+
+@pytest.mark.slow
+def test_realised_online_fraction_meets_the_expected_long_run_value(tmp_path):
+    """Over many on/off cycles (≈ 40 per device) the realised online fraction of a churning class is
+    within tolerance of E[on] / (E[on] + E[off]), with a diurnal pattern whose factor averages to 1."""
+    sc = parse_scenario({
+        "name": "churn-long", "seed": 2, "dataset": {"train_samples": 2000}, "model": {"name": "mlp"},
+        "algorithm": {"name": "adacomp", "lr": 0.05, "batch_size": 10, "c": 0.05},
+        "workers": {"n": 6, "classes": [{"name": "phone", "share": 1, "think_time": "200ms",
+                                         "uplink": {"rate": "50mbit"}, "downlink": {"rate": "50mbit"}}]},
+        "dynamics": {"availability": {"classes": {"phone": {
+            "online": {"dist": "exponential", "mean": "4s"}, "offline": {"dist": "lognormal", "mean": "2s"},
+            "diurnal": {"period": "60s", "amplitude": 0.5, "peak": "15s"}}}}},
+        "stop": {"wall_time": "240s"}, "eval": {"every": 100000, "test_samples": 200},
+        "runtime": {"name": "sim"}})
+    result = Engine(sc, out=tmp_path).run()
+    row = result.summary["fidelity"]["dynamics"]["availability"][0]
+    assert row["expected_online"] == pytest.approx(4 / 6, abs=1e-3)   # 240 s = 4 whole diurnal periods
+    assert row["within_tolerance"], row
+    assert abs(row["realised_online"] - row["expected_online"]) < 0.1
