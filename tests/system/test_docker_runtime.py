@@ -410,3 +410,45 @@ def test_timed_link_event_changes_the_uplink_rate_live_and_back(make_runtime):
         applied = float(detail.split("applied_s=")[1].split()[0])
         assert 0 <= applied - scheduled < 0.1 * scheduled, (ev, applied)   # within 10 % of its time
         assert "devices=0,1" in detail
+
+
+@pytest.mark.measures
+def test_timed_partition_cuts_a_device_off_and_heals(make_runtime):
+    """dynamics.events partition on docker: device 0's eth0 is down from 3 s to 5 s — nothing of it
+    reaches the receiver — and it sends at its shaped rate again after (TCP retransmitted across it);
+    device 1, not in the partition, never stops."""
+    n = 2
+    sc = parse_scenario({"name": "dockercut", "workers": {"n": n, "classes": [
+        {"name": "edge", "share": 1, "uplink": {"rate": "2mbit"}, "downlink": {"rate": "10mbit"}}]},
+        "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"quota_after": "start"}},
+        "dynamics": {"events": [{"at": "3s", "duration": "2s", "kind": "partition", "devices": [0]}]}})
+    rt = make_runtime(sc, sender(9.5))
+    assert not [p for p in rt.check() if "dynamics" in p]
+    rt.ps_bind()
+    rx = Receiver(rt.gateway, n)
+    log = _EventLog()
+    try:
+        handles = rt.start([AgentSpec(d, "edge", "", env={"SINK": f"{rt.gateway}:{rx.port}"}) for d in range(n)])
+        rt.clock.running()
+        t0 = rt.clock.t_running
+        deadline = time.monotonic() + 60
+        while any(h.poll() is None for h in handles) and time.monotonic() < deadline:
+            rt.drive(log, 0.05)
+        time.sleep(0.5)
+        phases = {name: {d: rx.bytes_between(d, t0 + a, t0 + b) * 8 / (b - a) for d in range(n)}
+                  for name, (a, b) in {"before": (1.0, 3.0), "during": (3.3, 5.0), "after": (7.0, 9.0)}.items()}
+    finally:
+        rx.close()
+    print("goodput Mbit/s per phase:", {k: {d: round(r / 1e6, 3) for d, r in v.items()} for k, v in phases.items()})
+    rows = [(ev, detail) for _, ev, detail in log.rows]
+    print("events:", rows)
+    # (the first seconds include the containers' start on a loaded host: only "sending")
+    assert phases["before"][0] > 0.5 * 2e6 and phases["during"][1] > 0.5 * 2e6
+    assert phases["during"][0] < 0.05 * 2e6
+    for d in range(n):
+        assert abs(phases["after"][d] - 2e6) / 2e6 < 0.15
+    assert [ev for ev, _ in rows] == ["partition", "partition-end"]
+    for (ev, detail), scheduled in zip(rows, (3.0, 5.0)):
+        applied = float(detail.split("applied_s=")[1].split()[0])
+        assert 0 <= applied - scheduled < 0.1 * scheduled, (ev, applied)
+        assert "devices=0" in detail and "devices=0,1" not in detail

@@ -30,14 +30,17 @@ def change_rate(index: int, profile, netns=None, latency: float = 0.1) -> None:
 
 
 class LiveLinkEvents:
-    """The scenario's ``dynamics.events`` of kind ``link``, applied by ``tick`` from the runtime's drive."""
+    """The scenario's ``dynamics.events`` of kind ``link`` and ``partition``, applied by ``tick`` from the
+    runtime's drive. A partition sets the container's eth0 down (every packet to and from the PS is
+    dropped; TCP retransmits, as across a real outage) and up again at its end."""
 
     def __init__(self, runtime):
         self.rt = runtime
         events = runtime.scenario.dynamics.events
-        self.todo = sorted([(e.at, i, False) for i, e in enumerate(events) if e.kind == "link"]
+        live = ("link", "partition")
+        self.todo = sorted([(e.at, i, False) for i, e in enumerate(events) if e.kind in live]
                            + [(e.at + e.duration, i, True) for i, e in enumerate(events)
-                              if e.kind == "link" and e.duration is not None])
+                              if e.kind in live and e.duration is not None])
 
     @staticmethod
     def problems(scenario) -> list[str]:
@@ -57,11 +60,29 @@ class LiveLinkEvents:
             e = self.rt.scenario.dynamics.events[i]
             devices = [d for d in range(self.rt.scenario.workers.n)
                        if d in e.devices or self.rt.scenario.class_of(d).name in e.classes]
+            if e.kind == "partition":
+                done = [d for d in devices if self._cut(d, up=end)]
+                record(-1, "partition-end" if end else "partition",
+                       f"scheduled_s={t:g} applied_s={clock.elapsed() / dilation:.4f} event={i} "
+                       f"devices={','.join(map(str, done))}")
+                continue
             done = [d for d in devices if self._shape(d, e, end)]
             applied = clock.elapsed() / dilation
             record(-1, "net-link-end" if end else "net-link",
                    f"scheduled_s={t:g} applied_s={applied:.4f} event={i} direction={e.direction} "
                    f"devices={','.join(map(str, done))}" + ("" if end else f" rate={e.set.rate:g}"))
+
+    def _cut(self, d: int, up: bool) -> bool:
+        """The container's eth0 down (partitioned from the PS) or up again."""
+        rec = self.rt.record["containers"].get(str(d))
+        if not rec or "eth0" not in rec:
+            return False
+        try:
+            with links.iproute(rec["pid"]) as ipr:
+                ipr.link("set", index=rec["eth0"], state="up" if up else "down")
+        except Exception:   # its container (namespace) ended meanwhile
+            return False
+        return True
 
     def _shape(self, d: int, e, end: bool) -> bool:
         rec = self.rt.record["containers"].get(str(d))

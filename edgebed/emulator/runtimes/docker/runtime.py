@@ -98,8 +98,9 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._bridge_start: Optional[dict] = None
         self.leaked: dict = {}    # docker objects the teardown could not remove (summary.json "leftovers")
         self.gate_dir = self.run_dir / "gate"
-        # timed link events, changed live (docker/live.py): the rate of a class's or devices' links
-        self.capabilities = dataclasses.replace(self.capabilities, dynamics=frozenset({"event:link"}))
+        # timed link events and partitions, applied live (docker/live.py)
+        self.capabilities = dataclasses.replace(self.capabilities, dynamics=frozenset({"event:link",
+                                                                                            "event:partition"}))
         self.live = LiveLinkEvents(self) if scenario.dynamics.events else None
 
     # -- what the engine asks ----------------------------------------------------------------
@@ -121,7 +122,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
                          "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after,
                          "agents": self.spec.agents}
         if self.live is not None:
-            out["dynamics"] = {"event:link": "kernel, live (rate only)"}
+            out["dynamics"] = {"event:link": "kernel, live (rate only)", "event:partition": "kernel, live (eth0 down)"}
         if not links.kernel_qdiscs()["netem"]:
             out["warning"] = ("kernel has no netem: link delay, jitter and loss are applied by the agent "
                               "(application level); rate is shaped by the kernel (tbf)")
