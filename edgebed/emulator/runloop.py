@@ -388,9 +388,10 @@ class RunLoop:
         from .dynamics_fidelity import dynamics_fidelity
         events = read_table(self.path, "events")
         dyn = self.sc.dynamics
-        stop = events[events["event"] == "stop"]["virtual_time"]
-        t_end = float(stop.iloc[0]) if len(stop) and stop.iloc[0] == stop.iloc[0] else float(
-            events["virtual_time"].max())
+        # the run's end in emulated seconds: the stop's virtual time (sim, dilated runs), else wall time
+        stop = events[events["event"] == "stop"]
+        col = "virtual_time" if events["virtual_time"].notna().any() else "wall_time"
+        t_end = float(stop[col].iloc[0]) if len(stop) else float(events[col].max())
         trace = None
         if dyn.trace is not None:
             from ..traces import read_trace
