@@ -49,6 +49,13 @@ class LiveLinkEvents:
                 for i, e in enumerate(scenario.dynamics.events)
                 if e.kind == "link" and any(v is not None for v in (e.set.delay, e.set.jitter, e.set.loss))]
 
+    def seconds_to_next(self):
+        """Wall seconds until the next event is due (None: none left, or the agents aren't started)."""
+        clock = self.rt.clock
+        if not self.todo or clock.t_running is None:
+            return None
+        return max(0.0, self.todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
+
     def tick(self, record: Callable[[int, str, str], None]) -> None:
         """Apply every event now due; ``record(device, event, detail)`` (the PS's ``event``)."""
         clock = self.rt.clock
