@@ -22,13 +22,13 @@ class QuotaOnFirstPush:
         """Engine tick: timed link events now due (docker: ``self.live``, docker/live.py), CPU quotas of
         devices that pushed once, kernel counters."""
         end = time.monotonic() + seconds
-        if getattr(self, "live", None) is not None:
-            self.live.tick(ps.event)
+        live = getattr(self, "live", None)
+        if live is not None:
+            live.tick(ps.event)
         if self._quota_pending:
             ready = [d for d in self._quota_pending if (st := ps.devices.get(d)) is not None and st.pushes >= 1]
             self.apply_quotas(ready)
         self.sample_counters()
-        live = getattr(self, "live", None)
         if live is not None and (wait := live.seconds_to_next()) is not None:
             end = min(end, time.monotonic() + wait)   # wake for a timed event, not a tick later
         left = end - time.monotonic()
