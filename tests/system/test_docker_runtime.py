@@ -461,3 +461,35 @@ def test_timed_partition_cuts_a_device_off_and_heals(make_runtime):
         applied = float(detail.split("applied_s=")[1].split()[0])
         assert 0 <= applied - scheduled < 0.1 * scheduled, (ev, applied)
         assert "devices=0" in detail and "devices=0,1" not in detail
+
+
+@pytest.mark.measures
+def test_a_restarted_container_is_shaped_again(make_runtime):
+    """A container restart gives the device a new namespace and veth (its qdiscs are gone with the
+    old ones); restart_device installs them again before the agent runs: the restarted sender's
+    goodput is at its class's 1 mbit again, not at the bridge's line rate."""
+    sc = scenario([{"name": "edge", "share": 1, "uplink": {"rate": "1mbit"}, "downlink": {"rate": "10mbit"}}], 1)
+    rt = make_runtime(sc, sender(4.0))
+    rt.ps_bind()
+    rx = Receiver(rt.gateway, 2)   # the first start's connection, then the restarted one's
+    try:
+        spec = AgentSpec(0, "edge", "", env={"SINK": f"{rt.gateway}:{rx.port}"})
+        (h,) = rt.start([spec])
+        assert h.wait(30) == 0
+        time.sleep(0.5)
+        first = rx.goodput(0)
+        rx.timeline.clear()            # (its reader is done: the sender closed the connection)
+        old = dict(rt.record["containers"]["0"])
+        pid = rt.restart_device(spec)
+        new = rt.record["containers"]["0"]
+        assert pid != old["pid"] and new["restarts"] == 1
+        assert [q["kind"] for q in new["qdiscs"]] == ["tbf", "tbf"] and new["uplink"]["rate"] == "kernel"
+        assert links.root_qdisc(new["eth0"], netns=pid) == "tbf"
+        assert h.wait(30) == 0
+        time.sleep(0.5)
+        again = rx.goodput(0)
+    finally:
+        rx.close()
+    print(f"goodput Mbit/s: first start {first / 1e6:.3f}, after the restart {again / 1e6:.3f}")
+    for r in (first, again):
+        assert abs(r - 1e6) / 1e6 < 0.10

@@ -222,6 +222,34 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
         return handle
 
+    def restart_device(self, spec: AgentSpec, stop_timeout: int = 0) -> int:
+        """Restart device ``spec.device``'s container (``agents: container``): it gets a new network
+        namespace and veth, so the qdiscs are installed again — the agent waits at its gate until
+        they are, as at the first start — and its quota stays (a container setting). → the new pid.
+        Restarting loses the links' qdiscs under Containernet-style set-ups; here the record of the
+        run's containers (pid, interfaces, qdiscs) follows the restart, so cleanup finds them."""
+        if self.spec.agents != "container":
+            raise RuntimeError_("restart_device needs runtime.docker.agents: container")
+        entry = self.record["containers"][str(spec.device)]
+        handle = next(h for h in self.handles if h.device == spec.device)
+        gate = self.gate_dir / str(spec.device)
+        gate.unlink(missing_ok=True)   # the restarted agent waits until its links are shaped again
+        handle.container.restart(timeout=stop_timeout)
+        handle.container.reload()
+        pid = handle.container.attrs["State"]["Pid"]
+        if not pid:
+            raise RuntimeError_(f"device {spec.device}: container {entry['name']} did not restart; "
+                                f"see `docker logs {entry['name']}`")
+        with self._lock:
+            entry["pid"] = pid
+            entry["restarts"] = entry.get("restarts", 0) + 1
+            entry.update(self._shape(spec, pid))
+        handle.returncode = None
+        procs.wait_blocked(pid, signal.SIGTERM)
+        gate.touch()
+        self._save()
+        return pid
+
     def _fork_agents(self, specs: list[AgentSpec], handles: list) -> None:
         """``agents: forked``: fork each agent from the preloaded fork server into its container."""
         from ..forkserver import fork_agent
