@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from .atomic import replacing
+from .dynamics import DynamicsSpec
 from .algorithms import ALGORITHMS, FLAT_KEYS, Algorithm, AlgorithmParams, own_keys, takers
 from .units import Duration, Fraction, Rate
 
@@ -310,6 +311,8 @@ class Scenario(_Strict):
     security: SecuritySpec = SecuritySpec()
     timing: TimingSpec = TimingSpec()
     output: OutputSpec = OutputSpec()
+    dynamics: DynamicsSpec = Field(DynamicsSpec(), description="what changes while the run goes: availability "
+                                   "churn, a device trace, timed network events, a shared PS link (docs/churn.md)")
     numerics: Literal["portable", "native"] = Field(
         "portable", description="which CPU kernels compute gradients and evaluations (`edgebed/numerics.py`): "
         "`portable`, the same bits on every x86-64 host with AVX2 (Intel or AMD) for the same torch; "
@@ -324,6 +327,13 @@ class Scenario(_Strict):
                              f"not to {self.algorithm.name}; remove them or change algorithm.name")
         return self
 
+    @model_validator(mode="after")
+    def _dynamics_names(self):
+        problems = self.dynamics.problems([c.name for c in self.workers.classes], self.workers.n)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     def class_of(self, device: int) -> SpeedClass:
         """The speed class of ``device`` (0..n-1), without listing every device's (O(classes))."""
         if not 0 <= device < self.workers.n:
@@ -336,6 +346,8 @@ class Scenario(_Strict):
             del out["timing"]
         if self.output == OutputSpec():   # likewise
             del out["output"]
+        if self.dynamics == DynamicsSpec():   # likewise
+            del out["dynamics"]
         return out
 
 

@@ -36,6 +36,7 @@ NAV = [
     ]),
     ("Algorithms and compression", "algorithms.md"),
     ("Fidelity", "fidelity.md"),
+    ("Devices that come and go", "churn.md"),
     ("Reproducibility", "reproducibility.md"),
     ("Studies", [
         ("Writing and running studies", "studies.md"),

@@ -429,6 +429,15 @@ class ParameterServer:
             return [d for d, st in self.devices.items()
                     if not st.frozen and st.session in self.sessions and now - st.last_seen > timeout]
 
+    def recover(self, device: int) -> None:
+        """A crashed device comes back (``dynamics.availability.recover_after``): it may say hello again
+        and starts a new session. Any thread."""
+        with self.lock:
+            st = self.devices.get(device)
+            if st is not None and st.frozen:
+                st.frozen = False
+                self.sessions.pop(st.session, None)
+
     def frozen_devices(self) -> set[int]:
         """Devices that crashed (fail-stop). Any thread."""
         with self.lock:
