@@ -16,6 +16,7 @@ are the ``Population`` defaults, so a user can replace them with values fitted t
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -42,9 +43,9 @@ def generate(n: int, seed: int, horizon_s: float = 3600.0, params: Population = 
     trace: Trace = {}
     for d in range(n):
         rng = np.random.default_rng([seed, d, 0x7E])
-        slowdown = max(1.0, float(rng.lognormal(np.log(params.slowdown_median), params.slowdown_sigma)))
-        up = float(rng.lognormal(np.log(params.uplink_median_kbit_s), params.uplink_sigma))
-        down = up * float(rng.lognormal(np.log(params.down_up_ratio_median), params.down_up_ratio_sigma))
+        slowdown = max(1.0, float(rng.lognormal(math.log(params.slowdown_median), params.slowdown_sigma)))
+        up = float(rng.lognormal(math.log(params.uplink_median_kbit_s), params.uplink_sigma))
+        down = up * float(rng.lognormal(math.log(params.down_up_ratio_median), params.down_up_ratio_sigma))
         points = [TracePoint(0.0, True if params.online_mean_s else None, round(slowdown, 4), None,
                              round(up, 3), round(down, 3))]
         if params.online_mean_s:
