@@ -148,7 +148,8 @@ def cmd_run(args) -> int:
             log.error("--resume takes the scenario from the run directory; give no scenario or --set")
             return 2
         args.scenario = Path(args.resume) / "scenario.yaml"
-        sc = load_scenario(args.scenario)
+        from .scenario import load_resolved
+        sc = load_resolved(args.scenario)
     elif not args.scenario:
         log.error("give a scenario file, or --resume <run-dir>")
         return 2

@@ -82,7 +82,7 @@ def key_paths() -> set[str]:
 
 # ---------------------------------------------------------------- rendering one field
 
-_UNITS = {"parse_rate": ("rate", "bit/s"), "parse_duration": ("duration", "s"),
+_UNITS = {"_rate_field": ("rate", "bit/s"), "_duration_field": ("duration", "s"),
           "parse_fraction": ("fraction", "0–1 (or %)")}
 
 
