@@ -154,3 +154,8 @@ def fmt_bytes(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{int(n)} B"
+
+
+def plural(n: int, word: str) -> str:
+    """``1 seed``, ``2 seeds``, ``0 seeds`` (English nouns that take an -s)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
