@@ -517,6 +517,8 @@ def read_yaml(path: str | Path, what: str = "scenario") -> Any:
                             "save it as UTF-8") from None
     try:
         return load_yaml_text(text)
+    except TooLarge as err:
+        raise ScenarioError(f"{path}: refused: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -527,6 +529,10 @@ def read_yaml(path: str | Path, what: str = "scenario") -> Any:
 # A scenario is a few hundred values; aliases (`*name`) that expand beyond this many are refused
 # before anything walks the expansion (a 600-byte "billion laughs" file expands to 10^8 values).
 MAX_EXPANDED_NODES = 100_000
+
+
+class TooLarge(yaml.YAMLError):
+    """Valid YAML that expands beyond what a scenario may hold."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -577,7 +583,7 @@ def load_yaml_text(text: str) -> Any:
             return None
         size = _expanded_size(node, {})
         if size > MAX_EXPANDED_NODES:
-            raise yaml.YAMLError(f"its aliases (*name) expand to {size:,} values, more than the "
+            raise TooLarge(f"its aliases (*name) expand to {size:,} values, more than the "
                                  f"{MAX_EXPANDED_NODES:,} a scenario may hold; write the values out or "
                                  "use fewer nested aliases")
         return loader.construct_document(node)
