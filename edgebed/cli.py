@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import __version__
 from .console import log, setup_logging
+from .units import plural
 
 
 def _out(text: str) -> None:
@@ -50,8 +51,8 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
             out["kind"] = "study"
             study = load_study(path, overrides)
             seeds = len(study.spec.seed_list)
-            out["describes"] = (f"study {study.spec.name}: {len(study.cells)} cells × {seeds} seeds = "
-                                f"{len(study.cells) * seeds} runs")
+            out["describes"] = (f"study {study.spec.name}: {plural(len(study.cells), 'cell')} × "
+                                f"{plural(seeds, 'seed')} = {plural(len(study.cells) * seeds, 'run')}")
             scenarios = [study.scenario(c, study.spec.seed_list[0]) for c in study.cells]
         else:
             sc = load_scenario(path, overrides)
@@ -148,7 +149,8 @@ def cmd_run(args) -> int:
             log.error("--resume takes the scenario from the run directory; give no scenario or --set")
             return 2
         args.scenario = Path(args.resume) / "scenario.yaml"
-        sc = load_scenario(args.scenario)
+        from .scenario import load_resolved
+        sc = load_resolved(args.scenario)
     elif not args.scenario:
         log.error("give a scenario file, or --resume <run-dir>")
         return 2
@@ -301,8 +303,8 @@ def cmd_study_run(args) -> int:
     from .console import RunProgress
     runs = len(study.selected) * len(study.run_seeds)
     of = f" (of {len(study.cells)})" if len(study.selected) < len(study.cells) else ""
-    log.info(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.run_seeds)} "
-             f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/")
+    log.info(f"edgebed: study {study.spec.name} — {plural(len(study.selected), 'cell')}{of} × "
+             f"{plural(len(study.run_seeds), 'seed')} = {plural(runs, 'run')}; writing to {Path(args.out) / study.spec.name}/")
     results = Path(args.results) if args.results else None
     executor = _executor(args, Path(args.out) / study.spec.name)
     progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
@@ -332,7 +334,7 @@ def cmd_study_tune(args) -> int:
     if not args.select_only:
         from .console import RunProgress
         log.info(f"edgebed: tuning {study.spec.name} — {len(ts.selected)} cell × α points × "
-                 f"{len(ts.spec.seed_list)} seeds; writing to {Path(args.out) / ts.spec.name}/")
+                 f"{plural(len(ts.spec.seed_list), 'seed')}; writing to {Path(args.out) / ts.spec.name}/")
         executor = _executor(args, Path(args.out) / ts.spec.name)
         progress = RunProgress(sys.stderr, quiet=args.quiet)
         try:
@@ -441,6 +443,7 @@ def cmd_study_status(args) -> int:
         text.append(f"tuning grid: {t['complete']} of {t['total']} runs"
                     + (f"; α not chosen yet for {', '.join(t['untuned'])}" if t["untuned"] else "; α chosen for every cell"))
     text += lines(st["cells"], study.spec.seed_list)
+    text.append("  (per cell, each seed: ✓ complete, · not yet; `1✓` = seed 1's run is complete)")
     seen = st["looked_in"]
     text.append(f"looked in: {seen['runs']}/ ({'run directories' if seen['runs_found'] else 'not there'}), "
                 f"{seen['results']}/ ({'compact results' if seen['results_found'] else 'not there'})"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import bisect
 import copy
-import math
+import functools
+import logging
 from itertools import accumulate
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
@@ -28,7 +29,7 @@ class ScenarioError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DatasetSpec(_Strict):
@@ -340,8 +341,10 @@ class Scenario(_Strict):
             raise IndexError(f"device {device} of {self.workers.n}")
         return self.workers.classes[bisect.bisect_right(list(accumulate(class_counts(self))), device)]
 
-    def to_dict(self) -> dict:
-        out = self.model_dump(mode="json")
+    def to_dict(self, units: bool = True) -> dict:
+        """The scenario as JSON types, a valid scenario file: rates and durations as strings with their
+        unit (``1000000bit``, ``0.02s``), or without ``units`` as numbers in bits/s and seconds."""
+        out = self.model_dump(mode="json", context={"units": "write"} if units else None)
         if self.timing == TimingSpec():   # absent when off: resolved scenarios of older runs stay equal
             del out["timing"]
         if self.output == OutputSpec():   # likewise
@@ -380,8 +383,9 @@ def _list_index(node: list, part: str, where: str, assignment: str) -> int:
                         f"({valid}){named}, or edit the file to add one")
 
 
-def apply_override(data: dict, assignment: str) -> None:
+def apply_override(data: dict, assignment: str) -> str:
     """Apply one ``a.b.c=value`` override in place; the value is parsed as YAML (``0.1``, ``true``).
+    Returns the key path it wrote with list entries as indices (``workers.classes.1.share``).
 
     A list entry is addressed by index or by its ``name:`` (``workers.classes.slow.share=0.2``)."""
     if "=" not in assignment:
@@ -391,19 +395,19 @@ def apply_override(data: dict, assignment: str) -> None:
     if not all(parts):
         raise ScenarioError(f"--set {assignment!r}: empty key in {key.strip()!r}; e.g. algorithm.c=0.1")
     try:
-        value = safe_yaml(raw)
+        value = load_yaml_text(raw)
     except yaml.YAMLError as err:
-        raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML ({getattr(err, 'problem', err)}); "
+        raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML "
+                            f"({getattr(err, 'problem', None) or err}); "
                             "quote it, e.g. --set 'name=\"x: y\"'") from None
-    bad = non_finite(value, key.strip())
-    if bad:
-        raise ScenarioError(f"--set {assignment!r}: {bad[0]}; give a finite value")
     node: Any = data
+    resolved = list(parts)
     for depth, part in enumerate(parts):
         where = ".".join(parts[:depth]) or "the scenario"
         last = depth == len(parts) - 1
         if isinstance(node, list):
             i = _list_index(node, part, where, assignment)
+            resolved[depth] = str(i)
             if last:
                 node[i] = value
             else:
@@ -423,6 +427,7 @@ def apply_override(data: dict, assignment: str) -> None:
         else:
             raise ScenarioError(f"--set {assignment!r}: {where} is a value ({node!r}), not a section; "
                                 f"set {where}=... instead")
+    return ".".join(resolved)
 
 
 def _walk(loc: tuple) -> tuple[list, Any]:
@@ -468,20 +473,27 @@ def did_you_mean(word: str, choices) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _set_by(loc: str, overrides: tuple[str, ...]) -> Optional[str]:
-    """The last ``--set`` that wrote ``loc`` (the key itself, a key inside it, or its section)."""
+def _set_by(loc: str, overrides: tuple) -> Optional[str]:
+    """The last ``--set`` that wrote ``loc`` (the key itself, a key inside it, or its section); an
+    override is its text or (the key path it wrote, its text)."""
     for ov in reversed(overrides):
-        key = ov.split("=", 1)[0].strip()
+        key, ov = ov if isinstance(ov, tuple) else (ov.split("=", 1)[0].strip(), ov)
         if key == loc or loc.startswith(key + ".") or key.startswith(loc + "."):
             return ov
     return None
+
+
+# An error report stays readable whatever the file: at most this many problems, each line cut here.
+MAX_ERRORS = 10
+MAX_LINE = 300
 
 
 def format_errors(err: ValidationError, source: str, prefix: str = "", overrides: tuple[str, ...] = ()) -> str:
     """One line per problem: ``source: key.path: what is wrong and what to do`` — with ``--set 'k=v'
     (on source)`` as the source where an override wrote the key."""
     lines = []
-    for e in err.errors():
+    errors = err.errors()
+    for e in errors[:MAX_ERRORS]:
         path = _walk(tuple(e["loc"]))[0] if not prefix else list(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         dotted = ".".join([prefix] * bool(prefix) + [str(x) for x in path])
@@ -507,92 +519,16 @@ def format_errors(err: ValidationError, source: str, prefix: str = "", overrides
             msg += did_you_mean(e.get("input"), expected)
         loc = ".".join([prefix] * bool(prefix) + [str(x) for x in path]) or "(top level)"
         line = f"{f'--set {ov!r} (on {source})' if ov else source}: {loc}: {msg}"
-        lines.append(line if len(line) <= 500 else line[:497] + "…")
-    if len(lines) > MAX_ERROR_LINES:   # one line per problem, not per problem of a bomb's million entries
-        lines[MAX_ERROR_LINES:] = [f"{source}: … and {len(lines) - MAX_ERROR_LINES:,} more problems of the same "
-                                   "file (the first ones above); fix those and validate again"]
+        lines.append(line if len(line) <= MAX_LINE else line[:MAX_LINE - 1] + "…")
+    if len(errors) > MAX_ERRORS:
+        lines.append(f"{source}: … and {len(errors) - MAX_ERRORS:,} more problems (fix these first)")
     return "\n".join(lines)
-
-
-MAX_YAML_NODES = 100_000   # after aliases are expanded; a scenario with 1,000 speed classes has ~20,000
-MAX_ERROR_LINES = 30       # problems listed in one error; the rest counted
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.safe_load``'s loader, less three traps: a key given twice in one mapping is an error (YAML
-    forbids it; PyYAML keeps the last silently), and a document whose aliases expand it past
-    ``MAX_YAML_NODES`` nodes (a "billion laughs": 600 bytes that expand to millions of entries, which
-    validation and its error text would then walk) or into itself is refused before it is built."""
-
-    def compose_document(self):
-        node = super().compose_document()
-        _expanded_size(node, {}, set())
-        return node
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen: dict = {}
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                    if key_node.value in seen:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"key {key_node.value!r} appears twice in one mapping (first on line "
-                            f"{seen[key_node.value] + 1}); YAML takes one value per key: remove one",
-                            key_node.start_mark)
-                    seen[key_node.value] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
-
-
-def _expanded_size(node, sizes: dict, open_: set) -> int:
-    """Nodes in the document once every alias is replaced by what it names (memoised per node, so a
-    bomb is measured in time linear in its text); raises a YAMLError past the bound or on a cycle."""
-    key = id(node)
-    if key in sizes:
-        return sizes[key]
-    if key in open_:
-        raise yaml.composer.ComposerError(None, None, "an alias refers to the mapping or list that contains "
-                                          "it (a recursive document): write the value out", node.start_mark)
-    open_.add(key)
-    n = 1
-    if isinstance(node, yaml.SequenceNode):
-        n += sum(_expanded_size(child, sizes, open_) for child in node.value)
-    elif isinstance(node, yaml.MappingNode):
-        n += sum(_expanded_size(k, sizes, open_) + _expanded_size(v, sizes, open_) for k, v in node.value)
-    open_.discard(key)
-    if n > MAX_YAML_NODES:
-        raise yaml.composer.ComposerError(None, None, f"its aliases expand it to more than {MAX_YAML_NODES:,} "
-                                          "entries (a YAML alias bomb?); write the values out, or use fewer "
-                                          "nested aliases", node.start_mark)
-    sizes[key] = n
-    return n
-
-
-def safe_yaml(text: str) -> Any:
-    """``text`` as YAML through the bounded loader (see ``_BoundedLoader``)."""
-    return yaml.load(text, Loader=_BoundedLoader)   # noqa: S506 — a SafeLoader subclass
-
-
-def non_finite(value: Any, path: str = "") -> list[str]:
-    """Key paths holding a number that is not finite once read (``.inf``, ``.nan``, ``1e400``) or an
-    integer too large to be one (a 400-digit ``wall_time``): no scenario value means that."""
-    out = []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += non_finite(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += non_finite(v, f"{path}.{i}" if path else str(i))
-    elif isinstance(value, float) and not math.isfinite(value):
-        out.append(f"{path or '(value)'}: {value!r} is not a finite number")
-    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1e300:
-        out.append(f"{path or '(value)'}: a {len(str(abs(value)))}-digit number is too large to mean anything here")
-    return out
 
 
 def read_yaml(path: str | Path, what: str = "scenario") -> Any:
     """The YAML document in ``path``; ScenarioError naming the file when it is missing, not UTF-8
-    text (binary, UTF-16), not valid YAML, a key twice in a mapping, aliases that expand it past
-    ``MAX_YAML_NODES`` entries, or a number that is not finite."""
+    text (binary, UTF-16), not valid YAML, a key twice in a mapping, or aliases that expand it past
+    ``MAX_EXPANDED_NODES`` values (``load_yaml_text``)."""
     path = Path(path)
     if not path.is_file():
         shipped = "scenarios/studies/" if what == "study" else "scenarios/"
@@ -609,16 +545,79 @@ def read_yaml(path: str | Path, what: str = "scenario") -> Any:
         raise ScenarioError(f"{path}: not UTF-8 text (byte {err.start}: {raw[err.start:err.start + 1]!r}); "
                             "save it as UTF-8") from None
     try:
-        data = safe_yaml(text)
+        return load_yaml_text(text)
+    except TooLarge as err:
+        raise ScenarioError(f"{path}: refused: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(err, "problem", None) or str(err)
         raise ScenarioError(f"{path}: not valid YAML: {where}{problem}") from None
-    bad = non_finite(data)
-    if bad:
-        raise ScenarioError("\n".join(f"{path}: {b}; give a finite value with its unit" for b in bad[:MAX_ERROR_LINES]))
-    return data
+
+
+# A scenario is a few hundred values; aliases (`*name`) that expand beyond this many are refused
+# before anything walks the expansion (a 600-byte "billion laughs" file expands to 10^8 values).
+MAX_EXPANDED_NODES = 100_000
+
+
+class TooLarge(yaml.YAMLError):
+    """Valid YAML that expands beyond what a scenario may hold."""
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping (YAML says keys are unique;
+    PyYAML would keep the last one silently). Keys merged in by ``<<:`` may still be overridden."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:   # an unhashable key: the base class says so
+                    break
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {first.start_mark.line + 1}); "
+                        "YAML keys are unique: keep one", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node, memo: dict) -> int:
+    """How many nodes ``node`` stands for once every alias is copied out (aliases share nodes)."""
+    done = memo.get(id(node))
+    if done is not None:
+        return done
+    memo[id(node)] = 1   # a recursive alias counts once here; the constructor handles the cycle
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(v, memo) for v in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    memo[id(node)] = size
+    return size
+
+
+def load_yaml_text(text: str) -> Any:
+    """The YAML document in ``text`` (safe types only), refusing duplicate keys and aliases that expand
+    to more than ``MAX_EXPANDED_NODES`` values; ``yaml.YAMLError`` otherwise."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {})
+        if size > MAX_EXPANDED_NODES:
+            raise TooLarge(f"its aliases (*name) expand to {size:,} values, more than the "
+                                 f"{MAX_EXPANDED_NODES:,} a scenario may hold; write the values out or "
+                                 "use fewer nested aliases")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _algorithm_name(data: dict) -> Any:
@@ -626,37 +625,53 @@ def _algorithm_name(data: dict) -> Any:
     return section.get("name", DEFAULT_ALGORITHM) if isinstance(section, dict) else None
 
 
-def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str, ...] = ()) -> Scenario:
+@functools.lru_cache(maxsize=64)
+def _notice(text: str) -> None:
+    """Say ``text`` once per process (a study resolves the same cell for every seed)."""
+    logging.getLogger("edgebed.scenario").warning(text)
+
+
+def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str, ...] = (),
+                   resolved: bool = False, notify: bool = True) -> Scenario:
+    """Override and validate a scenario's data. Rates and durations need their unit (``10mbit``,
+    ``20ms``) unless ``resolved``: a scenario a run recorded before units were written out (bare SI
+    numbers: bits/s, seconds). With ``notify``, an ``algorithm.name`` override that drops the keys
+    the new algorithm does not take logs a warning naming them (a study's cells do this by design)."""
     data = copy.deepcopy(data) if data is not None else {}
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of keys (name:, workers:, ...)")
+    written = []
     for ov in overrides:
         before = _algorithm_name(data)
         try:
-            apply_override(data, ov)
+            written.append((apply_override(data, ov), ov))
         except ScenarioError as err:   # the --set is at fault, not the file
             raise ScenarioError(f"{err} (on {source})") from None
         if ov.split("=", 1)[0].strip() == "algorithm.name" and _algorithm_name(data) != before:
             # A switch of algorithm (a study cell, --set): the parameters set before it that the new
             # one does not take were the previous algorithm's, and go; those set after it must apply.
-            data["algorithm"] = own_keys(data["algorithm"])
+            section = data["algorithm"]
+            kept = own_keys(section)
+            dropped = ", ".join(f"{k}={section[k]!r}" for k in section if k not in kept)
+            if dropped and notify:
+                _notice(f"--set {ov!r} (on {source}): {_algorithm_name(data)} does not take {dropped}; "
+                        "dropped (set the new algorithm's own parameters after the switch)")
+            data["algorithm"] = kept
     try:
-        sc = Scenario.model_validate(data)
+        return Scenario.model_validate(data, context=None if resolved else {"units": "required"})
     except ValidationError as err:
-        raise ScenarioError(format_errors(err, source, overrides=overrides)) from None
-    # A value that became infinite or NaN on the way (YAML reads `1e400` as text, the schema makes it
-    # inf): refused like `.inf` in the file, with the override that wrote it.
-    bad = non_finite(sc.to_dict())
-    if bad:
-        raise ScenarioError("\n".join(
-            f"{f'--set {ov!r} (on {source})' if (ov := _set_by(b.split(':', 1)[0], overrides)) else source}: {b}; "
-            "give a finite value" for b in bad[:MAX_ERROR_LINES]))
-    return sc
+        raise ScenarioError(format_errors(err, source, overrides=tuple(written))) from None
 
 
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
     """Read, override and validate a scenario file. Raises ScenarioError with file and key path."""
     return parse_scenario(read_yaml(path), str(path), tuple(overrides))
+
+
+def load_resolved(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
+    """Read a run directory's ``scenario.yaml`` (what ``dump_scenario`` wrote, today or before units were
+    written out): as ``load_scenario``, bare numbers read as SI units (bits/s, seconds)."""
+    return parse_scenario(read_yaml(path), str(path), tuple(overrides), resolved=True)
 
 
 def dump_scenario(sc: Scenario, path: str | Path) -> None:

@@ -34,12 +34,10 @@ BASE_BYTES = {"cnn": 700 << 20, "mlp": 512 << 20}
 # PS's session record), without any array of its model's size; measured (bench_scale's slope).
 DEVICE_BYTES = 24 << 10
 MARGIN = 1.25   # what the checks add to the prediction before comparing it with the host's memory
-# Host memory per device of the runtimes that start one process (and container) per device on this
-# host, measured by benchmarks/bench_docker_agents.py (benchmarks/results/docker_agents.json,
-# host_mem_per_device_mib): an agent forked from the torch-preloaded fork server (local's default,
-# docker's agents: forked) 39.4 MiB at 200 devices; an agent in a container of its own 194.6 MiB.
-FORKED_AGENT_BYTES = int(39.4 * 2**20)
-CONTAINER_AGENT_BYTES = int(194.6 * 2**20)
+# Runtimes that start one process per device on this host: the private memory (USS) of one agent
+# process forked from the preloaded fork server, CNN, measured by bench_docker_agents (28.5 MiB mean over
+# 200 agents, benchmarks/results/docker_agents.json), rounded up.
+HOST_AGENT_BYTES = {"local": 29 << 20}
 
 
 def sim_memory(sc: Scenario) -> dict:
@@ -85,64 +83,43 @@ def host_memory() -> Optional[int]:
         return None
 
 
-def process_memory(sc: Scenario) -> Optional[dict]:
-    """Host bytes of a runtime that starts a process per device on this host (local; docker):
-    {"per_device", "total", "how"}; None for the others (sim: ``sim_memory``; swarm, spark: a cluster)."""
-    name = sc.runtime.name
-    if name == "local":
-        per, how = FORKED_AGENT_BYTES, "a forked agent process per device"
-        if (sc.runtime.local or {}).get("start_method") == "exec":
-            per, how = CONTAINER_AGENT_BYTES, "a fresh Python + torch process per device (start_method: exec)"
-    elif name == "docker":
-        forked = (sc.runtime.docker or {}).get("agents") == "forked"
-        per = FORKED_AGENT_BYTES if forked else CONTAINER_AGENT_BYTES
-        how = "a container and a forked agent per device" if forked else "a container with its own agent per device"
-    else:
-        return None
-    return {"per_device": per, "total": sc.workers.n * per, "how": how}
-
-
-def _pid_room() -> Optional[int]:
-    """Processes this user may still start (RLIMIT_NPROC, the kernel's pid_max): the smaller."""
-    import resource
-    room = []
-    soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
-    if soft != resource.RLIM_INFINITY:
-        room.append(soft)
+def process_limit() -> Optional[int]:
+    """How many processes this user may have (RLIMIT_NPROC's soft limit), or None where unlimited."""
     try:
-        with open("/proc/sys/kernel/pid_max") as f:
-            room.append(int(f.read()))
-    except (OSError, ValueError):
-        pass
-    return min(room) if room else None
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    except (ImportError, AttributeError, ValueError, OSError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
-def problems(sc: Scenario, memory: Optional[int] = None) -> list[str]:
+def problems(sc: Scenario, memory: Optional[int] = None, nproc: Optional[int] = -1) -> list[str]:
     """What makes ``sc`` impossible here before it starts (empty: nothing): too few samples for its
-    partition, more memory than the host has (the virtual clock by the model above; a runtime with a
-    process per device by its measured per-device cost), or more processes than the host allows."""
+    partition, more memory than the host has by the model above (virtual clock; one agent process
+    per device on ``local``), or more agent processes than this user may start (``nproc``: the
+    process limit, -1 for this host's, None for none)."""
     from ..data import partition_problems
-    out = list(partition_problems(sc.dataset, sc.workers.n, sc.seed))
-    procs = process_memory(sc)
-    if procs is not None:
+    out = list(partition_problems(sc.dataset, sc.workers.n))
+    n, gib = sc.workers.n, 2 ** 30
+    per_agent = HOST_AGENT_BYTES.get(sc.runtime.name)
+    if per_agent:
         memory = host_memory() if memory is None else memory
-        gib = 2 ** 30
-        if memory is not None and procs["total"] * MARGIN > memory:
-            fits = int(memory / MARGIN // procs["per_device"])
-            out.append(f"workers.n={sc.workers.n:,}: runtime {sc.runtime.name} starts {procs['how']}, about "
-                       f"{procs['per_device'] / 2**20:.0f} MiB each (benchmarks/results/docker_agents.json): "
-                       f"{procs['total'] * MARGIN / gib:,.1f} GiB with the ×{MARGIN} margin, and this host has "
-                       f"{memory / gib:.1f} GiB; lower workers.n to at most {fits:,}, or use runtime sim (a "
-                       "device costs kilobytes there) or a cluster runtime (swarm, spark)")
-        room = _pid_room()
-        if room is not None and sc.workers.n > room:
-            out.append(f"workers.n={sc.workers.n:,}: runtime {sc.runtime.name} needs a process per device and this "
-                       f"host allows {room:,} (ulimit -u, /proc/sys/kernel/pid_max); lower workers.n")
+        nproc = process_limit() if nproc == -1 else nproc
+        if memory is not None and n * per_agent * MARGIN > memory:
+            fits = max(1, int(memory / MARGIN // per_agent))
+            out.append(f"workers.n={n}: runtime {sc.runtime.name} starts one agent process per device, about "
+                       f"{per_agent >> 20} MiB each (benchmarks/results/docker_agents.json), so "
+                       f"{n * per_agent * MARGIN / gib:,.1f} GiB with the ×{MARGIN} margin, and this host has "
+                       f"{memory / gib:.1f} GiB; lower workers.n to at most {fits:,}, or use runtime: sim "
+                       "(every device in one process; docs/scale.md)")
+        elif nproc is not None and n + 16 > nproc:   # the engine, its PS and evaluator, the fork server
+            out.append(f"workers.n={n}: runtime {sc.runtime.name} starts one process per device and this user "
+                       f"may have {nproc:,} processes (ulimit -u); lower workers.n to at most "
+                       f"{max(1, nproc - 16):,} or raise the limit")
     if RUNTIMES[sc.runtime.name].devices_in_engine:
         memory = host_memory() if memory is None else memory
         need = sim_memory(sc)
         if memory is not None and need["total"] * MARGIN > memory:
-            gib = 2 ** 30
             fits = max(0, int((memory / MARGIN - need["base"]) // need["per_device"]))
             dense = ALGORITHMS[sc.algorithm.name].compressor == "dense"
             out.append(f"workers.n={sc.workers.n}: the virtual clock would need about "
