@@ -27,7 +27,7 @@ from .. import rundir
 from ..atomic import replacing
 from . import paper_bytes
 from .metrics import class_shares
-from .runs import Run, load_run
+from .runs import Run, load_run, numeric_scenario
 
 EVALS = "evals.csv"
 
@@ -98,6 +98,7 @@ def load_compact(path: Path, name: Optional[str] = None) -> Run:
     """A compact result as a :class:`Run` (its ``updates`` table is empty; ``summary['compact']``
     holds what was kept of it)."""
     scenario = yaml.safe_load((path / "scenario.yaml").read_text()) or {}
+    scenario = numeric_scenario(scenario) if isinstance(scenario, dict) else scenario
     evals = pd.read_csv(path / EVALS)
     return Run(path, name or path.name, scenario, rundir.read_json(path, "summary.json"),
                pd.DataFrame(), evals)
