@@ -427,9 +427,16 @@ class ParameterServer:
             mine = window.get(d, (0.0, 0))
             window[d] = (max(step, mine[0]), pushes + mine[1])
         culprit = max(window, key=lambda d: window[d][0]) if window else None
+        if culprit is not None and window[culprit][0] <= self.anchor:
+            # No push moved an entry by more than Θ₀'s scale: many ordinary steps diverged (α too
+            # large), no device stands out, none is blamed.
+            evidence_steps = f"; no device's push moved an entry by more than {window[culprit][0]:.3g}"
+            culprit = None
+        else:
+            evidence_steps = ""
         what = ("holds NaN or ±Inf" if not math.isfinite(scale) else
                 f"‖Θ‖∞ = {scale:.3g} is over {self.config.diverge_at:g} × its initial scale {self.anchor:.3g}")
-        evidence = f"at update {self.version}, {what}"
+        evidence = f"at update {self.version}, {what}{evidence_steps}"
         if culprit is not None:
             step, pushes = window[culprit]
             others = max((s for d, (s, _) in window.items() if d != culprit), default=0.0)
@@ -478,7 +485,7 @@ class ParameterServer:
         if st.peer != self._peer:   # same answer as for a made-up session: reveals nothing
             return self._err("unknown-session", "say hello first (session unknown or expired)", None)
         st.last_seen = self._now()[0]
-        if st.excluded:
+        if st.excluded and not self.stopped:   # once the run is over, it hears Stop like the others
             return self._err("excluded", _EXCLUDED, d)
         if st.frozen:
             return self._err("frozen", f"device {d} crashed (fail-stop)", d)
