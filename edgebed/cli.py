@@ -170,8 +170,11 @@ def cmd_run(args) -> int:
         progress.close()
     s = res.summary
     interrupted = _interrupted(s)
-    if interrupted:   # the run is closed; a late Ctrl-C must not cut its summary's printing short
-        _ignore_interrupts()
+    # The run is closed, whatever ended it: a late signal must not cut its summary's printing short,
+    # nor turn a complete run's exit code into a signal's.
+    _ignore_interrupts("Ctrl-C again: already stopping — the run is closed and its records are written; "
+                       "printing its summary" if interrupted else
+                       "Ctrl-C after the run ended — its records are written; printing its summary")
     if args.json:
         _out(json.dumps({"run_dir": str(res.path), **s}, indent=2, default=str))
     else:
@@ -706,24 +709,26 @@ def main(argv=None) -> int:
         return 130
     finally:
         if _ANSWERING:   # ignored, not answered, from here: Python's exit would put back the default,
-            import signal   # and a press in the last milliseconds would end the process with SIGINT
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            import signal   # and a signal in the last milliseconds would end the process by it
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
 
 
 _ANSWERING = False   # a Ctrl-C ended the command: later ones are answered, then ignored at exit
 
 
-def _ignore_interrupts() -> None:
-    """Past the point where anything is left to stop: a further Ctrl-C only gets an answer (the user
-    already pressed one), so the exit code stays 130 and the last lines are printed whole."""
+def _ignore_interrupts(answer: str = "Ctrl-C again: already stopping — the run is closed and its records "
+                       "are written; printing its summary") -> None:
+    """Past the point where anything is left to stop: a further Ctrl-C only gets ``answer``, so the
+    exit code stays what the run's end made it (130, or 0 for a run that completed) and the last lines
+    are printed whole."""
     import signal
     import threading
     from .console import say
     global _ANSWERING
     if threading.current_thread() is threading.main_thread():
         _ANSWERING = True
-        signal.signal(signal.SIGINT, lambda signum, frame: say(
-            "Ctrl-C again: already stopping — the run is closed and its records are written; printing its summary"))
+        signal.signal(signal.SIGINT, lambda signum, frame: say(answer))
 
 
 def _dispatch(args) -> int:

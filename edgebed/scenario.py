@@ -246,6 +246,11 @@ class CheckpointSpec(_Strict):
 
 class SecuritySpec(_Strict):
     curve: bool = Field(False, description="ZeroMQ CURVE encryption + allow-list of per-run device keys")
+    on_divergence: Literal["fail", "exclude"] = Field(
+        "fail", description="when Θ diverges (NaN/Inf, or ‖Θ‖∞ over 100 × its initial scale), the device "
+        "whose pushes moved it most is named and refused from then on; `fail`: the run ends failed "
+        "(reason `diverged: …`); `exclude`: Θ goes back to its last sound state and the run goes on "
+        "without that device")
 
 
 class OutputSpec(_Strict):

@@ -126,8 +126,8 @@ class Engine:
                     "interrupted by the user (Ctrl-C / SIGTERM) during set-up"})
                 warn(f"interrupted during set-up, before any update: {path} is marked incomplete")
             raise KeyboardInterrupt from None
-        finally:   # interrupted: a command-line caller keeps answering presses until it exits
-            self._signals.restore(answering=self.answer_after_interrupt and self._signals.requested is not None)
+        finally:   # a command-line caller keeps answering signals until it exits, whatever ended the run:
+            self._signals.restore(answering=self.answer_after_interrupt)   # none may cut its last lines
 
     def _phase(self, text: str) -> None:
         """A start-up step, shown as it begins (console.Phase): no silent start-up."""

@@ -108,6 +108,7 @@ class RunLoop:
             eval_dense=(tuple(d.near), d.within, d.every) if (d := sc.eval.dense) else None,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
+            on_divergence=sc.security.on_divergence,
             downlink=sc.compression.downlink()), theta, rule, hooks)
 
     def _restore(self) -> None:

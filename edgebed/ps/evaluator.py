@@ -99,12 +99,12 @@ class InlineEvaluator:
 
 
 def _worker(scenario_dict: dict, inbox, outbox) -> None:
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's: it closes us
-    # Started with SIGINT blocked (ProcessEvaluator): a Ctrl-C during our start-up stayed pending;
-    # now ignored, it is dropped.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    from ..procs import die_with_parent
+    # Started with the group signals blocked (ProcessEvaluator): those that arrived during our start-up
+    # are dropped, we leave the engine's process group (a batch system's SIGTERM or a closing terminal's
+    # SIGHUP to the group would kill us: "the evaluator process died"), and Ctrl-C stays ignored: the
+    # engine answers all of them and closes us itself.
+    from ..procs import die_with_parent, leave_group
+    leave_group()
     # its own queue keeps it blocked forever once the engine is gone (kill -9); the engine may be
     # PID 1 (the PS container of a compose project), so the parent's PID is given, not guessed
     die_with_parent(parent=mp.parent_process().pid if mp.parent_process() else None)
@@ -130,23 +130,18 @@ def _worker(scenario_dict: dict, inbox, outbox) -> None:
 class ProcessEvaluator:
     def __init__(self, scenario_dict: dict):
         ctx = mp.get_context("spawn")
-        self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
-        self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
-                                name="edgebed-evaluator", daemon=True)
-        # The spawned child starts with SIGINT blocked (the mask survives fork and exec) and ignores
-        # it as its first step, so a Ctrl-C in the terminal (sent to the whole process group) never
-        # prints its traceback. The engine itself must not lose that Ctrl-C: ignoring SIGINT here
-        # dropped one that arrived during the start (test_interrupt's start-up case, now and then);
-        # signals_deferred notes it and raises it right after.
-        import signal
-
-        from ..procs import signals_deferred
-        with signals_deferred():
-            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            try:
-                self.proc.start()
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        # The spawned child (and the resource tracker the queues start) begin with the group signals
+        # blocked (the mask survives fork and exec); the child leaves the group as its first step, so
+        # a Ctrl-C in the terminal never prints its traceback and a group SIGTERM/SIGHUP doesn't kill
+        # it. The engine itself must not lose such a signal: ignoring SIGINT here dropped one that
+        # arrived during the start (test_interrupt's start-up case, now and then); signals_deferred
+        # notes it and raises it right after.
+        from ..procs import children_shielded, signals_deferred
+        with signals_deferred(), children_shielded():
+            self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
+            self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
+                                    name="edgebed-evaluator", daemon=True)
+            self.proc.start()
         self.pending = 0
         self.ready = False
         self.error: Optional[str] = None   # why the worker ended, if it failed
