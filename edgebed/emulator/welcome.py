@@ -32,7 +32,7 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
         # Unset newer keys stay out: the Welcome's bytes cross the emulated link (golden sim tables).
         dataset=sc.dataset.model_dump(mode="json", exclude={k for k in ("validation_samples", "samples_per_device")
                                                             if getattr(sc.dataset, k) is None}),
-        model=sc.model.name,
+        model=sc.model.name, model_path=sc.model.path,
         algorithm=flat(sc.algorithm), compressor=compressor,   # the flat form: bytes as before
         policy=RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         speed_class=speed_class,

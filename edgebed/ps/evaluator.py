@@ -36,14 +36,16 @@ class TestSet:
         import torch
         from ..data import load_dataset, normalize
         from ..models import build_model
+        from ..workload import resolve, use_path
         from ..scenario import Scenario
         sc = Scenario.model_validate(scenario_dict)
+        use_path(sc.model.path)
         ds = load_dataset(sc.dataset, sc.seed)
         n = sc.eval.test_samples or len(ds.test_y)
         self.model = build_model(sc.model.name, sc.seed)
         self.model.eval()
         self.x = torch.from_numpy(normalize(ds.test_x[:n]))
-        if sc.model.name == "cnn":
+        if resolve(sc.model.name).channels_last:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64))
 
