@@ -39,6 +39,29 @@ def num_params(ref) -> int:
     return sum(layer.size for layer in model_layers(ref))
 
 
+def input_problems(ref, input_shape: tuple, num_classes: int, where: str = "model.name") -> list[str]:
+    """What stops workload ``ref`` from training on samples of ``input_shape`` with labels
+    0..num_classes-1: its forward pass is tried on torch's meta device (no CPU kernel runs), and its
+    output must be (batch, num_classes). Each problem says what, where and what to do."""
+    import torch
+    w = resolve(ref)
+    shape = "×".join(map(str, input_shape))
+    with torch.device("meta"):
+        model = w.factory()
+        x = torch.empty((2, *input_shape))
+        try:
+            out = model(x)
+        except Exception as e:  # noqa: BLE001 — any failure of the user's forward is the answer
+            return [f"{where}: model {w.name!r} cannot take the data set's samples ({shape}, "
+                    f"{num_classes} classes): {type(e).__name__}: {str(e).rstrip('.')}. Make its first layer take "
+                    f"{shape} inputs, or choose a data set whose samples are what it expects"]
+    if tuple(out.shape) != (2, num_classes):
+        return [f"{where}: model {w.name!r} gives outputs of shape {tuple(out.shape)[1:]} per sample "
+                f"but the data set has {num_classes} classes: make its last layer output {num_classes} "
+                f"logits"]
+    return []
+
+
 def step_flops(ref, batch: int = 10) -> int:
     """FLOPs of one SGD step (forward + backward) on a batch of ``batch`` inputs, as torch's
     FlopCounterMode counts them (matmuls and convolutions; element-wise ops are not counted)."""

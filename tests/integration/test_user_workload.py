@@ -2,6 +2,7 @@
 the local runtime (real agent processes that import it from the scenario's directory)."""
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 
@@ -64,3 +65,24 @@ def test_a_model_from_outside_the_repository_trains(runtime, tmp_path, monkeypat
     assert list(evals["update"]) == [100, 200, 300]
     # chance is 0.10; a 784-32-10 net after 300 updates of batch 10 is far above it
     assert evals["accuracy"].iloc[-1] > 0.5
+
+
+def test_validate_builds_a_user_model_and_explains_a_shape_mismatch(tmp_path):
+    (tmp_path / "usernets").mkdir()
+    (tmp_path / "usernets" / "__init__.py").write_text("")
+    (tmp_path / "usernets" / "tiny.py").write_text(MODULE + textwrap.dedent('''
+        def rgb():   # a model for 32×32 colour images, not the 28×28 grey digits the scenario trains on
+            return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
+    '''))
+    base = "name: v\nworkers: {n: 2}\nstop: {updates: 100}\neval: {every: 50}\nruntime: {name: sim}\n"
+    (tmp_path / "good.yaml").write_text(base + "model: {name: 'usernets.tiny:tiny'}\n")
+    (tmp_path / "bad.yaml").write_text(base + "model: {name: 'usernets.tiny:rgb'}\n")
+    run = lambda f: subprocess.run([sys.executable, "-m", "edgebed.cli", "validate", f], cwd=tmp_path,  # noqa: E731
+                                   capture_output=True, text=True, timeout=100)
+    good = run("good.yaml")
+    assert good.returncode == 0, good.stderr
+    assert f"{PARAMS:,} parameters" in good.stdout and "MFLOP per step (batch 10)" in good.stdout
+    bad = run("bad.yaml")
+    assert bad.returncode == 2
+    assert "bad.yaml: model.name: model 'usernets.tiny:rgb' cannot take the data set's samples (1×28×28" in bad.stderr
+    assert "Make its first layer take 1×28×28 inputs" in bad.stderr

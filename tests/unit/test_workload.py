@@ -12,7 +12,7 @@ import pytest
 
 from edgebed.models import build_model, get_flat, grad_flat, layers_of, model_layers, set_flat
 from edgebed.scenario import ScenarioError, load_scenario, parse_scenario
-from edgebed.workload import WORKLOADS, num_params, resolve, step_flops
+from edgebed.workload import WORKLOADS, input_problems, num_params, resolve, step_flops
 
 pytestmark = pytest.mark.timeout(60)
 BASE = "name: t\nworkers: {n: 2}\nstop: {updates: 5}\n"
@@ -108,3 +108,11 @@ def test_no_module_compares_a_model_name():
             for p in PKG.rglob("*.py") if p.name != "workload.py"
             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []
+
+
+def test_a_model_that_cannot_take_the_data_says_what_where_and_what_to_do(user_module):
+    assert input_problems("mynets.tiny:tiny", (1, 28, 28), 10) == []
+    [shape] = input_problems("mynets.tiny:tiny", (3, 32, 32), 10)
+    assert "model.name" in shape and "3×32×32" in shape and "first layer" in shape
+    [classes] = input_problems("cnn", (1, 28, 28), 100)
+    assert "100 classes" in classes and "last layer output 100" in classes
