@@ -16,6 +16,17 @@ if TYPE_CHECKING:
     from torch import nn
 
 
+def cross_entropy(logits, labels, reduction: str = "mean"):
+    """The classification loss: softmax cross-entropy of logits [N, classes] against labels [N]."""
+    import torch.nn.functional as F
+    return F.cross_entropy(logits, labels, reduction=reduction)
+
+
+def top1_correct(logits, labels) -> int:
+    """The accuracy metric's count: samples whose largest logit is their label."""
+    return int((logits.argmax(1) == labels).sum())
+
+
 @dataclass(frozen=True)
 class Workload:
     """What a device needs to build and train the same model as every other device.
@@ -23,7 +34,10 @@ class Workload:
     ``factory()`` returns a freshly initialised ``nn.Module`` (the caller seeds torch first);
     ``input_shape``: one sample's shape (C, H, W); ``num_classes``: labels are 0..num_classes-1;
     ``channels_last``: run the model and its batches in torch's channels_last memory format;
-    ``step_time``: seconds per batch-10 gradient on the reference machine, if measured (timing.py)."""
+    ``step_time``: seconds per batch-10 gradient on the reference machine, if measured (timing.py);
+    ``base_bytes``: a sim process without devices, if measured (emulator/capacity.py);
+    ``loss(logits, labels, reduction)``: what devices differentiate and the evaluator reports;
+    ``correct(logits, labels)``: how many samples count as right (accuracy = correct / N)."""
     name: str
     factory: Callable[[], "nn.Module"]
     input_shape: tuple = (1, 28, 28)
@@ -31,6 +45,8 @@ class Workload:
     channels_last: bool = False
     step_time: float | None = None
     base_bytes: int | None = None
+    loss: Callable = cross_entropy
+    correct: Callable = top1_correct
 
 
 def num_params(ref) -> int:

@@ -5,7 +5,6 @@ from typing import Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..data import normalize
 from ..models import build_model, get_flat, grad_flat, layers_of, set_flat, trainable
@@ -44,6 +43,7 @@ class Trainer:
         if size == 0:
             raise ValueError(f"device {device} has an empty shard; use fewer workers or more samples")
         self.dev = data.dev
+        self.workload = resolve(model)   # its loss is what the device differentiates
         self.model = module if module is not None else build_model(model, seed).to(self.dev)
         self.layers = layers_of(self.model)
         self.data, self.index, self.size = data, index, size
@@ -87,7 +87,7 @@ class Trainer:
         x, y = self.batch()
         for p in self.model.parameters():
             p.grad = None
-        loss = F.cross_entropy(self.model(x), y)
+        loss = self.workload.loss(self.model(x), y)
         loss.backward()
         return float(loss.detach())
 

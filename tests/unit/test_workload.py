@@ -116,3 +116,20 @@ def test_a_model_that_cannot_take_the_data_says_what_where_and_what_to_do(user_m
     assert "model.name" in shape and "3×32×32" in shape and "first layer" in shape
     [classes] = input_problems("cnn", (1, 28, 28), 100)
     assert "100 classes" in classes and "last layer output 100" in classes
+
+
+def test_the_evaluator_reports_the_workloads_loss_and_metric():
+    import dataclasses
+
+    import torch
+    from edgebed.ps.evaluator import evaluate
+    cnn = resolve("cnn")
+    model = build_model(cnn)
+    theta = get_flat(model)
+    x = torch.zeros(20, 1, 28, 28).contiguous(memory_format=torch.channels_last)
+    y = torch.arange(20) % 10
+    acc, loss = evaluate(model, theta, x, y, workload=cnn)
+    assert (acc, loss) == evaluate(model, theta, x, y)                  # the paper's: the default
+    strict = dataclasses.replace(cnn, correct=lambda out, labels: 0,
+                                 loss=lambda out, labels, reduction="mean": out.sum() * 0 + 7 * len(labels))
+    assert evaluate(model, theta, x, y, workload=strict) == (0.0, 7.0)
