@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .atomic import replacing
 from .dynamics import DynamicsSpec
@@ -81,7 +81,21 @@ class DatasetSpec(_Strict):
 
 
 class ModelSpec(_Strict):
-    name: Literal["cnn", "mlp"] = "cnn"
+    name: str = Field("cnn", description="the workload: a registry key (cnn, mlp) or an import path "
+                      "'package.module:attr' naming a Workload or a function returning an nn.Module "
+                      "(edgebed/workload.py)")
+    path: Optional[str] = Field(None, description="a directory to import the model's module from "
+                                "(relative to the scenario file; default for an import path: the "
+                                "scenario file's directory); devices and the evaluator get it too")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from .workload import WORKLOADS
+        if v not in WORKLOADS and ":" not in v:
+            raise ValueError(f"unknown model {v!r}: use one of {sorted(WORKLOADS)} or an import path "
+                             "'package.module:factory'")
+        return v
 
 
 DEFAULT_ALGORITHM = "adacomp"
@@ -356,6 +370,8 @@ class Scenario(_Strict):
             del out["output"]
         if self.dynamics == DynamicsSpec():   # likewise
             del out["dynamics"]
+        if self.model.path is None:       # likewise
+            del out["model"]["path"]
         return out
 
 
@@ -670,7 +686,12 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
 
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
     """Read, override and validate a scenario file. Raises ScenarioError with file and key path."""
-    return parse_scenario(read_yaml(path), str(path), tuple(overrides))
+    data = read_yaml(path)
+    model = data.get("model") if isinstance(data, dict) else None
+    if isinstance(model, dict) and ":" in str(model.get("name", "")) or isinstance(model, dict) and model.get("path"):
+        # a user's module: importable from the scenario file's directory, or model.path relative to it
+        data = {**data, "model": {**model, "path": str((Path(path).resolve().parent / model.get("path", ".")).resolve())}}
+    return parse_scenario(data, str(path), tuple(overrides))
 
 
 def load_resolved(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:

@@ -21,6 +21,7 @@ NAV = [
         ("Quickstart", "quickstart.md"),
         ("Running experiments", "running.md"),
         ("Analysing runs", "analysis.md"),
+        ("Your own model and data", "your-own-model.md"),
     ]),
     ("Concepts", [
         ("What a run is and records", "concepts.md"),

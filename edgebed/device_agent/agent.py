@@ -241,7 +241,9 @@ def trainer_for(cfg: wire.WelcomeConfig, device: int, data=None, torch_device: s
     """The device's Trainer from its Welcome config; ``data=(x, y)`` instead of the scenario's shard."""
     from ..data import Partition, load_dataset
     from ..scenario import DatasetSpec
+    from ..workload import use_path
     from .trainer import Trainer
+    use_path(cfg.model_path)
     seed, dataset = cfg.seed, cfg.dataset
     if data is None:
         ds = load_dataset(DatasetSpec.model_validate(dataset), seed)

@@ -26,10 +26,19 @@ from ..algorithms import ALGORITHMS
 from ..scenario import Scenario
 from .runtimes import RUNTIMES
 
-PARAMETERS = {"cnn": 211_690, "mlp": 199_210}
-# Fixed costs of a sim process: the interpreter with torch and the rest imported, Θ, the evaluator and
-# the normalised data set (bundled digits), by model; measured (bench_scale, n = 200).
-BASE_BYTES = {"cnn": 700 << 20, "mlp": 512 << 20}
+
+
+def base_bytes(model) -> int:
+    """Fixed costs of a sim process: the interpreter with torch and the rest imported, Θ, the evaluator
+    and the normalised data set (bundled digits). The workload's measured ``base_bytes`` (the paper
+    CNN's and MLP's: bench_scale, n = 200), else an estimate: the larger built-in's plus four copies
+    of Θ (PS, evaluator, its gradient, the pulled copy) — an estimate, not a measurement."""
+    from ..workload import WORKLOADS, num_params, resolve
+    w = resolve(model)
+    if w.base_bytes is not None:
+        return w.base_bytes
+    return max(b.base_bytes for b in WORKLOADS.values() if b.base_bytes) + 16 * num_params(w)
+
 # A device's Python objects (state machine, trainer, links, random streams, its Welcome config, the
 # PS's session record), without any array of its model's size; measured (bench_scale's slope).
 DEVICE_BYTES = 24 << 10
@@ -43,7 +52,8 @@ HOST_AGENT_BYTES = {"local": 29 << 20}
 def sim_memory(sc: Scenario) -> dict:
     """Predicted peak bytes of a virtual-clock run of ``sc``: {"base", "per_device", "total"} (for a
     runtime whose devices live in the engine's process: ``RuntimeEntry.devices_in_engine``)."""
-    size = PARAMETERS[sc.model.name]
+    from ..workload import num_params
+    size = num_params(sc.model.name)
     rule = ALGORITHMS[sc.algorithm.name]
     c = sc.algorithm.ratio
     per = DEVICE_BYTES
@@ -64,7 +74,7 @@ def sim_memory(sc: Scenario) -> dict:
     per += 4 * size * (int(cp.error_feedback) + int(cp.momentum > 0))
     if cp.pull_delta:
         per += 4 * size * (1 + (2 if cp.pull != "f32" else 1))
-    base = BASE_BYTES[sc.model.name]
+    base = base_bytes(sc.model.name)
     return {"base": base, "per_device": per, "total": base + sc.workers.n * per}
 
 

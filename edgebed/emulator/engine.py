@@ -16,6 +16,7 @@ from ..ps.aggregate import PUSH_PATH
 from ..rundir import host_facts, new_run_dir, read_json, write_json_atomic
 from ..scenario import Scenario, ScenarioError, dump_scenario
 from ..console import Phase, warn
+from ..workload import use_path
 from .runtimes import get_runtime
 from .cleanup import ended_by_clean
 from .runloop import RunLoop, RunResult
@@ -39,6 +40,7 @@ class Engine:
     # -- set-up --------------------------------------------------------------------------------
     def _prepare(self):
         sc = self.sc
+        use_path(sc.model.path)   # a user's model module: importable here and in every process started after
         if not self.resume:   # what can't run is refused before anything starts or a run directory exists
             from ..data import missing
             from .capacity import problems as capacity_problems

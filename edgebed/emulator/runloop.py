@@ -16,6 +16,7 @@ import pandas as pd
 from .. import numerics as numerics_mod
 from ..console import RunStatus, stop_fraction, warn
 from ..models import initial_theta
+from ..workload import use_path
 from ..ps.evaluator import Collector
 from ..ps.rules import RULES
 from ..ps.server import Hooks, ParameterServer, PSConfig
@@ -76,6 +77,7 @@ class RunLoop:
             from .tensorboard import TensorBoardSink
             self.live = TensorBoardSink(self.path / "tensorboard", self._classes(), self.class_names)
             self.writer.listeners.append(self.live)
+        use_path(sc.model.path)   # a user's model module: here, and in every process started after
         theta, _ = initial_theta(sc.model.name, sc.seed)
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         self.applied = runtime.applied()

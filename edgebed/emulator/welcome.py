@@ -31,7 +31,7 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
         seed=sc.seed, n_devices=sc.workers.n, device=device, timing=timing or None, compression=compression,
         # Unset newer keys stay out: the Welcome's bytes cross the emulated link (golden sim tables).
         dataset=sc.dataset.model_dump(mode="json", exclude=_unset_dataset_keys(sc.dataset)),
-        model=sc.model.name,
+        model=sc.model.name, model_path=sc.model.path,
         algorithm=flat(sc.algorithm), compressor=compressor,   # the flat form: bytes as before
         policy=RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         speed_class=speed_class,

@@ -14,18 +14,21 @@ from typing import Callable, Optional
 import numpy as np
 
 
-def evaluate(model, theta: np.ndarray, x, y, batch: int = 1000) -> tuple[float, float]:
-    """(accuracy in [0,1], mean cross-entropy) of Θ on tensors x [N,1,28,28], y [N]."""
+def evaluate(model, theta: np.ndarray, x, y, batch: int = 1000, workload=None) -> tuple[float, float]:
+    """(accuracy in [0,1], mean loss) of Θ on tensors x [N, ...], y [N]: the workload's loss and
+    metric (default: the paper's, cross-entropy and top-1)."""
     import torch
-    import torch.nn.functional as F
     from ..models import set_flat
+    from ..workload import cross_entropy, top1_correct
+    loss_fn = workload.loss if workload is not None else cross_entropy
+    correct_fn = workload.correct if workload is not None else top1_correct
     set_flat(model, theta)
     correct, loss = 0, 0.0
     with torch.no_grad():
         for i in range(0, len(y), batch):
             out = model(x[i:i + batch])
-            loss += float(F.cross_entropy(out, y[i:i + batch], reduction="sum"))
-            correct += int((out.argmax(1) == y[i:i + batch]).sum())
+            loss += float(loss_fn(out, y[i:i + batch], reduction="sum"))
+            correct += correct_fn(out, y[i:i + batch])
     return correct / len(y), loss / len(y)
 
 
@@ -36,19 +39,22 @@ class TestSet:
         import torch
         from ..data import load_dataset, normalize
         from ..models import build_model
+        from ..workload import resolve, use_path
         from ..scenario import Scenario
         sc = Scenario.model_validate(scenario_dict)
+        use_path(sc.model.path)
         ds = load_dataset(sc.dataset, sc.seed)
         n = sc.eval.test_samples or len(ds.test_y)
         self.model = build_model(sc.model.name, sc.seed)
         self.model.eval()
         self.x = torch.from_numpy(normalize(ds.test_x[:n]))
-        if sc.model.name == "cnn":
+        self.workload = resolve(sc.model.name)
+        if self.workload.channels_last:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64))
 
     def __call__(self, theta: np.ndarray) -> tuple[float, float]:
-        return evaluate(self.model, theta, self.x, self.y)
+        return evaluate(self.model, theta, self.x, self.y, workload=self.workload)
 
 
 def _row(version: int, info: dict, acc: float, loss: float) -> dict:

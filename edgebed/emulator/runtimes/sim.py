@@ -39,7 +39,7 @@ from ...device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Send
 from ... import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
-from ...timing import DEFAULT_STEP_TIME, kernel_rate_time
+from ...timing import default_step_time, kernel_rate_time
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 from .transport import VirtualClock
 
@@ -57,7 +57,7 @@ def sim_step_time(scenario, spec: "SimSpec") -> float:
         return spec.step_time
     if isinstance(scenario.timing.step_time, float):
         return scenario.timing.step_time
-    return DEFAULT_STEP_TIME[scenario.model.name]
+    return default_step_time(scenario.model.name)
 
 
 class SimSpec(BaseModel):
