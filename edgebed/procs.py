@@ -131,10 +131,14 @@ def children_shielded():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def leave_group(ignore=(signal.SIGINT,)) -> None:
+def leave_group(ignore=(signal.SIGINT,), honour=()) -> None:
     """In a child started under ``children_shielded``: drop the group signals that arrived while they
     were blocked, move to a session of its own (the engine's group signals no longer reach it), then
-    unblock them — ``ignore`` stays ignored, the others are back at their default."""
+    unblock them — ``ignore`` stays ignored, the others are back at their default. A signal in
+    ``honour`` that is already pending is delivered instead of dropped: a device agent's SIGTERM may be
+    the engine's own ``terminate()``, sent before the agent got here, and must end it (a group SIGTERM
+    ends the run anyway, and the engine then ends its agents itself)."""
+    pending = set(signal.sigpending()) & set(honour)
     for s in GROUP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)   # a pending signal set to "ignore" is discarded (POSIX)
     try:
@@ -145,3 +149,5 @@ def leave_group(ignore=(signal.SIGINT,)) -> None:
     for s in GROUP_SIGNALS:
         if s not in ignore:
             signal.signal(s, signal.SIG_DFL)
+    for s in pending:
+        signal.raise_signal(s)

@@ -22,7 +22,9 @@ def agent_main(ps_address: str, device: int, log_path: str, env: dict,
     their container: ``nsjoin.enter``)."""
     die_with_parent()
     _drop_inherited_lifelines()
-    leave_group()   # own session; the fork server's blocked group signals unblocked, Ctrl-C ignored
+    # own session; the fork server's blocked group signals unblocked, Ctrl-C ignored; a SIGTERM that
+    # came before (the engine's terminate() of a device still starting) still ends it
+    leave_group(honour=(signal.SIGTERM,))
     if prepare:
         fn, kwargs = prepare
         fn(**kwargs)
