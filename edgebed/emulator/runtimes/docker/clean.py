@@ -64,11 +64,12 @@ def _end_containers(found: list, networks: list, wait: float = EXIT_WAIT) -> lis
     exited, then until no network lists it: the engine releases a container's endpoint itself when it
     handles the exit, with the endpoint count and the endpoint in step. Returns errors.
 
-    Why not disconnect first: on a container still running or exiting (an agent that got SIGTERM and
-    is shutting down, slow under CPU load), ``network disconnect`` takes dockerd 20.10's unforced
-    endpoint delete while the container's own exit releases the same endpoint; the loser of that race
-    rolls back and puts its endpoint count back (``has active endpoints``) with no endpoint left to
-    force-delete, and only an engine restart clears it. Nothing here touches a live endpoint."""
+    Why not disconnect first (the order before issue 36): on a container still running or exiting (an
+    agent that got SIGTERM and is shutting down, slow under CPU load), ``network disconnect`` runs the
+    engine's unforced endpoint delete while the container's own exit releases the same endpoint, two
+    deletes of one endpoint and its count at once. Here no endpoint is touched while the engine may
+    still be releasing it. (That this race is what left issue 36's network is a hypothesis: neither
+    order leaked on this host; see docs/running.md.)"""
     errors = []
 
     def end(c):

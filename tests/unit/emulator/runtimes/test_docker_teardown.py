@@ -1,9 +1,9 @@
-"""Docker teardown order and leak detection, against an engine double that behaves like dockerd 20.10:
-a container's endpoint is released by the engine when it handles the container's exit; a ``network
-disconnect`` of a container that still runs or is exiting races that release and can leave the
-network's endpoint count up with no endpoint behind it ("has active endpoints", nothing to
-force-delete: only an engine restart clears it, issue 36); an endpoint left without its container is
-listed and is force-deleted by name."""
+"""Docker teardown order and leak detection, against an engine double modelled on dockerd 20.10: a
+container's endpoint is released by the engine when it handles the container's exit; the double
+makes a ``network disconnect`` of a container that still runs or is exiting (racing that release)
+leave the network's endpoint count up with no endpoint behind it ("has active endpoints", nothing to
+force-delete: what issue 36 saw; that the race causes it is the hypothesis this order rules out); an
+endpoint left without its container is listed and is force-deleted by name."""
 from __future__ import annotations
 
 import pytest
