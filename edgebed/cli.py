@@ -580,6 +580,13 @@ def cmd_compose_export(args) -> int:
     from .emulator.runtimes.docker.compose import export_compose, run_hint
     path = export_compose(_scenario(args), args.out, offline=args.offline)
     _out(f"written {path}\n{run_hint(path.parent)}")
+    if args.offline:   # the override names the offline image: without it compose would build the Dockerfile
+        from .emulator.runtimes.docker import images
+        try:
+            _out(images.build("offline").message)
+        except Exception as err:   # no engine here now: the project is written; say what to do
+            _out(f"the offline image could not be made now ({err}); run `edgebed image build` on this host "
+                 "before compose up, else compose builds build/Dockerfile, which needs a registry")
     return 0
 
 
@@ -605,7 +612,8 @@ def _docker_parsers(sub) -> None:
     e.add_argument("scenario", help="scenario YAML file")
     e.add_argument("out", help="output directory")
     e.add_argument("--offline", action="store_true",
-                   help="also write docker-compose.override.yml: this host's offline image + read-only mounts")
+                   help="also write docker-compose.override.yml: this host's offline image + read-only mounts "
+                   "(and import that image here if it is missing)")
     e.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key")
     e.set_defaults(func=cmd_compose_export)
     p = sub.add_parser("export", help="export a scenario for another orchestrator")

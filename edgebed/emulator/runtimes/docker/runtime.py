@@ -348,7 +348,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._save()
         if report.get("leaked"):   # said on the console and in summary.json, not only in docker.json
             self.leaked = report["leaked"]
-            warn(leak_advice(self.run_dir, report["leaked"]))
+            warn(leak_advice(self.run_dir, report["leaked"], phantom=bool(report.get("phantom"))))
         self.network = None
         self.handles = []
 
