@@ -371,16 +371,10 @@ class _EventLog:
         self.rows.append((device, event, detail))
 
 
-@pytest.mark.measures
-def test_timed_link_event_changes_the_uplink_rate_live_and_back(make_runtime):
-    """dynamics.events on docker: at 5 s the class's uplink drops from 4 to 1 mbit for 3 s (the tbf's rate
-    changed in place in the container's namespace), then returns; goodput measured per phase at the receiver."""
-    n = 2
-    sc = parse_scenario({"name": "dockerlive", "workers": {"n": n, "classes": [
-        {"name": "edge", "share": 1, "uplink": {"rate": "4mbit"}, "downlink": {"rate": "10mbit"}}]},
-        "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"quota_after": "start"}},
-        "dynamics": {"events": [{"at": "5s", "duration": "3s", "kind": "link", "classes": ["edge"],
-                                 "direction": "uplink", "set": {"rate": "1mbit"}}]}})
+def _goodput_phases(make_runtime, sc, n: int, during: tuple, after: tuple):
+    """Run ``sc``'s ``n`` traffic senders on docker with its dynamics driven live; per phase ("before"
+    from half a second after each sender's first byte — containers start late on a loaded host — to
+    5 s, ``during`` and ``after``) the goodput in bit/s each device got through, and the event rows."""
     rt = make_runtime(sc, sender(11.5))
     assert not [p for p in rt.check() if "dynamics" in p]
     rt.ps_bind()
@@ -394,21 +388,32 @@ def test_timed_link_event_changes_the_uplink_rate_live_and_back(make_runtime):
         while any(h.poll() is None for h in handles) and time.monotonic() < deadline:
             rt.drive(log, 0.05)
         time.sleep(0.5)
-        # "before" from half a second after each sender's first byte (containers start late on a loaded host)
         first = {d: rx.timeline[d][0][0] - t0 for d in range(n)}
-        spans = {"before": lambda d: (first[d] + 0.5, 5.0), "during": lambda d: (5.6, 8.0),
-                 "after": lambda d: (8.6, 11.0)}
+        spans = {"before": lambda d: (first[d] + 0.5, 5.0), "during": lambda d: during, "after": lambda d: after}
         assert all(first[d] < 3.5 for d in range(n)), first
         phases = {name: {d: rx.bytes_between(d, t0 + span(d)[0], t0 + span(d)[1]) * 8 / (span(d)[1] - span(d)[0])
                          for d in range(n)} for name, span in spans.items()}
     finally:
         rx.close()
-    print("uplink goodput Mbit/s per phase:", {k: {d: round(r / 1e6, 3) for d, r in v.items()} for k, v in phases.items()})
+    print("goodput Mbit/s per phase:", {k: {d: round(r / 1e6, 3) for d, r in v.items()} for k, v in phases.items()})
+    return phases, [(ev, detail) for _, ev, detail in log.rows]
+
+
+@pytest.mark.measures
+def test_timed_link_event_changes_the_uplink_rate_live_and_back(make_runtime):
+    """dynamics.events on docker: at 5 s the class's uplink drops from 4 to 1 mbit for 3 s (the tbf's rate
+    changed in place in the container's namespace), then returns; goodput measured per phase at the receiver."""
+    n = 2
+    sc = parse_scenario({"name": "dockerlive", "workers": {"n": n, "classes": [
+        {"name": "edge", "share": 1, "uplink": {"rate": "4mbit"}, "downlink": {"rate": "10mbit"}}]},
+        "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"quota_after": "start"}},
+        "dynamics": {"events": [{"at": "5s", "duration": "3s", "kind": "link", "classes": ["edge"],
+                                 "direction": "uplink", "set": {"rate": "1mbit"}}]}})
+    phases, rows = _goodput_phases(make_runtime, sc, n, during=(5.6, 8.0), after=(8.6, 11.0))
     for d in range(n):
         assert abs(phases["before"][d] - 4e6) / 4e6 < 0.15
         assert abs(phases["during"][d] - 1e6) / 1e6 < 0.15
         assert abs(phases["after"][d] - 4e6) / 4e6 < 0.15
-    rows = [(ev, detail) for _, ev, detail in log.rows]
     print("events:", rows)
     assert [ev for ev, _ in rows] == ["net-link", "net-link-end"]
     for (ev, detail), scheduled in zip(rows, (5.0, 8.0)):
@@ -427,29 +432,7 @@ def test_timed_partition_cuts_a_device_off_and_heals(make_runtime):
         {"name": "edge", "share": 1, "uplink": {"rate": "2mbit"}, "downlink": {"rate": "10mbit"}}]},
         "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"quota_after": "start"}},
         "dynamics": {"events": [{"at": "5s", "duration": "2s", "kind": "partition", "devices": [0]}]}})
-    rt = make_runtime(sc, sender(11.5))
-    assert not [p for p in rt.check() if "dynamics" in p]
-    rt.ps_bind()
-    rx = Receiver(rt.gateway, n)
-    log = _EventLog()
-    try:
-        handles = rt.start([AgentSpec(d, "edge", "", env={"SINK": f"{rt.gateway}:{rx.port}"}) for d in range(n)])
-        rt.clock.running()
-        t0 = rt.clock.t_running
-        deadline = time.monotonic() + 60
-        while any(h.poll() is None for h in handles) and time.monotonic() < deadline:
-            rt.drive(log, 0.05)
-        time.sleep(0.5)
-        first = {d: rx.timeline[d][0][0] - t0 for d in range(n)}
-        spans = {"before": lambda d: (first[d] + 0.5, 5.0), "during": lambda d: (5.3, 7.0),
-                 "after": lambda d: (9.0, 11.0)}
-        assert all(first[d] < 3.5 for d in range(n)), first
-        phases = {name: {d: rx.bytes_between(d, t0 + span(d)[0], t0 + span(d)[1]) * 8 / (span(d)[1] - span(d)[0])
-                         for d in range(n)} for name, span in spans.items()}
-    finally:
-        rx.close()
-    print("goodput Mbit/s per phase:", {k: {d: round(r / 1e6, 3) for d, r in v.items()} for k, v in phases.items()})
-    rows = [(ev, detail) for _, ev, detail in log.rows]
+    phases, rows = _goodput_phases(make_runtime, sc, n, during=(5.3, 7.0), after=(9.0, 11.0))
     print("events:", rows)
     assert phases["during"][0] < 0.05 * 2e6
     assert abs(phases["during"][1] - 2e6) / 2e6 < 0.15
