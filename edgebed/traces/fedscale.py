@@ -4,31 +4,21 @@ FedScale ("Device Trace File Formats" in its docs) ships two pickles keyed by cl
 ``client_device_capacity`` — ``{id: {"computation": ms per sample, "communication": kbit/s}}`` — and
 ``client_behave_trace`` — ``{id: {"active": [s, ...], "inactive": [s, ...], "finish_time": s, ...}}``:
 the client is online from ``active[i]`` to ``inactive[i]``, the pattern repeating every ``finish_time``
-seconds. The pickles are read by ``safe_load``, an unpickler that builds only plain containers, strings
-and numbers: it resolves no class or function (``find_class`` refuses every one), so a crafted file
+seconds. The pickles are read by ``safe_load`` (the data sets' restricted unpickler, ``data/safe_pickle.py``, with no
+global allowed): it builds only plain containers, strings and numbers and resolves no class or function, so a crafted file
 can't run code. Client i in id order becomes device i; ``communication`` sets both uplink and downlink
 (FedScale has one bandwidth per client).
 """
 from __future__ import annotations
 
-import io
 import math
-import pickle
 from pathlib import Path
 from typing import Optional
 
+from ..data import safe_pickle
 from .format import Trace, TraceError, TracePoint
 
 _PLAIN = (dict, list, tuple, set, frozenset, str, bytes, int, float, bool, type(None))
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise TraceError(f"the pickle asks for {module}.{name}: only plain containers and numbers are read "
-                         "(a trace pickle needs no class; convert numpy values with float() before pickling)")
-
-    def persistent_load(self, pid):
-        raise TraceError("the pickle uses persistent ids: only plain containers and numbers are read")
 
 
 def _check_plain(obj, depth: int = 0) -> None:
@@ -44,16 +34,11 @@ def _check_plain(obj, depth: int = 0) -> None:
 
 
 def safe_load(path: str | Path):
-    """The plain data in the pickle at ``path`` (dicts, lists, tuples, sets, str, bytes, numbers)."""
-    path = Path(path)
-    try:
-        obj = _PlainUnpickler(io.BytesIO(path.read_bytes())).load()
-    except TraceError as err:
-        raise TraceError(f"{path}: {err}") from None
-    except OSError as err:
-        raise TraceError(f"{path}: can't read it ({err.strerror})") from None
-    except Exception as err:   # truncated, not a pickle, ...
-        raise TraceError(f"{path}: not a readable pickle ({type(err).__name__}: {err})") from None
+    """The plain data in the pickle at ``path`` (dicts, lists, tuples, sets, str, bytes, numbers): the
+    data sets' restricted unpickler (``data/safe_pickle.py``) with no global allowed at all."""
+    obj = safe_pickle.load(Path(path), hint="", allowed=frozenset(), error=TraceError, encoding="ASCII",
+                           why=": only plain containers and numbers are read (a trace pickle needs no class; "
+                               "convert numpy values with float() before pickling)")
     _check_plain(obj)
     return obj
 
