@@ -80,3 +80,18 @@ def end_run(proc: subprocess.Popen, run: Optional[Path]) -> None:
     if run is not None:
         from edgebed.emulator.cleanup import clean
         clean(run)
+
+
+def small_run(name: str, *, seed: int = 5, train: int = 600, n: int = 3, think: str = "20ms",
+              classes: Optional[str] = None, stop: str = "{updates: 100000, wall_time: 60s}", every: int = 50,
+              test: int = 100, local: bool = False, before_stop: str = "", after: str = "") -> str:
+    """The scenario these tests start, signal, kill or attack: a few MLP devices pushing AdaComp
+    updates as fast as ``think`` lets them, on a small slice of the bundled digits (YAML text).
+    ``classes`` replaces the one default class; ``before_stop`` / ``after`` are extra top-level lines
+    (e.g. ``failures: ...``, ``checkpoint: ...``)."""
+    classes = classes or f"[{{name: default, share: 1.0, think_time: {think}}}]"
+    runtime = "runtime: {name: local}\n" if local else ""
+    return (f"\nname: {name}\nseed: {seed}\ndataset: {{train_samples: {train}, test_fraction: 0.1}}\n"
+            f"model: {{name: mlp}}\nalgorithm: {{name: adacomp, lr: 0.05, c: 0.05}}\n{runtime}"
+            f"workers:\n  n: {n}\n  classes: {classes}\n{before_stop}stop: {stop}\n"
+            f"eval: {{every: {every}, test_samples: {test}}}\n{after}")

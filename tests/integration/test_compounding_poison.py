@@ -12,21 +12,11 @@ import zmq
 
 from edgebed import wire
 from edgebed.rundir import read_json
-from tests.integration.runproc import end_run, run_dir, start_run, update_parts, wait_for
+from tests.integration.runproc import end_run, run_dir, small_run, start_run, update_parts, wait_for
 
-SCENARIO = """
-name: poison
-seed: 3
-dataset: {train_samples: 1200, test_fraction: 0.1}
-model: {name: mlp}
-algorithm: {name: adacomp, lr: 0.05, c: 0.05}
-runtime: {name: local}
-workers:
-  n: 4
-  classes: [{name: default, share: 0.75, think_time: 30ms}, {name: sleeper, share: 0.25, think_time: 900s}]
-stop: {wall_time: 120s}
-eval: {every: 200, test_samples: 200}
-"""
+SCENARIO = small_run("poison", seed=3, train=1200, n=4, local=True, stop="{wall_time: 120s}", every=200,
+                     test=200, classes="[{name: default, share: 0.75, think_time: 30ms}, "
+                                       "{name: sleeper, share: 0.25, think_time: 900s}]")
 POISONER, LR = 3, 0.05   # the sleeper's slot: it says hello again only at its next heartbeat
 
 

@@ -11,21 +11,9 @@ import time
 import pytest
 
 from edgebed.rundir import read_json
-from tests.integration.runproc import end_run, run_dir, start_run, update_parts, wait_for
+from tests.integration.runproc import end_run, run_dir, small_run, start_run, update_parts, wait_for
 
-SCENARIO = """
-name: grp
-seed: 5
-dataset: {train_samples: 600, test_fraction: 0.1}
-model: {name: mlp}
-algorithm: {name: adacomp, lr: 0.05, c: 0.05}
-runtime: {name: local}
-workers:
-  n: 3
-  classes: [{name: default, share: 1.0, think_time: 20ms}]
-stop: {updates: %s, wall_time: 90s}
-eval: {every: 50, test_samples: 100}
-"""
+SCENARIO = small_run("grp", local=True, stop="{updates: %s, wall_time: 90s}")
 
 
 def _group(proc, sig: int) -> None:

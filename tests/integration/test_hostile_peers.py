@@ -28,23 +28,13 @@ from edgebed import procs
 from edgebed.emulator import cleanup
 from edgebed import wire
 from edgebed.rundir import read_json, read_table
-from tests.integration.runproc import end_run, run_dir, start_run, update_parts, wait_for
+from tests.integration.runproc import end_run, run_dir, small_run, start_run, update_parts, wait_for
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]   # a live run of ~30 s for the module
 
-SCENARIO = """
-name: hostile
-seed: 3
-dataset: {train_samples: 1200, test_fraction: 0.1}
-model: {name: mlp}
-algorithm: {name: adacomp, lr: 0.05, c: 0.05}
-workers:
-  n: 3
-  classes: [{name: default, share: 1.0, think_time: 30ms}]
-stop: {wall_time: 600s}   # never reached: the last test ends the run
-eval: {every: 200, test_samples: 200}
-checkpoint: {every: 5}
-"""
+SCENARIO = small_run("hostile", seed=3, train=1200, think="30ms",
+                     stop="{wall_time: 600s}   # never reached: the last test ends the run", every=200,
+                     test=200, after="checkpoint: {every: 5}\n")
 PREFIX = wire._PREFIX
 
 

@@ -9,21 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from edgebed.rundir import TABLES, read_json, read_table
-from tests.integration.runproc import alive, end_run, run_dir, start_run, update_parts, wait_for
+from tests.integration.runproc import alive, end_run, run_dir, small_run, start_run, update_parts, wait_for
 
-SCENARIO = """
-name: intr
-seed: 5
-dataset: {train_samples: 1500, test_fraction: 0.1}
-model: {name: mlp}
-algorithm: {name: adacomp, lr: 0.05, c: 0.05}
-workers:
-  n: 3
-  classes: [{name: default, share: 1.0, think_time: 20ms}]
-stop: {updates: 100000, wall_time: 120s}
-eval: {every: 50, test_samples: 200}
-checkpoint: {every: 25}
-"""
+SCENARIO = small_run("intr", train=1500, stop="{updates: 100000, wall_time: 120s}", test=200,
+                     after="checkpoint: {every: 25}\n")
 
 
 MOMENTS = {

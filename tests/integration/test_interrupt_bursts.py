@@ -16,20 +16,9 @@ import pytest
 
 from edgebed.api import list_runs
 from edgebed.rundir import read_json, read_table
-from tests.integration.runproc import end_run, run_dir, start_run, update_parts, wait_for
+from tests.integration.runproc import end_run, run_dir, small_run, start_run, update_parts, wait_for
 
-SCENARIO = """
-name: burst
-seed: 5
-dataset: {train_samples: 600, test_fraction: 0.1}
-model: {name: mlp}
-algorithm: {name: adacomp, lr: 0.05, c: 0.05}
-workers:
-  n: 3
-  classes: [{name: default, share: 1.0, think_time: 10ms}]
-stop: {updates: 4000, wall_time: 60s}
-eval: {every: 40, test_samples: 100}
-"""
+SCENARIO = small_run("burst", think="10ms", stop="{updates: 4000, wall_time: 60s}", every=40)
 
 ACK_WITHIN = 2.0   # seconds from the first press to the line saying the run is stopping
 

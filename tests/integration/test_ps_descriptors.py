@@ -18,25 +18,14 @@ from pathlib import Path
 import pytest
 
 from edgebed.rundir import read_json, read_table
-from tests.integration.runproc import end_run, run_dir, update_parts, wait_for
+from tests.integration.runproc import end_run, run_dir, small_run, update_parts, wait_for
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]   # a live run of ~25 s
 
 LIMIT = 1024            # the common `ulimit -n`
 RAW_CONNECTIONS = 1100  # more than the engine has descriptors
-SCENARIO = """
-name: fds
-seed: 4
-dataset: {train_samples: 1200, test_fraction: 0.1}
-model: {name: mlp}
-algorithm: {name: adacomp, lr: 0.05, c: 0.05}
-workers:
-  n: 2
-  classes: [{name: default, share: 1.0, think_time: 30ms}]
-stop: {wall_time: 25s}
-eval: {every: 200, test_samples: 200}
-checkpoint: {every: 5}
-"""
+SCENARIO = small_run("fds", seed=4, train=1200, n=2, think="30ms", stop="{wall_time: 25s}", every=200, test=200,
+                     after="checkpoint: {every: 5}\n")
 
 
 def _limited() -> None:   # in the run's process, before exec: soft and hard limit both 1024

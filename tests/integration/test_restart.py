@@ -17,22 +17,11 @@ from edgebed.ps.rules import RULES
 from edgebed.ps.serve import ZmqServer
 from edgebed.ps.server import ParameterServer, PSConfig
 from edgebed.rundir import read_json, read_table
-from tests.integration.runproc import alive, edgebed, end_run, kill_group, run_dir, start_run, wait_for
+from tests.integration.runproc import alive, edgebed, end_run, kill_group, run_dir, small_run, start_run, wait_for
 
-SCENARIO = """
-name: small
-seed: 3
-dataset: {train_samples: 1500, test_fraction: 0.1}
-model: {name: mlp}
-algorithm: {name: adacomp, lr: 0.05, c: 0.05}
-workers:
-  n: 3
-  classes: [{name: default, share: 1.0, think_time: 20ms}]
-failures: {lost_after: 3s}
-stop: {updates: %(updates)d, wall_time: 80s}
-eval: {every: 100, test_samples: 200}
-checkpoint: {every: %(every)d}
-"""
+SCENARIO = small_run("small", seed=3, train=1500, before_stop="failures: {lost_after: 3s}\n",
+                     stop="{updates: %(updates)d, wall_time: 80s}", every=100, test=200,
+                     after="checkpoint: {every: %(every)d}\n")
 
 
 @pytest.mark.slow

@@ -16,21 +16,9 @@ import pytest
 
 from edgebed.emulator import cleanup
 from edgebed.rundir import read_json, read_table, run_status
-from tests.integration.runproc import kill_group, run_dir, start_run, update_parts, wait_for
+from tests.integration.runproc import kill_group, run_dir, small_run, start_run, update_parts, wait_for
 
-SCENARIO = """
-name: sig
-seed: 5
-dataset: {train_samples: 600, test_fraction: 0.1}
-model: {name: mlp}
-algorithm: {name: adacomp, lr: 0.05, c: 0.05}
-workers:
-  n: 3
-  classes: [{name: default, share: 1.0, think_time: 20ms}]
-stop: {updates: 100000, wall_time: 60s}
-eval: {every: 50, test_samples: 100}
-checkpoint: {every: 10}
-"""
+SCENARIO = small_run("sig", after="checkpoint: {every: 10}\n")
 MOMENTS = 10
 LATEST = 9.0     # seconds after the start: imports, fork server, agents starting, the first updates
 
