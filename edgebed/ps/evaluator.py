@@ -142,12 +142,22 @@ class ProcessEvaluator:
         # it. The engine itself must not lose such a signal: ignoring SIGINT here dropped one that
         # arrived during the start (test_interrupt's start-up case, now and then); signals_deferred
         # notes it and raises it right after.
-        from ..procs import children_shielded, signals_deferred
-        with signals_deferred(), children_shielded():
-            self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
-            self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
-                                    name="edgebed-evaluator", daemon=True)
-            self.proc.start()
+        # A signal noted there is raised as the block ends, before this object exists: the child is
+        # killed then, before the engine's exit unlinks the queues' semaphores under a child still
+        # unpickling them (it would print a FileNotFoundError traceback into the user's terminal).
+        from .. import procs
+        self.proc = None
+        try:
+            with procs.signals_deferred(), procs.children_shielded():
+                self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
+                self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
+                                        name="edgebed-evaluator", daemon=True)
+                self.proc.start()
+        except BaseException:
+            if self.proc is not None and self.proc.pid is not None:
+                self.proc.kill()
+                self.proc.join(5)
+            raise
         self.pending = 0
         self.ready = False
         self.error: Optional[str] = None   # why the worker ended, if it failed

@@ -28,3 +28,26 @@ def test_an_evaluator_that_cannot_read_its_data_says_why(tmp_path):
         assert ev.error is not None and ev.error.startswith("DatasetError: ") and "not an IDX file" in ev.error
     finally:
         ev.close(wait=False)
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_noted_while_the_evaluator_starts_leaves_no_evaluator_behind(monkeypatch):
+    """A Ctrl-C that arrives while the evaluator is being started is raised right after the start; the
+    half-made evaluator must not outlive it. Left running, the engine's exit unlinks its queues'
+    semaphores while the child is still unpickling them, and the child prints a FileNotFoundError
+    traceback to the user's terminal (seen in test_group_signals' start-up case)."""
+    import contextlib
+    import multiprocessing as mp
+
+    from edgebed import procs
+
+    @contextlib.contextmanager
+    def ctrl_c_noted():   # what signals_deferred does with a SIGINT that arrived inside its block
+        yield
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(procs, "signals_deferred", ctrl_c_noted)
+    sc = parse_scenario({"name": "ev", "model": {"name": "mlp"}, "workers": {"n": 1}, "stop": {"updates": 10}})
+    with pytest.raises(KeyboardInterrupt):
+        ProcessEvaluator(sc.to_dict())
+    assert [p for p in mp.active_children() if p.name == "edgebed-evaluator"] == []
