@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]   # a live run of ~25 
 
 LIMIT = 1024            # the common `ulimit -n`
 RAW_CONNECTIONS = 1100  # more than the engine has descriptors
-SCENARIO = small_run("fds", seed=4, train=1200, n=2, think="30ms", stop="{wall_time: 25s}", every=200, test=200,
+SCENARIO = small_run("fds", seed=4, train=1200, n=2, think="30ms", stop="{wall_time: 16s}", every=200, test=200,
                      after="checkpoint: {every: 5}\n")
 
 

@@ -10,6 +10,7 @@ import random
 import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -61,31 +62,38 @@ def _kill_tagged(tag: str) -> None:
             pass
 
 
+def _sigint_at(tmp: Path, delay: float) -> tuple:
+    """Start a run, SIGINT it ``delay`` s later; (delay, exit code, status), having checked that no
+    process of it is left and that it is recorded incomplete (or never made its directory)."""
+    tag = uuid.uuid4().hex
+    proc = _start(tmp, tag)
+    try:
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        left = _none_left(tag)
+    finally:
+        kill_group(proc)
+        _kill_tagged(tag)
+    run = run_dir(tmp, "sig")
+    status = read_json(run, "summary.json").get("status") if run else "no run dir yet"
+    assert left == [], f"SIGINT {delay:.2f} s after start left {left}\n{out[-2000:]}"
+    assert proc.returncode != 0, out[-2000:]
+    assert status in ("incomplete", "no run dir yet"), (delay, status, out[-2000:])
+    return round(delay, 2), proc.returncode, status
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sigint_at_ten_random_moments_leaves_no_process(tmp_path):
     rng = random.Random(int(os.environ.get("EDGEBED_SIGNAL_SEED", "11")))
     delays = [0.0] + sorted(rng.uniform(0.05, LATEST) for _ in range(MOMENTS - 1))   # 0: right at start-up
-    outcomes = []
-    for k, delay in enumerate(delays):
-        tag = uuid.uuid4().hex
-        tmp = tmp_path / f"m{k}"
-        tmp.mkdir()
-        proc = _start(tmp, tag)
-        try:
-            time.sleep(delay)
-            proc.send_signal(signal.SIGINT)
-            out, _ = proc.communicate(timeout=60)
-            left = _none_left(tag)
-        finally:
-            kill_group(proc)
-            _kill_tagged(tag)
-        run = run_dir(tmp, "sig")
-        status = read_json(run, "summary.json").get("status") if run else "no run dir yet"
-        outcomes.append((round(delay, 2), proc.returncode, status))
-        assert left == [], f"SIGINT {delay:.2f} s after start left {left}\n{out[-2000:]}"
-        assert proc.returncode != 0, out[-2000:]
-        assert status in ("incomplete", "no run dir yet"), (delay, status, out[-2000:])
+    dirs = [tmp_path / f"m{k}" for k in range(MOMENTS)]
+    for d in dirs:
+        d.mkdir()
+    # two runs at a time (each tagged, so each finds only its own processes): the waits overlap
+    with ThreadPoolExecutor(2) as lanes:
+        outcomes = list(lanes.map(_sigint_at, dirs, delays))
     print("\n(delay s, exit code, status):", outcomes)
 
 
