@@ -104,6 +104,9 @@ def _workload_problems(sc, out: dict) -> list[str]:
     use_path(sc.model.path)
     shape, classes = _data_input(sc)
     problems = input_problems(sc.model.name, shape, classes, where="model.name")
+    if not problems:
+        from .models import workload_state_problems
+        problems = workload_state_problems(sc.model.name, shape, where="model.name")
     if not problems and out["kind"] == "scenario":
         b = sc.algorithm.batch_size
         out["describes"] += (f"; model: {num_params(sc.model.name):,} parameters, "

@@ -50,6 +50,7 @@ class PSConfig:
     lost_after: float = 0.0                   # a round stops waiting for a device silent this long (s; 0: never)
     downlink: Optional[object] = None         # compression.downlink.ModelDownlink: compressed pulls (None: f32)
     max_peers: Optional[int] = None           # connections to the socket at a time (None: max_peers_for)
+    statistics: int = 0                       # Θ's last entries that are running statistics (models.py)
 
 
 @dataclass
@@ -257,6 +258,13 @@ class ParameterServer:
         # A private copy: a zero-copy send of the live Θ could be torn by the next apply.
         return wire.Model(self.version, self.theta.copy())
 
+    def _count_statistics(self, msg: wire.Push) -> None:
+        """A push's bytes of running statistics (Θ's tail, model.buffers average), 4 an entry."""
+        first = self.theta.size - self.config.statistics
+        n = self.config.statistics if msg.indices is None else int((msg.indices >= first).sum())
+        with self.meter._lock:
+            self.meter.statistics_bytes += 4 * n
+
     def _on_push(self, msg: wire.Push, nbytes):
         st = self._session(msg.session)
         if isinstance(st, wire.Message):
@@ -276,6 +284,8 @@ class ParameterServer:
         applied = self.rule.apply(d, staleness, values, msg.indices)
         self.version += 1
         step = self._note_step(d, values)
+        if self.config.statistics:
+            self._count_statistics(msg)
         st.last_seq = msg.seq
         st.pushes += 1
         self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
