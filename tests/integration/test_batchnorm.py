@@ -16,6 +16,7 @@ Before buffers were part of the model, edgebed evaluated every rule with the ini
 """
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 
@@ -30,6 +31,7 @@ from edgebed.scenario import load_scenario
 pytestmark = pytest.mark.timeout(300)
 
 MODULE = textwrap.dedent('''
+    import torch
     from torch import nn
 
     def bncnn():
@@ -37,6 +39,17 @@ MODULE = textwrap.dedent('''
             nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
             nn.Flatten(), nn.Linear(8 * 7 * 7, 10))
+
+    class Ema(nn.Module):   # a moving average in a buffer of its own: no policy can carry it
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 10)
+            self.register_buffer("avg", torch.zeros(10))
+
+        def forward(self, x):
+            y = self.fc(torch.flatten(x, 1))
+            self.avg.mul_(0.9).add_(0.1 * y.mean(0).detach())
+            return y
 ''')
 SCENARIO = textwrap.dedent('''
     name: bn-{rule}
@@ -128,6 +141,32 @@ def test_recorded_accuracy_is_what_pytorch_computes_for_the_final_weights_and_st
     print(f"{rule}: edgebed {recorded:.4f} pytorch {expected:.4f} (update {version})")
     assert expected > 0.5, f"{rule}: the model did not learn ({expected:.3f})"
     assert abs(recorded - expected) <= 0.001, f"{rule}: edgebed recorded {recorded:.4f}, PyTorch {expected:.4f}"
+
+
+def test_batched_gradients_train_a_batchnorm_model(tmp_path, monkeypatch):
+    sc, run, factory = _run(tmp_path, monkeypatch, "asgd", runtime="sim, sim: {max_batch: 3}")
+    assert run.summary["status"] == "complete"
+    expected, version = _pytorch_accuracy(sc, run, factory, "asgd")
+    recorded = float(read_table(run.path, "evals").set_index("update").loc[version, "accuracy"])
+    print(f"asgd max_batch 3: edgebed {recorded:.4f} pytorch {expected:.4f}")
+    assert expected > 0.5 and abs(recorded - expected) <= 0.001
+
+
+def test_validate_refuses_state_no_policy_carries(tmp_path):
+    (tmp_path / "bnnets").mkdir()
+    (tmp_path / "bnnets" / "__init__.py").write_text("")
+    (tmp_path / "bnnets" / "net.py").write_text(MODULE)
+    base = "name: v\nworkers: {n: 2}\nstop: {updates: 100}\neval: {every: 50}\nruntime: {name: sim}\n"
+    (tmp_path / "good.yaml").write_text(base + "model: {name: 'bnnets.net:bncnn'}\n")
+    (tmp_path / "bad.yaml").write_text(base + "model: {name: 'bnnets.net:Ema'}\n")
+    run = lambda f: subprocess.run([sys.executable, "-m", "edgebed.cli", "validate", f], cwd=tmp_path,  # noqa: E731
+                                   capture_output=True, text=True, timeout=100)
+    good = run("good.yaml")
+    assert good.returncode == 0, good.stderr
+    bad = run("bad.yaml")
+    assert bad.returncode == 2
+    assert "bad.yaml: model.name: buffer 'avg' (float32) changes in a training step" in bad.stderr
+    assert "make it an nn.Parameter" in bad.stderr
 
 
 def test_the_local_runtime_records_the_same_kind_of_accuracy(tmp_path, monkeypatch):
