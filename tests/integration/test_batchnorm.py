@@ -68,7 +68,7 @@ RULES = {
     "comp-asgd": ("{name: comp-asgd, lr: 0.05, batch_size: 10, c: 0.1}", 240),
     "adacomp": ("{name: adacomp, lr: 0.05, batch_size: 10, c: 0.05}", 240),
     "model-averaging": ("{name: model-averaging, lr: 0.05, batch_size: 10, local_steps: 10}", 24),
-    "dynamic-averaging": ("{name: dynamic-averaging, lr: 0.05, batch_size: 10, local_steps: 10, delta: 0.01}", 24),
+    "dynamic-averaging": ("{name: dynamic-averaging, lr: 0.05, batch_size: 10, local_steps: 10, delta: 2.0}", 24),
     "easgd": ("{name: easgd, lr: 0.05, batch_size: 10, moving_rate: 0.3, loss_threshold: 1.0}", 60),
 }
 GRADIENT = {"asgd", "comp-asgd", "adacomp"}
