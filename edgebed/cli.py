@@ -111,6 +111,10 @@ def _workload_problems(sc, out: dict) -> list[str]:
         b = sc.algorithm.batch_size
         out["describes"] += (f"; model: {num_params(sc.model.name):,} parameters, "
                              f"{step_flops(sc.model.name, b) / 1e6:.1f} MFLOP per step (batch {b})")
+        from .models import statistics_size
+        if statistics_size(sc.model.name):
+            out["describes"] += (f", {statistics_size(sc.model.name):,} running statistics "
+                                 f"(model.buffers: {sc.buffer_policy()})")
     return problems
 
 

@@ -16,7 +16,6 @@ Before buffers were part of the model, edgebed evaluated every rule with the ini
 """
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
@@ -152,21 +151,27 @@ def test_batched_gradients_train_a_batchnorm_model(tmp_path, monkeypatch):
     assert expected > 0.5 and abs(recorded - expected) <= 0.001
 
 
-def test_validate_refuses_state_no_policy_carries(tmp_path):
+def test_validate_refuses_state_no_policy_carries(tmp_path, monkeypatch, capsys):
+    from edgebed.cli import main
     (tmp_path / "bnnets").mkdir()
     (tmp_path / "bnnets" / "__init__.py").write_text("")
     (tmp_path / "bnnets" / "net.py").write_text(MODULE)
     base = "name: v\nworkers: {n: 2}\nstop: {updates: 100}\neval: {every: 50}\nruntime: {name: sim}\n"
     (tmp_path / "good.yaml").write_text(base + "model: {name: 'bnnets.net:bncnn'}\n")
     (tmp_path / "bad.yaml").write_text(base + "model: {name: 'bnnets.net:Ema'}\n")
-    run = lambda f: subprocess.run([sys.executable, "-m", "edgebed.cli", "validate", f], cwd=tmp_path,  # noqa: E731
-                                   capture_output=True, text=True, timeout=100)
-    good = run("good.yaml")
-    assert good.returncode == 0, good.stderr
-    bad = run("bad.yaml")
-    assert bad.returncode == 2
-    assert "bad.yaml: model.name: buffer 'avg' (float32) changes in a training step" in bad.stderr
-    assert "make it an nn.Parameter" in bad.stderr
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "")
+    try:
+        assert main(["validate", "good.yaml"]) == 0, capsys.readouterr()
+        assert "32 running statistics (model.buffers: recompute)" in capsys.readouterr().out   # adacomp
+        assert main(["validate", "bad.yaml"]) == 2
+    finally:
+        for name in [m for m in sys.modules if m.startswith("bnnets")]:
+            del sys.modules[name]
+    err = capsys.readouterr().err
+    assert "bad.yaml: model.name: buffer 'avg' (float32) changes in a training step" in err
+    assert "make it an nn.Parameter" in err
 
 
 def test_the_local_runtime_records_the_same_kind_of_accuracy(tmp_path, monkeypatch):
