@@ -109,3 +109,32 @@ def test_batched_gradients_of_a_batchnorm_model_equal_one_at_a_time():
             assert abs(loss - float(out.detach())) < 1e-5
     finally:
         del WORKLOADS["_bn-test"]
+
+
+def test_the_ps_bounds_the_weights_of_a_push_and_counts_its_statistics_apart():
+    """Θ carrying running statistics (model.buffers average): a variance far above the weights' scale
+    is neither refused as poison nor taken for divergence; a NaN in it still is; its bytes are shown
+    apart from the push's."""
+    from edgebed import wire
+    from edgebed.ps.rules.easgd import EASGD
+    from edgebed.ps.server import Hooks, ParameterServer, PSConfig
+    theta = np.zeros(10, np.float32)
+    theta[-2:] = 1.0                                          # two statistics: running_var at 1
+    config = PSConfig(n_devices=1, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
+                      class_of=lambda d: "c", statistics=2)
+    ps = ParameterServer(config, theta, EASGD(theta, 0.1), Hooks())
+
+    def call(msg):
+        reply = ps.process(b"peer", [bytes(memoryview(f)) if not isinstance(f, np.ndarray) else f.tobytes()
+                                     for f in wire.encode(msg)])
+        return wire.decode(reply) if reply else None
+    session = call(wire.Hello(0, "", 0)).session
+    values = np.zeros(10, np.float32)
+    values[-2:] = 5000.0                                      # a variance that grew: 5,000 × Θ₀'s scale
+    assert isinstance(call(wire.Push(session, 1, 0, values, None)), wire.Ack)
+    assert ps.theta[-1] == 5001.0 and ps.failure is None and ps.value_limit() > 0 and ps.failure is None
+    assert ps.meter.statistics_bytes == 8 and ps.meter.to_dict()["statistics_bytes"] == 8
+    values[-1] = np.nan
+    assert "NaN" in call(wire.Push(session, 2, 1, values, None)).message
+    values[-1], values[0] = 0.0, 5000.0                       # a weight moved that far: poison
+    assert "out of bounds" in call(wire.Push(session, 3, 1, values, None)).message
