@@ -1,6 +1,7 @@
 """A BatchNorm model is evaluated with the statistics that belong to its weights, on every rule.
 
-A small conv-BN-ReLU-pool-linear network trains on the virtual clock under each update rule. The final
+A small conv-BN-ReLU-pool-linear network trains on the virtual clock under each update rule (and on the
+local runtime under ASGD and model averaging: agent processes, the evaluator in its own). The final
 accuracy edgebed records must equal, within 0.1 point, what plain PyTorch computes (``model.eval()``
 forward over the same test samples) for the same final weights and running statistics, taken from the
 run's checkpoint:
@@ -174,9 +175,12 @@ def test_validate_refuses_state_no_policy_carries(tmp_path, monkeypatch, capsys)
     assert "make it an nn.Parameter" in err
 
 
-def test_the_local_runtime_records_the_same_kind_of_accuracy(tmp_path, monkeypatch):
-    sc, run, factory = _run(tmp_path, monkeypatch, "model-averaging", runtime="local")
-    expected, version = _pytorch_accuracy(sc, run, factory, "model-averaging")
+@pytest.mark.parametrize("rule", ["asgd", "model-averaging"])
+def test_the_local_runtime_records_what_pytorch_computes(rule, tmp_path, monkeypatch):
+    """Real agent processes and the evaluator's own process: recompute (asgd) and average."""
+    sc, run, factory = _run(tmp_path, monkeypatch, rule, runtime="local")
+    assert run.summary["status"] == "complete"
+    expected, version = _pytorch_accuracy(sc, run, factory, rule)
     recorded = float(read_table(run.path, "evals").set_index("update").loc[version, "accuracy"])
-    print(f"local model-averaging: edgebed {recorded:.4f} pytorch {expected:.4f}")
+    print(f"local {rule}: edgebed {recorded:.4f} pytorch {expected:.4f}")
     assert abs(recorded - expected) <= 0.001
