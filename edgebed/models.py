@@ -18,7 +18,6 @@ recomputation's). ``state_problems`` names any other state, which no policy can 
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -223,10 +222,22 @@ def model_layers(name: str, buffers: bool = False) -> list[Layer]:
         return layers_of(w.factory(), buffers)
 
 
-@functools.lru_cache(maxsize=32)
-def statistics_size(name: str) -> int:
-    """Entries of running statistics workload ``name`` has (0: none), counted on torch's meta device."""
-    return sum(layer.size for layer in model_layers(name, True) if layer.kind == "buffer")
+_STATISTICS_SIZE: dict = {}
+
+
+def statistics_size(name) -> int:
+    """Entries of running statistics workload ``name`` has (0: none), counted on torch's meta device
+    once per name (the Welcome asks for each device)."""
+    try:
+        return _STATISTICS_SIZE[name]
+    except (KeyError, TypeError):   # TypeError: a reference that is no dict key is counted each time
+        pass
+    n = sum(layer.size for layer in model_layers(name, True) if layer.kind == "buffer")
+    try:
+        _STATISTICS_SIZE[name] = n
+    except TypeError:
+        pass
+    return n
 
 
 def initial_theta(name: str, seed: int, buffers: bool = False) -> tuple[np.ndarray, list[Layer]]:
