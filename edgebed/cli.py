@@ -104,10 +104,17 @@ def _workload_problems(sc, out: dict) -> list[str]:
     use_path(sc.model.path)
     shape, classes = _data_input(sc)
     problems = input_problems(sc.model.name, shape, classes, where="model.name")
+    if not problems:
+        from .models import workload_state_problems
+        problems = workload_state_problems(sc.model.name, shape, where="model.name")
     if not problems and out["kind"] == "scenario":
         b = sc.algorithm.batch_size
         out["describes"] += (f"; model: {num_params(sc.model.name):,} parameters, "
                              f"{step_flops(sc.model.name, b) / 1e6:.1f} MFLOP per step (batch {b})")
+        from .models import statistics_size
+        if statistics_size(sc.model.name):
+            out["describes"] += (f", {statistics_size(sc.model.name):,} running statistics "
+                                 f"(model.buffers: {sc.buffer_policy()})")
     return problems
 
 

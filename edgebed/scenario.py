@@ -87,6 +87,16 @@ class ModelSpec(_Strict):
     path: Optional[str] = Field(None, description="a directory to import the model's module from "
                                 "(relative to the scenario file; default for an import path: the "
                                 "scenario file's directory); devices and the evaluator get it too")
+    buffers: Literal["auto", "recompute", "average", "local"] = Field(
+        "auto", description="what becomes of the running statistics of normalisation layers (BatchNorm): "
+        "`recompute`, the evaluator re-estimates them for the weights it evaluates from buffer_samples "
+        "training samples (a gradient push carries none); `average`, they travel in Θ after the "
+        "weights and are averaged with them (averaging rules only); `local`, each device keeps its own "
+        "(FedBN) and the evaluator recomputes; `auto`: recompute for asgd, comp-asgd and adacomp, "
+        "average for the averaging rules (docs/your-own-model.md)")
+    buffer_samples: int = Field(1000, ge=1, description="training samples the evaluator recomputes the "
+                                "running statistics from (buffers recompute or local): the first N of "
+                                "a permutation seeded by the scenario's seed, in batches of 100")
 
     @field_validator("name")
     @classmethod
@@ -346,6 +356,27 @@ class Scenario(_Strict):
             raise ValueError(f"compression.error_feedback / quantize apply to gradient pushes ({', '.join(gradient)}), "
                              f"not to {self.algorithm.name}; remove them or change algorithm.name")
         return self
+
+    @model_validator(mode="after")
+    def _buffers_apply(self):
+        if self.model.buffers == "average" and ALGORITHMS[self.algorithm.name].policy == "gradient":
+            raise ValueError(f"model.buffers: average needs an averaging rule; {self.algorithm.name}'s devices "
+                             "push gradients, which carry no running statistics; use recompute (or auto)")
+        return self
+
+    def buffer_policy(self) -> str:
+        """``model.buffers`` with auto resolved: recompute for the gradient rules, average otherwise."""
+        if self.model.buffers != "auto":
+            return self.model.buffers
+        return "recompute" if ALGORITHMS[self.algorithm.name].policy == "gradient" else "average"
+
+    def statistics_in_theta(self) -> int:
+        """Entries of running statistics Θ carries after the weights: the model's, when the buffer
+        policy is average; else 0 (Θ is the weights alone)."""
+        if self.buffer_policy() != "average":
+            return 0
+        from .models import statistics_size
+        return statistics_size(self.model.name)
 
     @model_validator(mode="after")
     def _dynamics_names(self):

@@ -5,6 +5,12 @@ independent, so it computes them together with ``torch.func`` (``functional_call
 ``grad_and_value``) on one shared module. The result equals ``Trainer.gradient`` per device within
 float tolerance (the kernels differ, so the last bits may too); batches are taken from each device's
 own ``Trainer`` (``next_batch``), so the sequence of samples is the agent's exactly.
+
+A model with BatchNorm: a train-mode gradient normalises by the batch's own statistics and never reads
+the running ones, so this module's normalisation layers stop tracking them
+(``torch.func.replace_all_batch_norm_modules_``): vmap could not update one shared running statistic
+from k batches, and the gradients are the same. The devices' statistics are not needed here: on the
+virtual clock a gradient device's running statistics are read by no one (``model.buffers``).
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import functional_call, grad_and_value, replace_all_batch_norm_modules_, vmap
 
 from ..models import build_model, layers_of
 from ..workload import resolve
@@ -24,6 +30,7 @@ class BatchedGradient:
     def __init__(self, model: str, seed: int = 0):
         self.workload = resolve(model)
         self.module = build_model(model, seed)
+        replace_all_batch_norm_modules_(self.module)   # batch statistics only (module docstring)
         self.layers = layers_of(self.module)
         self.names = [l.name for l in self.layers]
         self._fn = vmap(grad_and_value(self._loss))

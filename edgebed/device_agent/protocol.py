@@ -171,6 +171,7 @@ class DeviceProtocol:
         if self.config is None:
             cfg = self.config = wire.WelcomeConfig.from_dict(msg.config)
             self.trainer = self.make_trainer(cfg)
+            self.trainer.carry_buffers = cfg.buffers == "average"   # statistics in Θ (models.py)
             algo = cfg.algorithm
             from ..compression.downlink import PulledModel
             from ..scenario import CompressionSpec

@@ -51,6 +51,9 @@ class Trainer:
         self.rng = np.random.default_rng([seed, device, 0xBA7C])
         self._order = np.empty(0, dtype=np.int32)
         self._pos = 0
+        # Θ carries the running statistics after the weights (model.buffers average): set_params and
+        # params move them too; a gradient is the weights' alone either way.
+        self.carry_buffers = False
         self.steps = 0   # batches drawn: SGD steps taken (the virtual clock charges compute time by it)
 
     @property
@@ -93,11 +96,12 @@ class Trainer:
 
     # -- local SGD on the trainer's own model (model averaging, EASGD) -----------------------------
     def set_params(self, theta: np.ndarray) -> None:
-        set_flat(self.model, theta)
+        set_flat(self.model, theta, self.carry_buffers)
 
     def params(self) -> np.ndarray:
-        """The local model as a new flat float32 vector in Θ order."""
-        return get_flat(self.model)
+        """The local model as a new flat float32 vector in Θ order (its statistics after the weights
+        when ``carry_buffers``)."""
+        return get_flat(self.model, self.carry_buffers)
 
     def local_step(self, lr: float) -> float:
         """One SGD step x ← x − lr·∇loss on the next batch, in place; returns the batch loss.

@@ -78,7 +78,7 @@ class RunLoop:
             self.live = TensorBoardSink(self.path / "tensorboard", self._classes(), self.class_names)
             self.writer.listeners.append(self.live)
         use_path(sc.model.path)   # a user's model module: here, and in every process started after
-        theta, _ = initial_theta(sc.model.name, sc.seed)
+        theta, _ = initial_theta(sc.model.name, sc.seed, buffers=sc.statistics_in_theta() > 0)
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         self.applied = runtime.applied()
         self.clock = clock = runtime.clock
@@ -111,7 +111,7 @@ class RunLoop:
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
             on_divergence=sc.security.on_divergence,
-            downlink=sc.compression.downlink()), theta, rule, hooks)
+            downlink=sc.compression.downlink(), statistics=sc.statistics_in_theta()), theta, rule, hooks)
 
     def _restore(self) -> None:
         """Resume: load the checkpoint into the PS, end the old agents, record the gap; sets the run's
@@ -359,6 +359,7 @@ class RunLoop:
             "ingress_bytes_to_target": hit.ingress_bytes if hit else None,
             "ingress_bytes": ps.meter.ingress_bytes, "egress_bytes": ps.meter.egress_bytes,
             "push_bytes": ps.meter.push_bytes, "rejected_messages": ps.meter.rejected,
+            **({"statistics_bytes": ps.meter.statistics_bytes} if ps.meter.statistics_bytes else {}),
             "rule": ps.rule.stats(),
             "errors": ps.errors,
             "devices": {"total": self.sc.workers.n, "started": len(self.handles), "said_hello": ps.device_count(),

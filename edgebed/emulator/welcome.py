@@ -35,6 +35,8 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
         algorithm=flat(sc.algorithm), compressor=compressor,   # the flat form: bytes as before
         policy=RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         speed_class=speed_class,
+        # only for a model whose running statistics travel in Θ: other Welcomes keep their bytes
+        buffers="average" if sc.statistics_in_theta() else None,
         app_link={d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
                       if app_link.get(f"link_{p}") == "app"} for d in ("uplink", "downlink")},
     )

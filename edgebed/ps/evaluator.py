@@ -3,6 +3,12 @@
 The PS hands over a copy of Θ taken at exactly update i·k, so results are reproducible in update
 space however late they are computed. ``ProcessEvaluator`` runs in its own process (one torch thread)
 so evaluation never stalls the PS; ``InlineEvaluator`` computes on the spot (virtual-clock runtime).
+
+A model with running statistics (BatchNorm) is evaluated with statistics that belong to the evaluated
+weights: those Θ carries (``model.buffers`` average), or, for recompute and local, statistics
+re-estimated for Θ from ``model.buffer_samples`` training samples (``models.recompute_statistics``:
+the first N of ``default_rng([seed, 0xB7]).permutation``, batches of 100, as
+``torch.optim.swa_utils.update_bn`` computes them) before each evaluation.
 """
 from __future__ import annotations
 
@@ -14,15 +20,19 @@ from typing import Callable, Optional
 import numpy as np
 
 
-def evaluate(model, theta: np.ndarray, x, y, batch: int = 1000, workload=None) -> tuple[float, float]:
+def evaluate(model, theta: np.ndarray, x, y, batch: int = 1000, workload=None, buffers: bool = False,
+             recompute_from=None) -> tuple[float, float]:
     """(accuracy in [0,1], mean loss) of Θ on tensors x [N, ...], y [N]: the workload's loss and
-    metric (default: the paper's, cross-entropy and top-1)."""
+    metric (default: the paper's, cross-entropy and top-1). ``buffers``: Θ carries the running
+    statistics after the weights; ``recompute_from``: training inputs to re-estimate them from."""
     import torch
-    from ..models import set_flat
+    from ..models import recompute_statistics, set_flat
     from ..workload import cross_entropy, top1_correct
     loss_fn = workload.loss if workload is not None else cross_entropy
     correct_fn = workload.correct if workload is not None else top1_correct
-    set_flat(model, theta)
+    set_flat(model, theta, buffers)
+    if recompute_from is not None:
+        recompute_statistics(model, recompute_from)   # leaves the model in eval mode
     correct, loss = 0, 0.0
     with torch.no_grad():
         for i in range(0, len(y), batch):
@@ -38,7 +48,7 @@ class TestSet:
     def __init__(self, scenario_dict: dict):
         import torch
         from ..data import load_dataset, normalize
-        from ..models import build_model
+        from ..models import build_model, statistics
         from ..workload import resolve, use_path
         from ..scenario import Scenario
         sc = Scenario.model_validate(scenario_dict)
@@ -52,9 +62,17 @@ class TestSet:
         if self.workload.channels_last:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64))
+        self.buffers = sc.statistics_in_theta() > 0
+        self.recompute_from = None
+        if statistics(self.model) and not self.buffers:   # recompute or local
+            pick = np.random.default_rng([sc.seed, 0xB7]).permutation(len(ds.train_y))[:sc.model.buffer_samples]
+            self.recompute_from = torch.from_numpy(normalize(ds.train_x[pick]))
+            if self.workload.channels_last:
+                self.recompute_from = self.recompute_from.contiguous(memory_format=torch.channels_last)
 
     def __call__(self, theta: np.ndarray) -> tuple[float, float]:
-        return evaluate(self.model, theta, self.x, self.y, workload=self.workload)
+        return evaluate(self.model, theta, self.x, self.y, workload=self.workload, buffers=self.buffers,
+                        recompute_from=self.recompute_from)
 
 
 def _row(version: int, info: dict, acc: float, loss: float) -> dict:

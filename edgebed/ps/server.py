@@ -50,6 +50,7 @@ class PSConfig:
     lost_after: float = 0.0                   # a round stops waiting for a device silent this long (s; 0: never)
     downlink: Optional[object] = None         # compression.downlink.ModelDownlink: compressed pulls (None: f32)
     max_peers: Optional[int] = None           # connections to the socket at a time (None: max_peers_for)
+    statistics: int = 0                       # Θ's last entries that are running statistics (models.py)
 
 
 @dataclass
@@ -257,6 +258,13 @@ class ParameterServer:
         # A private copy: a zero-copy send of the live Θ could be torn by the next apply.
         return wire.Model(self.version, self.theta.copy())
 
+    def _count_statistics(self, msg: wire.Push) -> None:
+        """A push's bytes of running statistics (Θ's tail, model.buffers average), 4 an entry."""
+        first = self.theta.size - self.config.statistics
+        n = self.config.statistics if msg.indices is None else int((msg.indices >= first).sum())
+        with self.meter._lock:
+            self.meter.statistics_bytes += 4 * n
+
     def _on_push(self, msg: wire.Push, nbytes):
         st = self._session(msg.session)
         if isinstance(st, wire.Message):
@@ -276,6 +284,8 @@ class ParameterServer:
         applied = self.rule.apply(d, staleness, values, msg.indices)
         self.version += 1
         step = self._note_step(d, values)
+        if self.config.statistics:
+            self._count_statistics(msg)
         st.last_seq = msg.seq
         st.pushes += 1
         self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
@@ -307,6 +317,8 @@ class ParameterServer:
     def _note_step(self, d: int, values: np.ndarray) -> float:
         """How far this push moved an entry of Θ at most (|value| × the rule's step scale), kept per
         device until the next look at Θ, which blames the largest mover if Θ diverged."""
+        if self.config.statistics and values.size == self.theta.size:   # the weights' part of a dense push
+            values = values[:values.size - self.config.statistics]
         if not values.size:
             return 0.0
         step = max(float(values.max()), -float(values.min())) * self.rule.step_scale()
@@ -369,6 +381,11 @@ class ParameterServer:
             if idx.dtype != np.uint32:   # int32 could be negative, floats are no indices
                 return f"indices must be uint32, got {idx.dtype}"
         limit = self._limit if self._limit_at + THETA_CHECK_EVERY > self.version else self.value_limit()
+        if self.config.statistics and idx is None:   # the weights are bounded; the statistics finite
+            w = n - self.config.statistics
+            if not np.isfinite(v[w:]).all():
+                return "values contain NaN or Inf"
+            v, n = v[:w], w
         problem = check_entries(idx, v, n, limit)
         if problem == ENTRIES_OK:
             return None
@@ -399,8 +416,13 @@ class ParameterServer:
         return self._limit
 
     def _inf_norm(self) -> float:
-        theta = self.theta
-        return max(float(theta.max()), -float(theta.min())) if theta.size else 0.0
+        """‖Θ‖∞ of the weights: running statistics Θ carries (model.buffers average) are left out, a
+        variance may legitimately be far above the weights' scale (NaN/Inf there still counts)."""
+        theta = self.theta[:self.theta.size - self.config.statistics]
+        norm = max(float(theta.max()), -float(theta.min())) if theta.size else 0.0
+        if self.config.statistics and not np.isfinite(self.theta[theta.size:]).all():
+            return math.inf
+        return norm
 
     def _check_theta(self) -> None:
         """Θ has diverged when it holds NaN or ±Inf, or — while still finite — when ‖Θ‖∞ exceeds

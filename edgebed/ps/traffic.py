@@ -22,6 +22,9 @@ class TrafficMeter:
         self.rejected = 0
         self.unsent_bytes = 0    # replies dropped by the transport (never sent): not in egress_bytes
         self.unsent_msgs = 0
+        # of push_bytes: the running statistics averaging rules carry in Θ (model.buffers average),
+        # 4 bytes an entry; shown apart from the weights' bytes (0 and left out for other models)
+        self.statistics_bytes = 0
         self.by_kind = defaultdict(lambda: {"in_bytes": 0, "in_msgs": 0, "out_bytes": 0, "out_msgs": 0})
         self.by_device = defaultdict(lambda: {"in_bytes": 0, "out_bytes": 0, "push_bytes": 0, "pushes": 0})
         self._lock = threading.Lock()
@@ -76,6 +79,7 @@ class TrafficMeter:
 
     def _state(self) -> dict:
         return {**{key: getattr(self, key) for key in self._TOTALS},
+                **({"statistics_bytes": self.statistics_bytes} if self.statistics_bytes else {}),
                 "by_kind": {k: dict(v) for k, v in self.by_kind.items()},
                 "by_device": {str(k): dict(v) for k, v in sorted(self.by_device.items())}}
 
@@ -84,6 +88,7 @@ class TrafficMeter:
         with self._lock:
             for key in self._TOTALS:
                 setattr(self, key, int(state.get(key, 0)))   # checkpoints before unsent_* lack them
+            self.statistics_bytes = int(state.get("statistics_bytes", 0))
             self.by_kind.clear()
             self.by_kind.update({k: dict(v) for k, v in state["by_kind"].items()})
             self.by_device.clear()
