@@ -114,3 +114,15 @@ def test_docker_churn_schedule_starts_online_and_follows_the_trace(tmp_path):
         changes = per_device[d]
         assert [on for _, on in changes] == [i % 2 == 1 for i in range(len(changes))] and len(changes) >= 6
         assert all(b > a for (a, _), (b, _) in zip(changes, changes[1:])) and changes[-1][0] < 100
+
+
+def test_realised_availability_of_a_real_time_runtime_reads_applied_s():
+    """docker's offline/online rows have no virtual time: their applied_s= (emulated seconds since the
+    agents started) is when the device left and came back."""
+    import math
+    import pandas as pd
+    from edgebed.emulator.dynamics_fidelity import realised_online
+    ev = pd.DataFrame({"virtual_time": [math.nan] * 3, "event": ["hello", "offline", "online"], "device": [0, 0, 0],
+                       "detail": ["attempt=0", "scheduled_s=10 applied_s=10.5 took_s=0.5",
+                                  "scheduled_s=20 applied_s=20.5 took_s=0.5"]})
+    assert realised_online(ev, 0, 40.0) == pytest.approx(30 / 40)
