@@ -1,4 +1,4 @@
-"""The PS's shared link over time (``dynamics.ps_link`` on the virtual clock): its utilisation and
+"""The PS's shared link over time (``dynamics.ps_link``, virtual clock or docker): its utilisation and
 queueing delay per sample window, read from the ``ps-link`` rows of the events table, and drawn."""
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def ps_link_frame(events: Optional[pd.DataFrame]) -> pd.DataFrame:
     rows = []
     for t, detail in zip(*(events.loc[events["event"] == "ps-link", c] for c in ("virtual_time", "detail"))):
         kv = dict(re.findall(r"(\w+)=(\S+)", str(detail)))
-        rows.append({"virtual_time": float(t), "direction": kv.get("direction"),
+        t = float(kv.get("at_s", t))   # docker: emulated seconds since the agents started (pslink.py)
+        rows.append({"virtual_time": t, "direction": kv.get("direction"),
                      **{k: float(kv[k]) for k in _FIELDS if k in kv}})
     return pd.DataFrame(rows, columns=cols)
 

@@ -30,12 +30,16 @@ def _mean_factor(diurnal, t_end: float) -> float:
 
 
 def realised_online(events: pd.DataFrame, device: int, t_end: float) -> float:
-    """Fraction of [0, t_end] the events table records ``device`` online."""
+    """Fraction of [0, t_end] the events table records ``device`` online. A row's time is its
+    ``applied_s=`` where it has one (real-time runtimes: emulated seconds since the agents started),
+    else its virtual time."""
     rows = events[(events["device"] == device) & events["event"].isin(("offline", "online"))]
-    rows = rows[rows["virtual_time"] <= t_end]
+    applied = rows["detail"].astype(str).str.extract(r"applied_s=([0-9.eE+-]+)")[0].astype(float)
+    times = applied.fillna(rows["virtual_time"])
+    rows, times = rows[times <= t_end], times[times <= t_end]
     online = rows.iloc[0]["event"] != "online" if len(rows) else True   # first change "online": started away
     since, up = 0.0, 0.0
-    for t, ev in zip(rows["virtual_time"], rows["event"]):
+    for t, ev in zip(times, rows["event"]):
         if ev == "offline" and online:
             up += t - since
             online = False

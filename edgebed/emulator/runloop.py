@@ -396,6 +396,10 @@ class RunLoop:
         stop = events[events["event"] == "stop"]
         col = "virtual_time" if events["virtual_time"].notna().any() else "wall_time"
         t_end = float(stop[col].iloc[0]) if len(stop) else float(events[col].max())
+        clock = self.clock
+        if not clock.virtual and clock.t_running is not None:
+            # real-time runtimes time their changes (applied_s=) from the agents' start, not the set-up
+            t_end -= (clock.t_running - clock.t0) / (clock.dilation or 1.0)
         trace = None
         if dyn.trace is not None:
             from ..traces import read_trace

@@ -543,6 +543,15 @@ class ParameterServer:
                 st.frozen = False
                 self.sessions.pop(st.session, None)
 
+    def leave(self, device: int) -> None:
+        """A device went offline (availability churn on a real runtime): its session ends, so it is not
+        taken for a silent one, and it says hello again when it returns. Any thread."""
+        with self.lock:
+            st = self.devices.get(device)
+            if st is not None:
+                self.sessions.pop(st.session, None)
+                self._held.pop(device, None)
+
     def frozen_devices(self) -> set[int]:
         """Devices that crashed (fail-stop). Any thread."""
         with self.lock:

@@ -1,7 +1,8 @@
-"""``python -m edgebed.traces``: import FedScale's pickles or generate a population, as a trace file.
+"""``python -m edgebed.traces``: import FedScale's pickles or FLASH's state trace, or generate a population, as a trace file.
 
     python -m edgebed.traces fedscale --capacity client_device_capacity --behaviour client_behave_trace \\
         --n 100 --horizon 2h -o trace.csv
+    python -m edgebed.traces flash state_traces.json --n 100 --horizon 2h -o trace.csv
     python -m edgebed.traces generate --n 100 --seed 1 --online-mean 20min --offline-mean 10min -o trace.csv
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 
 from ..units import parse_duration
 from .fedscale import import_fedscale
+from .flash import import_flash
 from .format import TraceError, write_trace
 from .population import Population, generate
 
@@ -21,11 +23,15 @@ def main(argv=None) -> int:
     f = sub.add_parser("fedscale", help="import FedScale's capacity and/or behaviour pickles")
     f.add_argument("--capacity", help="client_device_capacity pickle")
     f.add_argument("--behaviour", help="client_behave_trace pickle")
+    fl = sub.add_parser("flash", help="import FLASH's state_traces.json or cached_timers.json (availability)")
+    fl.add_argument("path", help="FLASH's state trace (JSON)")
+    fl.add_argument("--offset", default="0s", help="the run starts this long after FLASH's reference instant "
+                    "(2020-01-02 00:00:00), e.g. 8h")
     g = sub.add_parser("generate", help="a seeded population (parameters: edgebed/traces/population.py)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--online-mean", help="mean online period, e.g. 20min (unset: always online)")
     g.add_argument("--offline-mean", default="10min", help="mean offline period")
-    for s in (f, g):
+    for s in (f, fl, g):
         s.add_argument("--n", type=int, required=s is g, help="devices")
         s.add_argument("--horizon", default="24h", help="availability up to this time, e.g. 2h")
         s.add_argument("-o", "--out", required=True, help="trace file to write (.csv or .json)")
@@ -34,6 +40,8 @@ def main(argv=None) -> int:
         horizon = parse_duration(a.horizon)
         if a.verb == "fedscale":
             trace = import_fedscale(a.capacity, a.behaviour, a.n, horizon)
+        elif a.verb == "flash":
+            trace = import_flash(a.path, a.n, horizon, parse_duration(a.offset))
         else:
             params = Population(online_mean_s=parse_duration(a.online_mean) if a.online_mean else None,
                                 offline_mean_s=parse_duration(a.offline_mean))

@@ -166,3 +166,18 @@ def test_realised_online_fraction_meets_the_expected_long_run_value(tmp_path):
     assert row["expected_online"] == pytest.approx(4 / 6, abs=1e-3)   # 240 s = 4 whole diurnal periods
     assert row["within_tolerance"], row
     assert abs(row["realised_online"] - row["expected_online"]) < 0.1
+
+
+def test_docker_draws_the_same_churn_schedule_as_the_virtual_clock(run):
+    """docker/churn.py replays the virtual clock's stream (seed, device, 0xC1): the same scenario and seed
+    take the phones offline and back at the same (emulated) times on both runtimes."""
+    from edgebed.emulator.runtimes.docker.churn import churn_changes
+    _, events, _ = run
+    sc = parse_scenario(read_yaml(SCENARIO), str(SCENARIO), (f"dynamics.trace.path={TRACE}",))
+    churn = sc.dynamics.availability.classes["phone"]
+    for d in (4, 5, 6, 7):
+        rows = events[(events["device"] == d) & events["event"].isin(["offline", "online"])]
+        got = [(t, ev == "online") for t, ev in zip(rows["virtual_time"], rows["event"])]
+        want = churn_changes(churn, sc.seed, d, float(events["virtual_time"].max()))
+        assert len(got) >= 2 and [on for _, on in got] == [on for _, on in want[:len(got)]], d
+        assert [t for t, _ in got] == pytest.approx([t for t, _ in want[:len(got)]], abs=1e-9), d

@@ -1,6 +1,7 @@
 """The three shipped smoke studies, run for real (sim runtime) and reported: files, cells and the numbers a user reads."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -140,3 +141,23 @@ def test_compression_tuned_declares_its_tuning():
     t = study.spec.tuning
     assert t.lr[0] == 0.003 and t.lr[-1] == 1.0 and t.validation_samples > 0
     assert len(tuning_study(study).cells) == len(study.cells) * len(t.lr)
+
+
+def test_churn_smoke_devices_away_slow_the_clock_not_the_bytes_per_update(tmp_path):
+    """Churn (online 1/3 of the time) stretches the virtual time 400 updates take, and the realised
+    online fraction sits near the configured one; the bytes per update stay the rule's."""
+    _, _, t = run_and_report("churn-smoke", tmp_path)
+
+    def run(cell):
+        return next((tmp_path / "churn-smoke" / "runs").glob(f"{cell}/seed-1/*/summary.json")).parent
+    for rule in ("asgd", "adacomp"):
+        calm, away = run(f"{rule}-always-online"), run(f"{rule}-online-1-3")
+        assert "dynamics" not in json.loads((calm / "summary.json").read_text())["fidelity"]
+        dyn = json.loads((away / "summary.json").read_text())["fidelity"]["dynamics"]
+        calm_s = pd.read_csv(calm / "evals.csv")["virtual_time"].max()
+        assert pd.read_csv(away / "evals.csv")["virtual_time"].max() > 1.5 * calm_s, (dyn, calm_s)
+        avail = dyn["availability"][0]
+        assert 0.25 < avail["realised_online"] < 0.5 and avail["expected_online"] == pytest.approx(1 / 3, abs=1e-3)
+        assert t.loc[f"{rule} online 1/3", "ingress_mean"] == pytest.approx(
+            t.loc[f"{rule} always online", "ingress_mean"], rel=0.1)
+    assert t.loc["adacomp online 1/3", "ingress_mean"] < 0.2 * t.loc["asgd online 1/3", "ingress_mean"]

@@ -39,7 +39,7 @@ def test_bad_dynamics_are_refused_with_the_key(dynamics, says):
     assert "dynamics" in str(err.value)
 
 
-@pytest.mark.parametrize("runtime", ["local", "docker", "spark"])
+@pytest.mark.parametrize("runtime", ["local", "spark"])
 def test_a_runtime_that_cannot_apply_dynamics_refuses_them_at_validate(runtime, tmp_path):
     sc = _sc(CHURN, runtime={"name": runtime})
     try:
@@ -81,3 +81,48 @@ def test_event_rows_read_the_measured_time_of_real_time_runtimes():
                        "detail": ["scheduled_s=3 applied_s=3.044 event=0", "scheduled_s=6 applied_s=6.9 event=0"]})
     rows = event_rows(ev)
     assert [r["on_time"] for r in rows] == [True, False] and rows[0]["late_s"] == 0.044
+
+
+def test_docker_applies_churn_only_with_agents_in_containers_a_gradient_rule_and_an_online_only_trace(tmp_path):
+    """docker/churn.py stops and starts containers: forked agents, round-based rules and trace columns
+    it can't apply (speed, bandwidth) are refused at validate, naming the key."""
+    from edgebed.emulator.runtimes.docker.runtime import DockerRuntime
+
+    def problems(dynamics, **extra):
+        sc = _sc(dynamics, runtime={"name": "docker", **extra.pop("runtime", {})}, **extra)
+        return DockerRuntime(sc, tmp_path)._churn_problems()
+    assert problems(CHURN) == []
+    assert "agents: container" in problems(CHURN, runtime={"docker": {"agents": "forked"}})[0]
+    assert "gradient rule" in problems(CHURN, algorithm={"name": "model-averaging"})[0]
+    online = tmp_path / "online.csv"
+    online.write_text("device,time_s,online\n0,0,1\n0,5,0\n")
+    assert problems({"trace": {"path": str(online)}}) == []
+    speeds = tmp_path / "speeds.csv"
+    speeds.write_text("device,time_s,online,uplink_kbit_s\n0,0,1,800\n")
+    assert "sets uplink_kbit_s" in problems({"trace": {"path": str(speeds)}})[0]
+
+
+def test_docker_churn_schedule_starts_online_and_follows_the_trace(tmp_path):
+    from edgebed.emulator.runtimes.docker.churn import schedule
+    from edgebed.traces import TracePoint
+    sc = _sc(CHURN, runtime={"name": "docker"})
+    trace = {0: [TracePoint(0.0, False), TracePoint(3.0, True)], 1: [TracePoint(0.0, None, 2.0)]}
+    per_device, away = schedule(sc, trace, 100.0)
+    assert away == {0} and per_device[0] == [(3.0, True)]
+    assert set(per_device) == {0, 2, 3}                 # device 1: class a, no churn, no online rows
+    for d in (2, 3):                                    # class b: alternating, starting with offline
+        changes = per_device[d]
+        assert [on for _, on in changes] == [i % 2 == 1 for i in range(len(changes))] and len(changes) >= 6
+        assert all(b > a for (a, _), (b, _) in zip(changes, changes[1:])) and changes[-1][0] < 100
+
+
+def test_realised_availability_of_a_real_time_runtime_reads_applied_s():
+    """docker's offline/online rows have no virtual time: their applied_s= (emulated seconds since the
+    agents started) is when the device left and came back."""
+    import math
+    import pandas as pd
+    from edgebed.emulator.dynamics_fidelity import realised_online
+    ev = pd.DataFrame({"virtual_time": [math.nan] * 3, "event": ["hello", "offline", "online"], "device": [0, 0, 0],
+                       "detail": ["attempt=0", "scheduled_s=10 applied_s=10.5 took_s=0.5",
+                                  "scheduled_s=20 applied_s=20.5 took_s=0.5"]})
+    assert realised_online(ev, 0, 40.0) == pytest.approx(30 / 40)

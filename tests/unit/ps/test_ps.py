@@ -180,3 +180,17 @@ def test_adacomp_snapshot_taken_at_pull():
     push(ps, s0, 0, 0, idx=(0, 1))
     push(ps, s1, 0, 0, idx=(1, 2))
     assert rows["updates"][1]["sigma_max"] == 1 and rows["updates"][1]["sigma_mean"] == 0.5
+
+
+def test_a_device_that_leaves_is_not_silent_and_comes_back_with_a_new_session():
+    """Availability churn on a real runtime (docker/churn.py): ``leave`` ends the session — the device
+    is not reported silent while away, its old session is refused, and its hello afresh is welcome."""
+    ps, rows = make_ps()
+    s = hello(ps, 2)
+    ps.leave(2)
+    assert ps.silent_devices(-1.0) == []
+    reply, _ = call(ps, wire.Pull(s))
+    assert isinstance(reply, wire.Error) and reply.code == "unknown-session"
+    s2 = hello(ps, 2)
+    assert s2 != s and isinstance(push(ps, s2, 0, 0)[0], wire.Ack)
+    assert [r["event"] for r in rows["events"] if r["device"] == 2] == ["hello", "hello"]

@@ -150,6 +150,14 @@ def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dic
                 continue
             if links.unshape(idx):
                 report["qdiscs"].append(q["ifname"])
+    if ifb := ((record or {}).get("ps_link") or {}).get("ifb"):   # the PS link's ingress ifb (pslink.py)
+        try:
+            with links.iproute() as ipr:
+                if ipr.link_lookup(ifname=ifb):
+                    ipr.link("del", ifname=ifb)
+                    report["qdiscs"].append(ifb)
+        except Exception as err:  # noqa: BLE001 — said in the report, the rest of the teardown goes on
+            report["errors"].append(f"ifb {ifb}: {err}")
     report["phantom"] = [n.name for n in networks if n.name not in report["networks"] and not _attached(n)]
     try:
         report["leaked"] = {k: v for k, v in leftovers(run_id, client).items() if v}

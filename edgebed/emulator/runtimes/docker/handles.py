@@ -24,8 +24,11 @@ class ContainerHandle(PolledHandle):
     def __init__(self, runtime: StatusSource, device: int, container):
         super().__init__(runtime, device)
         self.container = container
+        self.away = False    # offline (availability churn, docker/churn.py): stopped, yet not ended
 
     def poll(self) -> Optional[int]:
+        if self.away:
+            return None
         if self.returncode is None:
             st = self.runtime.container_status(self.container.id)
             if st in ("exited", "dead") or st is None:

@@ -10,21 +10,27 @@ change is recorded in the events table (``net-link``/``net-link-end``) with ``sc
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from . import links
 
 
-def change_rate(index: int, profile, netns=None, latency: float = 0.1) -> None:
+def change_rate(index: int, profile, netns=None, latency: float = 0.1, base_rate: Optional[float] = None) -> None:
     """Set the rate of the tbf edgebed installed on ``index`` in place (``tc qdisc change``): removing
     and re-adding it would leave the link unshaped for a moment, and the sender's full socket buffer
     would leave at line rate (the test saw a 4 mbit device at 14.6 Mbit/s after such a gap). Without a
-    root tbf (an unshaped class, netem): ``links.shape``."""
+    root tbf (an unshaped class, netem): ``links.shape``.
+
+    The bucket keeps the depth of ``base_rate`` (the link's own rate) when that is deeper: tbf takes a
+    GSO packet whole while it fits the bucket, and one queued under the deeper bucket never fits a
+    shallower one — the queue stalled for the rest of the event (seen on the PS link: 4 mbit → 1 mbit,
+    0 bytes sent for 6 s with 244 kB queued)."""
     with links.iproute(netns) as ipr:
         kind = links.root_qdisc(index, _ipr=ipr)
         if kind == "tbf" and profile.rate is not None:
+            burst = links.tbf_burst(max(profile.rate, base_rate or 0.0))
             ipr.tc("change", "tbf", index, handle=links.ROOT_HANDLE, rate=links._rate_arg(profile.rate),
-                   burst=links.tbf_burst(profile.rate), limit=links.tbf_limit(profile.rate, latency))
+                   burst=burst, limit=links.tbf_limit(profile.rate, latency))
             return
     links.shape(index, profile, netns=netns, latency=latency)
 
@@ -56,7 +62,7 @@ class LiveLinkEvents:
             return None
         return max(0.0, self.todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
 
-    def tick(self, record: Callable[[int, str, str], None]) -> None:
+    def tick(self, ps, record: Callable[[int, str, str], None]) -> None:
         """Apply every event now due; ``record(device, event, detail)`` (the PS's ``event``)."""
         clock = self.rt.clock
         if clock.t_running is None:
@@ -100,10 +106,10 @@ class LiveLinkEvents:
         try:
             if e.direction in ("uplink", "both"):
                 prof = klass.uplink.model_copy(update={"rate": rate or klass.uplink.rate})
-                change_rate(rec["eth0"], prof, netns=rec["pid"])
+                change_rate(rec["eth0"], prof, netns=rec["pid"], base_rate=klass.uplink.rate)
             if e.direction in ("downlink", "both") and "host_veth" in rec and self.rt.spec.shape_downlink:
                 prof = klass.downlink.model_copy(update={"rate": rate or klass.downlink.rate})
-                change_rate(rec["host_veth"], prof)
+                change_rate(rec["host_veth"], prof, base_rate=klass.downlink.rate)
         except links.LinkError:
             return False   # its container ended meanwhile
         return True

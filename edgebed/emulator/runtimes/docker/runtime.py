@@ -40,7 +40,9 @@ from .clean import clean_docker, leak_advice
 from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_, unknown_classes
 from .handles import ContainerHandle, ForkedAgentHandle
 from .quotas import QuotaOnFirstPush
+from .churn import ContainerChurn, LiveChurn
 from .live import LiveLinkEvents
+from .pslink import PSLink
 from .runstate import ContainerRunState, cpus_for  # noqa: F401 — cpus_for: also this module's (kubernetes)
 
 LABEL = images.LABEL
@@ -58,6 +60,7 @@ GATE = ("import os, signal, sys, time\n"
         "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
         "os.execvp(sys.argv[2], sys.argv[2:])\n")
 HOLDER = "/usr/bin/sleep"   # ``agents: forked``: the container's only process (coreutils, in every image)
+DYNAMICS = ("event:link", "event:partition", "availability", "trace", "ps-link", "event:ps-link")
 COUNTER_EVERY = 0.25     # seconds between kernel counter samples (one netlink dump each)
 
 
@@ -81,7 +84,7 @@ class DockerSpec(BaseModel):
         "needed for hundreds of devices)")
 
 
-class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
+class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime):
     name = "docker"
     Spec = DockerSpec
 
@@ -98,10 +101,14 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._bridge_start: Optional[dict] = None
         self.leaked: dict = {}    # docker objects the teardown could not remove (summary.json "leftovers")
         self.gate_dir = self.run_dir / "gate"
-        # timed link events and partitions, applied live (docker/live.py)
-        self.capabilities = dataclasses.replace(self.capabilities, dynamics=frozenset({"event:link",
-                                                                                            "event:partition"}))
+        # timed link events and partitions, applied live (docker/live.py); availability churn
+        # (docker/churn.py); the PS's shared link (docker/pslink.py)
+        self.capabilities = dataclasses.replace(self.capabilities, dynamics=frozenset(DYNAMICS))
         self.live = LiveLinkEvents(self) if scenario.dynamics.events else None
+        self.churn: Optional[LiveChurn] = None   # made in start(), once the trace is read
+        self.timed: list = [self.live] if self.live is not None else []
+        self._specs: dict[int, AgentSpec] = {}
+        self._counter_base: dict[int, dict] = {}   # device → counts of its veths before a restart
 
     # -- what the engine asks ----------------------------------------------------------------
     def check(self) -> list[str]:
@@ -114,15 +121,21 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         except RuntimeError_ as err:
             problems.append(str(err))
         return (problems + unknown_classes(self.scenario, "runtime.docker.cpus", self.spec.cpus)
-                + LiveLinkEvents.problems(self.scenario))
+                + LiveLinkEvents.problems(self.scenario) + self._churn_problems())
+
     def applied(self) -> dict:
         out = super().applied()
         out["docker"] = {"image": self.spec.image or images.OFFLINE_IMAGE,
                          "cpus": {c.name: self.cpus_of(c.name) for c in self.scenario.workers.classes},
                          "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after,
                          "agents": self.spec.agents}
-        if self.live is not None:
-            out["dynamics"] = {"event:link": "kernel, live (rate only)", "event:partition": "kernel, live (eth0 down)"}
+        live = {"event:link": "kernel, live (rate only)", "event:partition": "kernel, live (eth0 down)",
+                "availability": "container killed (offline), started and re-shaped (online)",
+                "trace": "online column: container killed / started",
+                "ps-link": "kernel: tbf on the bridge (egress), bridge ingress → ifb with tbf (ingress)",
+                "event:ps-link": "kernel, live (rate)"}
+        if parts := [p for p in self.scenario.dynamics.parts() if p in live]:
+            out["dynamics"] = {p: live[p] for p in parts}
         if not links.kernel_qdiscs()["netem"]:
             out["warning"] = ("kernel has no netem: link delay, jitter and loss are applied by the agent "
                               "(application level); rate is shaped by the kernel (tbf)")
@@ -167,6 +180,21 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
 
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
         self._ensure_network()
+        self._specs = {s.device: s for s in specs}
+        dyn = self.scenario.dynamics
+        if dyn.ps_link is not None and (dyn.ps_link.ingress or dyn.ps_link.egress):
+            pslink = PSLink(self)
+            self.timed.append(pslink)
+            try:
+                pslink.install()
+            finally:
+                self._save()
+        if {"availability", "trace"} & set(dyn.parts()):
+            from ....traces import read_trace
+            trace = read_trace(dyn.trace.path, self.scenario.workers.n) if dyn.trace is not None else None
+            horizon = (self.scenario.stop.wall_time or 86400.0) / (self.clock.dilation or 1.0)
+            self.churn = LiveChurn(self, trace, horizon)
+            self.timed.append(self.churn)
         self.image = images.resolve(self.spec.image, self.client)
         self.record["image"] = {"name": self.image.name, "kind": self.image.kind}
         self.gate_dir.mkdir(exist_ok=True)
@@ -222,19 +250,13 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
         return handle
 
-    def restart_device(self, spec: AgentSpec, stop_timeout: int = 0) -> int:
-        """Restart device ``spec.device``'s container (``agents: container``): it gets a new network
-        namespace and veth, so the qdiscs are installed again — the agent waits at its gate until
-        they are, as at the first start — and its quota stays (a container setting). → the new pid.
-        Restarting loses the links' qdiscs under Containernet-style set-ups; here the record of the
-        run's containers (pid, interfaces, qdiscs) follows the restart, so cleanup finds them."""
-        if self.spec.agents != "container":
-            raise RuntimeError_("restart_device needs runtime.docker.agents: container")
+    def handle_of(self, device: int) -> Optional[ContainerHandle]:
+        return next((h for h in self.handles if h.device == device), None)
+
+    def _reshaped(self, spec: AgentSpec, handle, gate) -> int:
+        """After a (re)start: the record follows the new pid and interfaces, the qdiscs are installed
+        again, then the gate opens. → the new pid."""
         entry = self.record["containers"][str(spec.device)]
-        handle = next(h for h in self.handles if h.device == spec.device)
-        gate = self.gate_dir / str(spec.device)
-        gate.unlink(missing_ok=True)   # the restarted agent waits until its links are shaped again
-        handle.container.restart(timeout=stop_timeout)
         handle.container.reload()
         pid = handle.container.attrs["State"]["Pid"]
         if not pid:
@@ -245,10 +267,27 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
             entry["restarts"] = entry.get("restarts", 0) + 1
             entry.update(self._shape(spec, pid))
         handle.returncode = None
+        handle.away = False
         procs.wait_blocked(pid, signal.SIGTERM)
         gate.touch()
         self._save()
         return pid
+
+    def restart_device(self, spec: AgentSpec, stop_timeout: int = 0) -> int:
+        """Restart device ``spec.device``'s container (``agents: container``): it gets a new network
+        namespace and veth, so the qdiscs are installed again — the agent waits at its gate until
+        they are, as at the first start — and its quota stays (a container setting). → the new pid.
+        Restarting loses the links' qdiscs under Containernet-style set-ups; here the record of the
+        run's containers (pid, interfaces, qdiscs) follows the restart, so cleanup finds them."""
+        if self.spec.agents != "container":
+            raise RuntimeError_("restart_device needs runtime.docker.agents: container")
+        handle = next(h for h in self.handles if h.device == spec.device)
+        gate = self.gate_dir / str(spec.device)
+        gate.unlink(missing_ok=True)   # the restarted agent waits until its links are shaped again
+        self.sample_counters(force=True)
+        self._counter_base[spec.device] = dict(self._counters.get(spec.device, {}))
+        handle.container.restart(timeout=stop_timeout)
+        return self._reshaped(spec, handle, gate)
 
     def _fork_agents(self, specs: list[AgentSpec], handles: list) -> None:
         """``agents: forked``: fork each agent from the preloaded fork server into its container."""
@@ -302,11 +341,12 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
                 if d is None:
                     continue
                 st = msg.get_attr("IFLA_STATS64")
+                base = self._counter_base.get(d, {})   # what its earlier veths counted (restarts)
                 # host veth rx = bytes the container sent (uplink); tx = bytes it received (downlink)
-                self._counters[d] = {"uplink_bytes": int(st["rx_bytes"]), "downlink_bytes": int(st["tx_bytes"]),
-                                     "uplink_packets": int(st["rx_packets"]),
-                                     "downlink_packets": int(st["tx_packets"])}
-                self._uplink_peaks.setdefault(d, PeakRate()).add(now, int(st["rx_bytes"]))
+                c = {"uplink_bytes": int(st["rx_bytes"]), "downlink_bytes": int(st["tx_bytes"]),
+                     "uplink_packets": int(st["rx_packets"]), "downlink_packets": int(st["tx_packets"])}
+                self._counters[d] = {k: v + base.get(k, 0) for k, v in c.items()}
+                self._uplink_peaks.setdefault(d, PeakRate()).add(now, self._counters[d]["uplink_bytes"])
 
     def kernel_traffic(self) -> dict:
         """On-the-wire bytes (Ethernet + IP + TCP + payload) per device, per class and at the PS."""
