@@ -92,9 +92,16 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
 
 
 def _data_input(sc) -> tuple[tuple, int]:
-    """(one sample's shape, the number of classes) of the scenario's data set. The seam for the data
-    loaders: today's data sets (MNIST, Fashion-MNIST as IDX) are 28×28 grey images in 10 classes."""
-    return (1, 28, 28), 10
+    """(one sample's shape, the number of classes) of the scenario's data set, read from it (IDX:
+    28×28 grey images in 10 classes); before a download is cached, what the model expects."""
+    from .data import input_of
+    from .workload import resolve
+    if sc.dataset.source == "download" and sc.dataset.format != "idx":
+        from .data import load_labels
+        if load_labels(sc.dataset) is None:
+            w = resolve(sc.model)
+            return w.input_shape, w.num_classes
+    return input_of(sc.dataset)
 
 
 def _workload_problems(sc, out: dict) -> list[str]:
@@ -103,17 +110,17 @@ def _workload_problems(sc, out: dict) -> list[str]:
     from .workload import input_problems, num_params, step_flops, use_path
     use_path(sc.model.path)
     shape, classes = _data_input(sc)
-    problems = input_problems(sc.model.name, shape, classes, where="model.name")
+    problems = input_problems(sc.model, shape, classes, where="model.name")
     if not problems:
         from .models import workload_state_problems
-        problems = workload_state_problems(sc.model.name, shape, where="model.name")
+        problems = workload_state_problems(sc.model, shape, where="model.name")
     if not problems and out["kind"] == "scenario":
         b = sc.algorithm.batch_size
-        out["describes"] += (f"; model: {num_params(sc.model.name):,} parameters, "
-                             f"{step_flops(sc.model.name, b) / 1e6:.1f} MFLOP per step (batch {b})")
+        out["describes"] += (f"; model: {num_params(sc.model):,} parameters, "
+                             f"{step_flops(sc.model, b, shape) / 1e6:.1f} MFLOP per step (batch {b})")
         from .models import statistics_size
-        if statistics_size(sc.model.name):
-            out["describes"] += (f", {statistics_size(sc.model.name):,} running statistics "
+        if statistics_size(sc.model):
+            out["describes"] += (f", {statistics_size(sc.model):,} running statistics "
                                  f"(model.buffers: {sc.buffer_policy()})")
     return problems
 

@@ -228,16 +228,27 @@ _STATISTICS_SIZE: dict = {}
 def statistics_size(name) -> int:
     """Entries of running statistics workload ``name`` has (0: none), counted on torch's meta device
     once per name (the Welcome asks for each device)."""
+    key = _reference_key(name)
     try:
-        return _STATISTICS_SIZE[name]
+        return _STATISTICS_SIZE[key]
     except (KeyError, TypeError):   # TypeError: a reference that is no dict key is counted each time
         pass
     n = sum(layer.size for layer in model_layers(name, True) if layer.kind == "buffer")
     try:
-        _STATISTICS_SIZE[name] = n
+        _STATISTICS_SIZE[key] = n
     except TypeError:
         pass
     return n
+
+
+def _reference_key(ref):
+    """A dict key for a model reference: a model section (``ModelSpec``, or a dict with name and args)
+    by its name and its arguments as canonical JSON; anything else as it is."""
+    if isinstance(ref, dict) or hasattr(ref, "args"):
+        get = ref.get if isinstance(ref, dict) else lambda k, d=None: getattr(ref, k, d)
+        import json
+        return get("name"), json.dumps(get("args", None) or {}, sort_keys=True, default=str)
+    return ref
 
 
 def initial_theta(name: str, seed: int, buffers: bool = False) -> tuple[np.ndarray, list[Layer]]:

@@ -32,12 +32,33 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+DATA_FORMATS = ("idx", "cifar10", "cifar100", "imagefolder", "npz", "parquet", "arrow", "leaf", "python")
+
+
+class Normalise(_Strict):
+    mean: list[float] = Field(..., min_length=1, description="per-channel mean, on the [0, 1] scale for "
+                              "images stored as bytes")
+    std: list[float] = Field(..., min_length=1, description="per-channel standard deviation (> 0)")
+
+
 class DatasetSpec(_Strict):
     name: Literal["mnist", "fashion-mnist"] = "mnist"
-    # bundled: the 10,000 MNIST digits shipped in the package; path: an IDX directory;
-    # download: the standard MNIST files, sha256-verified, cached in `path` (or ~/.cache/edgebed).
+    format: Literal[DATA_FORMATS] = Field("idx", description="how the data set is stored "
+                                          "(edgebed/data/formats.py, docs/data.md): idx (MNIST layout), "
+                                          "cifar10, cifar100, imagefolder, npz, parquet, arrow, leaf, python")
+    # bundled: the 10,000 MNIST digits shipped in the package; path: an IDX directory (or the format's
+    # file / directory); download: the standard files, verified, cached in `path` (or ~/.cache/edgebed).
     source: Literal["bundled", "path", "download"] = "bundled"
     path: Optional[str] = None
+    test_path: Optional[str] = Field(None, description="formats with one split per file (imagefolder, npz, "
+                                     "parquet, arrow, leaf): the test split's file; absent: test_fraction "
+                                     "of the training file is held out")
+    options: dict[str, Any] = Field(default_factory=dict, description="the format's own options "
+                                    "(docs/data.md): x_key/y_key/users_key (npz), image_column/label_column/"
+                                    "user_column/shape (parquet), label (cifar100), channels/size "
+                                    "(imagefolder), vocab (leaf), factory/args (python)")
+    normalise: Optional[Normalise] = Field(None, description="images: per-channel mean/std (default: "
+                                           "computed from the training split; idx: MNIST's)")
     # When the source has no separate test split (bundled), this fraction is held out for testing.
     test_fraction: Fraction = 0.2
     train_samples: Optional[int] = Field(None, gt=0, description="use only the first N training samples")
@@ -66,10 +87,31 @@ class DatasetSpec(_Strict):
                                               "this many training samples (overlapping across devices) "
                                               "instead of a disjoint shard")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _source_default(cls, v: Any):
+        """Formats other than idx have nothing bundled: their source defaults to path."""
+        if isinstance(v, dict) and v.get("format", "idx") != "idx" and "source" not in v:
+            v = {**v, "source": "download" if v.get("format") in ("cifar10", "cifar100") and not v.get("path")
+                 else "path"}
+        return v
+
     @model_validator(mode="after")
     def _path_needed(self):
-        if self.source == "path" and not self.path:
-            raise ValueError("source: path needs `path:` (a directory with the four IDX files)")
+        if self.format == "python":
+            if not self.options.get("factory"):
+                raise ValueError("format: python needs options.factory: 'package.module:function'")
+        elif self.source == "path" and not self.path:
+            raise ValueError("source: path needs `path:` (a directory with the four IDX files, or the "
+                             "format's file or directory)")
+        if self.format != "idx" and self.source == "bundled":
+            raise ValueError(f"format {self.format} has nothing bundled; use source: path with path: "
+                             "(or source: download for cifar10 / cifar100)")
+        if self.source == "download" and self.format not in ("idx", "cifar10", "cifar100"):
+            raise ValueError(f"source: download works for idx, cifar10 and cifar100, not {self.format}; "
+                             "give source: path")
+        if self.test_path and self.format in ("idx", "cifar10", "cifar100", "python"):
+            raise ValueError(f"test_path: format {self.format} has its test split in the same place; remove it")
         if self.partition == "dirichlet" and self.alpha is None:
             raise ValueError("partition: dirichlet needs `alpha:` (e.g. 0.5; smaller is more skewed)")
         if self.samples_per_device and self.partition not in ("iid", "by-label"):
@@ -97,6 +139,19 @@ class ModelSpec(_Strict):
     buffer_samples: int = Field(1000, ge=1, description="training samples the evaluator recomputes the "
                                 "running statistics from (buffers recompute or local): the first N of "
                                 "a permutation seeded by the scenario's seed, in batches of 100")
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the model's "
+                                 "factory (e.g. {depth: 8, in_channels: 1} for resnet20); recorded in the "
+                                 "resolved scenario, so study cells can vary them (model.args.depth)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _factory_alias(cls, v: Any):
+        """``factory:`` is another spelling of ``name:`` (the Hydra habit); the resolved scenario says name."""
+        if isinstance(v, dict) and "factory" in v:
+            if "name" in v:
+                raise ValueError("give the model as name: or factory:, not both")
+            v = {k: x for k, x in v.items() if k != "factory"} | {"name": v["factory"]}
+        return v
 
     @field_validator("name")
     @classmethod
@@ -376,7 +431,7 @@ class Scenario(_Strict):
         if self.buffer_policy() != "average":
             return 0
         from .models import statistics_size
-        return statistics_size(self.model.name)
+        return statistics_size(self.model)
 
     @model_validator(mode="after")
     def _dynamics_names(self):
@@ -403,6 +458,11 @@ class Scenario(_Strict):
             del out["dynamics"]
         if self.model.path is None:       # likewise
             del out["model"]["path"]
+        if not self.model.args:           # likewise
+            del out["model"]["args"]
+        for key in ("format", "test_path", "options", "normalise"):   # likewise, at their defaults
+            if getattr(self.dataset, key) == DatasetSpec.model_fields[key].get_default(call_default_factory=True):
+                del out["dataset"][key]
         return out
 
 
@@ -719,7 +779,8 @@ def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario
     """Read, override and validate a scenario file. Raises ScenarioError with file and key path."""
     data = read_yaml(path)
     model = data.get("model") if isinstance(data, dict) else None
-    if isinstance(model, dict) and ":" in str(model.get("name", "")) or isinstance(model, dict) and model.get("path"):
+    if isinstance(model, dict) and ":" in str(model.get("name", model.get("factory", ""))) or \
+            isinstance(model, dict) and model.get("path"):
         # a user's module: importable from the scenario file's directory, or model.path relative to it
         data = {**data, "model": {**model, "path": str((Path(path).resolve().parent / model.get("path", ".")).resolve())}}
     return parse_scenario(data, str(path), tuple(overrides))

@@ -23,17 +23,22 @@ import numpy as np
 
 
 
-def default_step_time(model) -> float:
+def default_step_time(model, dataset=None) -> float:
     """Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1 on the
     project's 2-core reference machine; the virtual clock's default. The workload's measured
     ``step_time`` (the paper CNN and MLP), else an estimate: its per-step FLOPs at the paper CNN's
-    measured rate (``timing.step_time: calibrate`` measures it on this host instead)."""
+    measured rate (``timing.step_time: calibrate`` measures it on this host instead), on inputs of the
+    ``dataset`` section's sample shape where given (else the workload's own)."""
     from .workload import resolve, step_flops
     w = resolve(model)
     if w.step_time is not None:
         return w.step_time
+    shape = None
+    if dataset is not None:
+        from .data import input_of
+        shape = input_of(dataset)[0]
     ref = resolve("cnn")
-    return ref.step_time * step_flops(w) / step_flops(ref)
+    return ref.step_time * step_flops(w, 10, shape) / step_flops(ref)
 
 RTO = 0.2   # s, the application link's retransmission timeout per lost message (device_agent/link.py)
 

@@ -1,15 +1,18 @@
 """The workload a device trains: model factory, input spec, loss, metric and hints, one registry.
 
 A scenario names a workload by a registry key (``cnn``, ``mlp``: the paper's networks, the registry's
-first entries) or by an import path ``module:attr`` (the Flower / Hydra habit), where ``attr`` is a
-``Workload`` or a callable returning an ``nn.Module`` (then the input spec defaults to 28×28 grey
-images in 10 classes). Both resolve through ``resolve``; nothing else in the package compares a
-model's name — it asks the workload (``channels_last``, ``num_classes``, ``input_shape``).
+first entries; then the zoo's ``resnet20``, ``mobilenet-small``, ``char-lstm``, edgebed/zoo/) or by an
+import path ``module:attr`` (the Flower / Hydra habit), where ``attr`` is a ``Workload`` or a callable
+returning an ``nn.Module`` (then the input spec defaults to 28×28 grey images in 10 classes), with
+``model.args`` passed to the factory as keyword arguments. All resolve through ``resolve``; nothing
+else in the package compares a model's name — it asks the workload (``channels_last``,
+``num_classes``, ``input_shape``).
 """
 from __future__ import annotations
 
+import functools
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
@@ -37,7 +40,9 @@ class Workload:
     ``step_time``: seconds per batch-10 gradient on the reference machine, if measured (timing.py);
     ``base_bytes``: a sim process without devices, if measured (emulator/capacity.py);
     ``loss(logits, labels, reduction)``: what devices differentiate and the evaluator reports;
-    ``correct(logits, labels)``: how many samples count as right (accuracy = correct / N)."""
+    ``correct(logits, labels)``: how many samples count as right (accuracy = correct / N);
+    ``input_dtype``: ``float32`` (images) or ``int64`` (token ids); ``shape_of(**args)``: the input shape
+    the factory called with ``args`` expects (zoo models whose input size is an argument)."""
     name: str
     factory: Callable[[], "nn.Module"]
     input_shape: tuple = (1, 28, 28)
@@ -47,6 +52,23 @@ class Workload:
     base_bytes: int | None = None
     loss: Callable = cross_entropy
     correct: Callable = top1_correct
+    input_dtype: str = "float32"
+    shape_of: Callable | None = None
+
+    def with_args(self, args: dict | None) -> "Workload":
+        """This workload with its factory called with ``args`` (the scenario's ``model.args``)."""
+        if not args:
+            return self
+        shape = self.shape_of(**args) if self.shape_of else self.input_shape
+        return replace(self, factory=functools.partial(self.factory, **args), input_shape=tuple(shape),
+                       num_classes=int(args.get("num_classes", args.get("vocab", self.num_classes))))
+
+
+def sample_input(w: Workload, batch: int, input_shape: tuple | None = None, device=None):
+    """A zero batch of ``batch`` inputs the workload takes (its dtype and shape, or ``input_shape``)."""
+    import torch
+    dtype = torch.int64 if w.input_dtype == "int64" else torch.float32
+    return torch.zeros((batch, *(input_shape or w.input_shape)), dtype=dtype, device=device)
 
 
 def num_params(ref) -> int:
@@ -64,7 +86,7 @@ def input_problems(ref, input_shape: tuple, num_classes: int, where: str = "mode
     shape = "×".join(map(str, input_shape))
     with torch.device("meta"):
         model = w.factory()
-        x = torch.empty((2, *input_shape))
+        x = sample_input(w, 2, input_shape)
         try:
             out = model(x)
         except Exception as e:  # noqa: BLE001 — any failure of the user's forward is the answer
@@ -78,16 +100,17 @@ def input_problems(ref, input_shape: tuple, num_classes: int, where: str = "mode
     return []
 
 
-def step_flops(ref, batch: int = 10) -> int:
-    """FLOPs of one SGD step (forward + backward) on a batch of ``batch`` inputs, as torch's
-    FlopCounterMode counts them (matmuls and convolutions; element-wise ops are not counted)."""
+def step_flops(ref, batch: int = 10, input_shape: tuple | None = None) -> int:
+    """FLOPs of one SGD step (forward + backward) on a batch of ``batch`` inputs (of ``input_shape``,
+    default the workload's), as torch's FlopCounterMode counts them (matmuls, convolutions and LSTM
+    cells; element-wise ops are not counted)."""
     import torch
     import torch.nn.functional as F
     from torch.utils.flop_counter import FlopCounterMode
     from .models import build_model
     w = resolve(ref)
     model = build_model(w, 0)
-    x = torch.zeros((batch, *w.input_shape))
+    x = sample_input(w, batch, input_shape)
     if w.channels_last and x.dim() == 4:
         x = x.contiguous(memory_format=torch.channels_last)
     y = torch.zeros(batch, dtype=torch.int64)
@@ -115,6 +138,15 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
+def _zoo() -> None:
+    from .zoo import ZOO
+    for w in ZOO:
+        WORKLOADS.setdefault(w.name, w)
+
+
+_zoo()
+
+
 def use_path(path: str | None) -> None:
     """Make a user's workload module importable here and in the processes this one starts: ``path``
     joins ``sys.path`` and ``PYTHONPATH`` (the scenario's ``model.path``, absolute)."""
@@ -130,9 +162,13 @@ def use_path(path: str | None) -> None:
 
 
 def resolve(ref) -> Workload:
-    """The workload ``ref`` names: a ``Workload`` itself, a registry key, or ``module:attr``."""
+    """The workload ``ref`` names: a ``Workload`` itself, a registry key, ``module:attr``, or a model
+    section (a ``ModelSpec`` or a dict with ``name`` and ``args``): that workload with its args."""
     if isinstance(ref, Workload):
         return ref
+    if isinstance(ref, dict) or hasattr(ref, "args"):
+        get = ref.get if isinstance(ref, dict) else functools.partial(getattr, ref)
+        return resolve(get("name")).with_args(get("args", None))
     ref = str(ref)
     if ref in WORKLOADS:
         return WORKLOADS[ref]

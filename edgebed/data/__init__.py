@@ -13,8 +13,10 @@ by-label (dirichlet, natural, quantity) are in ``partitions`` (docs/data.md).
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
+import json
 import shutil
 import struct
 import urllib.request
@@ -47,10 +49,29 @@ class DatasetError(ValueError):
 
 @dataclass
 class Dataset:
-    train_x: np.ndarray  # uint8 [N, 28, 28]
-    train_y: np.ndarray  # uint8 [N]
+    """A scenario's train and test splits. IDX: uint8 ``[N, 28, 28]`` images (``normalize`` makes them
+    model inputs); other formats (``scenario_set.py``): already model inputs — float32 ``(N, C, H, W)``
+    or int64 token ids ``(N, T)``. ``num_classes``: labels are 0..num_classes-1."""
+    train_x: np.ndarray
+    train_y: np.ndarray  # uint8 (IDX) or int64 [N]
     test_x: np.ndarray
     test_y: np.ndarray
+    num_classes: int = 10
+    users: Optional[np.ndarray] = None   # training samples' user ids, where the format has them
+
+    @property
+    def input_shape(self) -> tuple:
+        """One model input's shape: (1, 28, 28) for IDX, the format's own otherwise."""
+        return tuple(normalize(self.train_x[:1]).shape[1:])
+
+    def cut(self, train: slice, test: Optional[slice] = None, into_test: bool = False) -> "Dataset":
+        """The training rows ``train`` (and ``test`` rows of the test split), or with ``into_test`` the
+        training rows ``train`` as the new test split (validation)."""
+        tx, ty, u = self.train_x[train], self.train_y[train], None if self.users is None else self.users[train]
+        if into_test:
+            return Dataset(self.train_x[test], self.train_y[test], tx, ty, self.num_classes,
+                           None if self.users is None else self.users[test])
+        return Dataset(tx, ty, self.test_x, self.test_y, self.num_classes, u)
 
 
 def load_idx(path: str | Path) -> np.ndarray:
@@ -88,6 +109,9 @@ def _find(directory: Path, stem: str) -> Path:
 def missing(spec) -> list[str]:
     """What a scenario's ``dataset`` section needs on this host but lacks (empty: nothing missing),
     checked before a run starts instead of in every agent. ``download`` fetches what it lacks."""
+    if getattr(spec, "format", "idx") != "idx":
+        from .scenario_set import formatted_missing
+        return formatted_missing(spec)
     if spec.source != "path":
         return []
     d = Path(spec.path)
@@ -178,7 +202,10 @@ def download_mnist(dest: str | Path, base_url: str = MNIST_URL,
 
 def load_dataset(spec, seed: int = 0) -> Dataset:
     """The dataset a scenario's ``dataset`` section names, with ``train_samples`` applied."""
-    if spec.source == "bundled":
+    if getattr(spec, "format", "idx") != "idx":
+        from .scenario_set import load_formatted
+        ds = load_formatted(spec)
+    elif spec.source == "bundled":
         ds = load_bundled(spec.test_fraction, seed)
     elif spec.source == "path":
         ds = load_dir(spec.path)
@@ -192,7 +219,7 @@ def load_dataset(spec, seed: int = 0) -> Dataset:
         if spec.train_samples > len(ds.train_y):
             raise DatasetError(f"dataset.train_samples={spec.train_samples} but the training split has "
                                f"only {len(ds.train_y)} samples")
-        ds = Dataset(ds.train_x[: spec.train_samples], ds.train_y[: spec.train_samples], ds.test_x, ds.test_y)
+        ds = ds.cut(slice(0, spec.train_samples))
     return ds
 
 
@@ -203,7 +230,7 @@ def validation_split(ds: Dataset, n: int) -> Dataset:
         raise DatasetError(f"dataset.validation_samples={n} must be between 1 and the training split's "
                            f"{len(ds.train_y) - 1} (it has {len(ds.train_y)} samples)")
     cut = len(ds.train_y) - n
-    return Dataset(ds.train_x[:cut], ds.train_y[:cut], ds.train_x[cut:], ds.train_y[cut:])
+    return ds.cut(slice(cut, None), slice(0, cut), into_test=True)
 
 
 def partition(labels: np.ndarray, n: int, scheme: str, seed: int, labels_per_worker: int = 2) -> list[np.ndarray]:
@@ -315,14 +342,15 @@ def partition_problems(spec, n: int, seed: int = 0) -> list[str]:
     (empty: nothing), read from the label file alone, before anything starts. A ``download`` source
     not yet cached can't be checked here (the run checks it)."""
     try:
-        labels = load_labels(spec)
+        got = labels_and_users(spec)
     except DatasetError as err:
         return [str(err)]
-    if labels is None:
+    if got is None:
         return []
+    labels, users = got
     if spec.partition in EXTRA_SCHEMES:
         try:
-            Partition.for_spec(labels, n, spec, seed)
+            Partition.for_spec(labels, n, spec, seed, users)
         except DatasetError as err:
             return [str(err)]
         return []
@@ -349,21 +377,36 @@ def partition_summary(spec, n: int, seed: int) -> Optional[dict]:
     from .partitions import summarise
     if n > SUMMARY_MAX_DEVICES or getattr(spec, "samples_per_device", None):
         return None
-    labels = load_labels(spec)
-    if labels is None:
+    got = labels_and_users(spec)
+    if got is None:
         return None
-    y = labels.astype(np.int64)
-    p = Partition.for_spec(y, n, spec, seed)
+    y = got[0].astype(np.int64)
+    p = Partition.for_spec(y, n, spec, seed, got[1])
     if hasattr(p, "summary"):
         return p.summary.to_dict()
     params = {"labels_per_worker": spec.labels_per_worker} if spec.partition == "by-label" else {}
-    return summarise(list(p), y, max(10, int(y.max()) + 1), spec.partition, params).to_dict()
+    return summarise(list(p), y, max(10, int(y.max()) + 1) if getattr(spec, "format", "idx") == "idx"
+                     else input_of(spec)[1], spec.partition, params).to_dict()
 
 
 def load_labels(spec) -> Optional[np.ndarray]:
     """The training labels a scenario's ``dataset`` section gives (``train_samples`` and
     ``validation_samples`` applied), reading no images; None for a ``download`` not yet cached."""
-    if spec.source == "bundled":
+    got = labels_and_users(spec)
+    return None if got is None else got[0]
+
+
+def labels_and_users(spec) -> Optional[tuple[np.ndarray, Optional[np.ndarray]]]:
+    """``load_labels`` and the samples' user ids (None where the format has none) alike."""
+    users = None
+    if getattr(spec, "format", "idx") != "idx":
+        if spec.source == "download":
+            from .scenario_set import load_spec
+            if not fetched_cached(load_spec(spec)):
+                return None
+        from .scenario_set import formatted_labels
+        y, _, users = formatted_labels(spec)
+    elif spec.source == "bundled":
         y = load_idx(BUNDLED_DIR / BUNDLED_FILES[1])
         y = y[: len(y) - int(round(len(y) * spec.test_fraction))]
     else:
@@ -378,14 +421,43 @@ def load_labels(spec) -> Optional[np.ndarray]:
             raise DatasetError(f"dataset.validation_samples={v} must be between 1 and the training split's "
                                f"{len(y) - 1} (it has {len(y)} samples)")
         y = y[: len(y) - v]
+        users = None if users is None else users[: len(users) - v]
     if spec.train_samples is not None:
         if spec.train_samples > len(y):
             raise DatasetError(f"dataset.train_samples={spec.train_samples} but the training split has "
                                f"only {len(y)} samples")
         y = y[: spec.train_samples]
-    return y
+        users = None if users is None else users[: spec.train_samples]
+    return y, users
 
 
 def normalize(x: np.ndarray) -> np.ndarray:
-    """uint8 [N, 28, 28] → float32 [N, 1, 28, 28], standardised with MNIST's mean and std."""
+    """Samples as the model takes them: IDX's uint8 [N, 28, 28] → float32 [N, 1, 28, 28], standardised
+    with MNIST's mean and std; the other formats' samples are prepared when loaded (float32 images
+    normalised per channel, int64 token ids) and pass through unchanged."""
+    if x.dtype != np.uint8 or x.ndim != 3:
+        return np.asarray(x)
     return ((x.astype(np.float32) / 255.0 - MEAN) / STD)[:, None, :, :]
+
+
+def input_of(spec) -> tuple[tuple, int]:
+    """(one model input's shape, number of classes) of a scenario's ``dataset`` section, read from
+    the data set (IDX: 1×28×28 in 10 classes, the format's fixed layout)."""
+    if getattr(spec, "format", "idx") == "idx":
+        return (1, 28, 28), 10
+    return _formatted_input(json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=8)
+def _formatted_input(spec_json: str) -> tuple[tuple, int]:
+    """``input_of`` a non-IDX section, once per process (a LEAF set is parsed whole to learn it)."""
+    from types import SimpleNamespace
+    from .scenario_set import formatted_input
+    return formatted_input(SimpleNamespace(**json.loads(spec_json)))
+
+
+def fetched_cached(spec) -> bool:
+    """Whether a ``source: download`` data set is already in its cache (cifar: the tarball)."""
+    name = spec.format
+    cache = Path(spec.path or Path.home() / ".cache" / "edgebed" / name).expanduser()
+    return any(cache.glob("*.tar.gz")) or any(p.is_dir() for p in cache.glob("cifar-*"))

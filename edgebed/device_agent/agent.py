@@ -131,7 +131,7 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
               timeout: Optional[float] = None, configure_socket=None) -> int:
     """Run one device until the PS says stop. Returns 0 on a normal end.
 
-    ``data=(x uint8 [N,28,28], y uint8 [N])`` trains on that shard instead of loading the scenario's
+    ``data=(x, y)`` (samples as the data set stores them, labels [N]) trains on that shard instead of loading the scenario's
     dataset (Spark tasks pass their partition). ``freezer`` is called on a fail-stop crash the runtime
     did not enforce itself (default: block forever). If the PS stops answering for ``timeout`` s
     (env EDGEBED_PS_TIMEOUT, default 60) or forgets the session (restarted from a checkpoint), the
@@ -247,6 +247,6 @@ def trainer_for(cfg: wire.WelcomeConfig, device: int, data=None, torch_device: s
     seed, dataset = cfg.seed, cfg.dataset
     if data is None:
         ds = load_dataset(DatasetSpec.model_validate(dataset), seed)
-        shard = Partition.for_spec(ds.train_y, cfg.n_devices, dataset, seed)[device]
+        shard = Partition.for_spec(ds.train_y, cfg.n_devices, dataset, seed, ds.users)[device]
         data = (ds.train_x[shard], ds.train_y[shard])
-    return Trainer(cfg.model, data[0], data[1], cfg.algorithm["batch_size"], seed, device, torch_device)
+    return Trainer(cfg.workload, data[0], data[1], cfg.algorithm["batch_size"], seed, device, torch_device)

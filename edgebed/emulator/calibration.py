@@ -36,9 +36,17 @@ def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, s
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
+        from ..workload import resolve
+        w = resolve(model)
         rng = np.random.default_rng(seed)
-        x = rng.integers(0, 255, (max(64, batch_size * 4), 28, 28), dtype=np.uint8)
-        y = rng.integers(0, 10, len(x), dtype=np.uint8)
+        n = max(64, batch_size * 4)
+        if w.input_dtype == "int64":     # token ids
+            x = rng.integers(0, w.num_classes, (n, *w.input_shape), dtype=np.int64)
+        elif tuple(w.input_shape) == (1, 28, 28):   # the IDX layout, normalised as the data path does
+            x = rng.integers(0, 255, (n, 28, 28), dtype=np.uint8)
+        else:                            # other images: already normalised when loaded
+            x = rng.standard_normal((n, *w.input_shape), dtype=np.float32)
+        y = rng.integers(0, w.num_classes, n, dtype=np.int64)
         tr = Trainer(model, x, y, batch_size, seed, 0)
         comp = make_compressor(ALGORITHMS[algorithm].compressor, c, tr.layers)
         theta = get_flat(tr.model)

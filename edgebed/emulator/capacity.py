@@ -53,7 +53,7 @@ def sim_memory(sc: Scenario) -> dict:
     """Predicted peak bytes of a virtual-clock run of ``sc``: {"base", "per_device", "total"} (for a
     runtime whose devices live in the engine's process: ``RuntimeEntry.devices_in_engine``)."""
     from ..workload import num_params
-    size = num_params(sc.model.name)
+    size = num_params(sc.model)
     rule = ALGORITHMS[sc.algorithm.name]
     c = sc.algorithm.ratio
     per = DEVICE_BYTES
@@ -74,7 +74,7 @@ def sim_memory(sc: Scenario) -> dict:
     per += 4 * size * (int(cp.error_feedback) + int(cp.momentum > 0))
     if cp.pull_delta:
         per += 4 * size * (1 + (2 if cp.pull != "f32" else 1))
-    base = base_bytes(sc.model.name)
+    base = base_bytes(sc.model)
     return {"base": base, "per_device": per, "total": base + sc.workers.n * per}
 
 

@@ -44,10 +44,10 @@ def class_preview(sc: Scenario, runtime) -> tuple[list[dict], Optional[str]]:
     elif isinstance(sc.timing.step_time, float):
         step, whence = sc.timing.step_time, "timing.step_time"
     else:
-        step, whence = tm.default_step_time(sc.model.name), "reference machine"
+        step, whence = tm.default_step_time(sc.model, sc.dataset), "reference machine"
     from .calibration import message_sizes
     link_model = link_model_of(runtime)
-    sizes = message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
+    sizes = message_sizes(sc.model, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
     expected = tm.scenario_expected(sc, step, link_model, sizes)
     for row, e in zip(rows, expected):
         row.update(share=e["share"], rate_per_device=e["rate_per_device"], staleness_mean=e["staleness_mean"])

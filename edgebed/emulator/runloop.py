@@ -78,7 +78,7 @@ class RunLoop:
             self.live = TensorBoardSink(self.path / "tensorboard", self._classes(), self.class_names)
             self.writer.listeners.append(self.live)
         use_path(sc.model.path)   # a user's model module: here, and in every process started after
-        theta, _ = initial_theta(sc.model.name, sc.seed, buffers=sc.statistics_in_theta() > 0)
+        theta, _ = initial_theta(sc.model, sc.seed, buffers=sc.statistics_in_theta() > 0)
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         self.applied = runtime.applied()
         self.clock = clock = runtime.clock

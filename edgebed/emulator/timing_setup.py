@@ -25,7 +25,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     info: dict = {"pacing": spec.pacing, "tolerance": spec.tolerance, "wait": spec.wait.model_dump(mode="json")}
     real = None
     if spec.step_time == "calibrate" or spec.dilation == "auto":
-        real = calibrate_step_time(sc.model.name, sc.algorithm.batch_size, sc.algorithm.name,
+        real = calibrate_step_time(sc.model, sc.algorithm.batch_size, sc.algorithm.name,
                                       sc.algorithm.ratio, sc.seed)
         info["calibrated_step_s"] = round(real, 6)
     if isinstance(spec.step_time, float):
@@ -33,7 +33,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     elif spec.step_time == "calibrate":
         step, info["step_time_from"] = real, "calibrated on this host"
     else:
-        step, info["step_time_from"] = tm.default_step_time(sc.model.name), "reference machine (sim default)"
+        step, info["step_time_from"] = tm.default_step_time(sc.model, sc.dataset), "reference machine (sim default)"
     if spec.step_time == "calibrate":   # the run (and the sim runtime) sees the number
         sc = type(sc).model_validate({**sc.model_dump(mode="json"),
                                       "timing": {**sc.timing.model_dump(mode="json"), "step_time": step}})
@@ -45,7 +45,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     expected, sizes = None, None
     if ALGORITHMS[sc.algorithm.name].policy == "gradient":   # the one-gradient-per-pull cycle the timing models
         try:
-            sizes = message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
+            sizes = message_sizes(sc.model, sc.algorithm.name, sc.algorithm.ratio, sc.seed)
             expected = tm.scenario_expected(sc, step, info["link_model"], sizes, runtime.dilation)
         except Exception as err:   # the expectation is a report, never a reason not to run
             info["expected_error"] = f"{type(err).__name__}: {err}"

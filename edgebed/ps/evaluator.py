@@ -55,10 +55,10 @@ class TestSet:
         use_path(sc.model.path)
         ds = load_dataset(sc.dataset, sc.seed)
         n = sc.eval.test_samples or len(ds.test_y)
-        self.model = build_model(sc.model.name, sc.seed)
+        self.model = build_model(sc.model, sc.seed)
         self.model.eval()
         self.x = torch.from_numpy(normalize(ds.test_x[:n]))
-        self.workload = resolve(sc.model.name)
+        self.workload = resolve(sc.model)
         if self.workload.channels_last:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64))

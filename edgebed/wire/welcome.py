@@ -24,11 +24,17 @@ class WelcomeConfig:
     timing: Optional[dict] = None   # pacing budget, waiting time (timing_setup.agent_timing); None: off
     compression: Optional[dict] = field(default=None)   # the compression section when not the default
     model_path: Optional[str] = None   # where the device imports a user's model module from (workload.py)
+    model_args: Optional[dict] = None  # the model factory's keyword arguments (scenario model.args)
     buffers: Optional[str] = None   # "average": Θ carries the running statistics after the weights (models.py)
 
     # the JSON object's key order (timing and compression first, then as the engine always wrote them)
     _ORDER = ("timing", "compression", "seed", "n_devices", "device", "dataset", "model", "algorithm",
-              "compressor", "policy", "speed_class", "app_link", "model_path", "buffers")
+              "compressor", "policy", "speed_class", "app_link", "model_path", "model_args", "buffers")
+
+    @property
+    def workload(self) -> dict:
+        """The model section devices resolve (``workload.resolve``): name and factory arguments."""
+        return {"name": self.model, "args": self.model_args or {}}
 
     def to_dict(self) -> dict:
         """The JSON object sent in ``Welcome.config`` (fields left None are left out)."""

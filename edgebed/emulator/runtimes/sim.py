@@ -57,7 +57,7 @@ def sim_step_time(scenario, spec: "SimSpec") -> float:
         return spec.step_time
     if isinstance(scenario.timing.step_time, float):
         return scenario.timing.step_time
-    return default_step_time(scenario.model.name)
+    return default_step_time(scenario.model, scenario.dataset)
 
 
 class SimSpec(BaseModel):
@@ -216,11 +216,11 @@ class SimRuntime(Runtime):
         sc = self.scenario
         seed = sc.seed
         ds = load_dataset(sc.dataset, seed)
-        shards = Partition.for_spec(ds.train_y, sc.workers.n, sc.dataset, seed)
+        shards = Partition.for_spec(ds.train_y, sc.workers.n, sc.dataset, seed, ds.users)
         classes = class_assignment(sc)
         # One normalised copy of the data for all devices, each with its index into it; one model for
         # every device that only computes gradients at a Θ it is given (set in full before each).
-        data = SharedData(ds.train_x, ds.train_y, sc.model.name)
+        data = SharedData(ds.train_x, ds.train_y, sc.model)
         shared: dict[str, object] = {}
 
         def trainer_of(d: int):
@@ -228,10 +228,10 @@ class SimRuntime(Runtime):
                 module = None
                 if (cfg.policy or {}).get("name", "gradient") == "gradient":
                     if "module" not in shared:   # built once (a build reseeds torch and costs ms)
-                        shared["module"] = build_model(cfg.model, seed)
+                        shared["module"] = build_model(cfg.workload, seed)
                     module = shared["module"]
                 index = shards[d]
-                return Trainer(cfg.model, None, None, cfg.algorithm["batch_size"], seed, d, data=data,
+                return Trainer(cfg.workload, None, None, cfg.algorithm["batch_size"], seed, d, data=data,
                                index=index.astype(np.int32) if len(ds.train_y) < 2**31 else index, module=module)
             return make
         handles = []
@@ -261,7 +261,7 @@ class SimRuntime(Runtime):
                 self._carry_out(dev, dev.machine.hello(0))
         if self.spec.max_batch > 1:
             from ...device_agent.batched import BatchedGradient
-            self._batched = BatchedGradient(sc.model.name, seed)
+            self._batched = BatchedGradient(sc.model, seed)
         return handles
 
     # -- the event loop ------------------------------------------------------------------------

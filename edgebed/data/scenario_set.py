@@ -1,0 +1,106 @@
+"""The scenario's data set in a format other than IDX (``dataset.format``) as a ``Dataset`` a model
+trains on: train and test splits, images normalised per channel to float32 ``(N, C, H, W)``,
+sequences as int64 token ids ``(N, T)``, with the data set's own sample shape and class count.
+
+Splits: cifar10 / cifar100 have both in one place; other formats read ``path`` for training and
+``test_path`` for testing, or hold out ``test_fraction`` of ``path`` (rows drawn by a fixed seed, not
+the scenario's, so every seed of a study evaluates on the same rows; a file sorted by label, as an
+ImageFolder is, still gives a test set of every class). Normalisation: ``dataset.normalise`` or, by
+default, the training split's per-channel mean and std (``arrayset.channel_stats``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from . import Dataset, DatasetError
+from .arrayset import ArraySet, channel_stats, normalise
+from .formats import LoadSpec, labels as format_labels, load
+
+_HOLDOUT_SEED = 0x7E57   # the held-out test rows: the same for every scenario seed
+BOTH_SPLITS = ("cifar10", "cifar100")
+
+
+def load_spec(spec, test: bool = False) -> LoadSpec:
+    """The formats.LoadSpec of a scenario's ``dataset`` section (its training or its test split)."""
+    path = spec.test_path if test and spec.test_path else spec.path
+    split = "test" if test and spec.format in BOTH_SPLITS else "train"
+    return LoadSpec(spec.format, path, split, dict(spec.options), spec.source)
+
+
+def _holdout(n: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(training rows, test rows) of a split of ``n`` rows with ``fraction`` held out, both sorted."""
+    k = int(round(n * fraction))
+    perm = np.random.default_rng(_HOLDOUT_SEED).permutation(n)
+    return np.sort(perm[k:]), np.sort(perm[:k])
+
+
+def _own_test(spec) -> bool:
+    return spec.format in BOTH_SPLITS or bool(spec.test_path)
+
+
+def load_formatted(spec) -> Dataset:
+    """The train and test splits of a scenario's non-IDX ``dataset`` section, prepared for a model."""
+    train = load(load_spec(spec))
+    if _own_test(spec):
+        test = load(load_spec(spec, test=True))
+    else:
+        tr, te = _holdout(len(train), spec.test_fraction)
+        test, train = _rows(train, te), _rows(train, tr)
+    if train.x.ndim == 4:
+        stats = (spec.normalise.mean, spec.normalise.std) if spec.normalise else _stats(train.x)
+        tx, ex = normalise(train.x, *stats), normalise(test.x, *stats)
+    elif train.is_sequence:
+        tx, ex = np.asarray(train.x, np.int64), np.asarray(test.x, np.int64)
+    else:
+        tx, ex = np.asarray(train.x, np.float32), np.asarray(test.x, np.float32)
+    classes = max(train.num_classes, test.num_classes)
+    return Dataset(tx, train.y.astype(np.int64), ex, test.y.astype(np.int64), num_classes=classes,
+                   users=train.users)
+
+
+def _stats(x: np.ndarray) -> tuple[tuple, tuple]:
+    """Per-channel mean and std on the scale ``normalise`` subtracts them at ([0, 1] for bytes)."""
+    mean, std = channel_stats(x)
+    k = 255.0 if x.dtype == np.uint8 else 1.0
+    return tuple(m / k for m in mean), tuple(max(s / k, 1e-6) for s in std)
+
+
+def _rows(ds: ArraySet, idx: np.ndarray) -> ArraySet:
+    return ArraySet(ds.x[idx], ds.y[idx], ds.classes, None if ds.users is None else ds.users[idx],
+                    ds.user_names, ds.vocab)
+
+
+def formatted_labels(spec) -> tuple[np.ndarray, int, Optional[np.ndarray]]:
+    """(training labels, classes, users or None) of a non-IDX ``dataset`` section, as
+    ``load_formatted`` splits it, reading only labels where the format allows."""
+    y, classes, users = format_labels(load_spec(spec))
+    if not _own_test(spec):
+        tr, _ = _holdout(len(y), spec.test_fraction)
+        y, users = y[tr], None if users is None else users[tr]
+    return np.asarray(y, np.int64), classes, users
+
+
+def formatted_input(spec) -> tuple[tuple, int]:
+    """(one sample's shape, number of classes) of a non-IDX ``dataset`` section."""
+    from .formats import load_shard
+    y, classes, _ = formatted_labels(spec)
+    one = load_shard(load_spec(spec), [0]) if len(y) else None
+    if one is None:
+        raise DatasetError(f"dataset.path {spec.path}: the data set has no samples")
+    return one.input_shape, classes
+
+
+def formatted_missing(spec) -> list[str]:
+    """What a non-IDX ``dataset`` section lacks on this host (empty: nothing)."""
+    if spec.source != "path":
+        return []
+    out = []
+    for key in ("path", "test_path"):
+        p = getattr(spec, key)
+        if p and not Path(p).expanduser().exists():
+            out.append(f"dataset.{key}: {p} does not exist; give the {spec.format} data set's file or "
+                       "directory (docs/data.md)")
+    return out
