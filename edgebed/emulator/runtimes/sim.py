@@ -402,7 +402,7 @@ class SimRuntime(Runtime):
         if self.dyn is not None and (self._void_reply or not dev.online):
             return             # to a device that went away after sending: lost
         nbytes = wire.frames_nbytes(frames)
-        reply = wire.decode(frames)
+        reply = wire.decode(frames, self.ps.config.max_message_bytes, nbytes)
         if (isinstance(reply, wire.Model) and not dev.machine.deferred_gradients and dev.code is None
                 and not dev.frozen and dev.online):
             t0 = time.perf_counter()
