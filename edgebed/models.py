@@ -86,7 +86,7 @@ def num_params(model: nn.Module) -> int:
 
 def get_flat(model: nn.Module) -> np.ndarray:
     """Θ as a new float32 vector."""
-    return torch.cat([p.detach().reshape(-1) for _, p in trainable(model)]).numpy().copy()
+    return torch.cat([p.detach().reshape(-1) for _, p in trainable(model)]).cpu().numpy().copy()
 
 
 def set_flat(model: nn.Module, theta: np.ndarray) -> None:
@@ -102,7 +102,7 @@ def set_flat(model: nn.Module, theta: np.ndarray) -> None:
 
 def grad_flat(model: nn.Module) -> np.ndarray:
     """The gradient of the last backward pass as a float32 vector in Θ order."""
-    return torch.cat([p.grad.reshape(-1) for _, p in trainable(model)]).numpy()
+    return torch.cat([p.grad.reshape(-1) for _, p in trainable(model)]).cpu().numpy()
 
 
 def model_layers(name: str) -> list[Layer]:

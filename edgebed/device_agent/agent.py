@@ -155,7 +155,9 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     torch.set_num_threads(1)
 
     def make_trainer(cfg: wire.WelcomeConfig):
-        return trainer_for(cfg, device, data, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
+        # a runtime's own choice (a Spark task's GPU), else the scenario's device (Welcome), else the CPU
+        return trainer_for(cfg, device, data, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE")
+                           or cfg.torch_device or "cpu")
 
     machine = DeviceProtocol(device, os.environ.get(CLASS_ENV, ""), make_trainer)
     join = functools.partial(_join, ps_address, machine, timeout=timeout, configure_socket=configure_socket,

@@ -45,13 +45,14 @@ class TestSet:
         use_path(sc.model.path)
         ds = load_dataset(sc.dataset, sc.seed)
         n = sc.eval.test_samples or len(ds.test_y)
-        self.model = build_model(sc.model.name, sc.seed)
+        dev = torch.device(sc.device)   # cuda: validate made sure there is one
+        self.model = build_model(sc.model.name, sc.seed).to(dev)
         self.model.eval()
-        self.x = torch.from_numpy(normalize(ds.test_x[:n]))
+        self.x = torch.from_numpy(normalize(ds.test_x[:n])).to(dev)
         self.workload = resolve(sc.model.name)
         if self.workload.channels_last:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
-        self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64))
+        self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64)).to(dev)
 
     def __call__(self, theta: np.ndarray) -> tuple[float, float]:
         return evaluate(self.model, theta, self.x, self.y, workload=self.workload)

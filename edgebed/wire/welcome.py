@@ -24,10 +24,11 @@ class WelcomeConfig:
     timing: Optional[dict] = None   # pacing budget, waiting time (timing_setup.agent_timing); None: off
     compression: Optional[dict] = field(default=None)   # the compression section when not the default
     model_path: Optional[str] = None   # where the device imports a user's model module from (workload.py)
+    torch_device: Optional[str] = None   # the scenario's device when not cpu: where the device's torch computes
 
     # the JSON object's key order (timing and compression first, then as the engine always wrote them)
     _ORDER = ("timing", "compression", "seed", "n_devices", "device", "dataset", "model", "algorithm",
-              "compressor", "policy", "speed_class", "app_link", "model_path")
+              "compressor", "policy", "speed_class", "app_link", "model_path", "torch_device")
 
     def to_dict(self) -> dict:
         """The JSON object sent in ``Welcome.config`` (fields left None are left out)."""
