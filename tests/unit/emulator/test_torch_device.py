@@ -68,3 +68,13 @@ def test_a_gradient_on_the_gpu_equals_the_cpus_within_float_error():
     g = {d: Trainer("cnn", x, y, 10, 0, 0, d).gradient(theta)[0] for d in ("cpu", "cuda")}
     assert g["cuda"].dtype == np.float32 and g["cuda"].shape == theta.shape
     np.testing.assert_allclose(g["cuda"], g["cpu"], rtol=1e-3, atol=1e-5)
+
+
+def test_the_gpu_check_says_there_is_no_cuda_device_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    from benchmarks import gpu_check
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "gpu_check.json"
+    assert gpu_check.main(["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "gpu_check: no CUDA device" in err and "nothing was written" in err
+    assert not out.exists()
