@@ -22,7 +22,9 @@ Round-based update rules (model averaging) may hold a Model or Ack until their r
 answers a dynamic-averaging report whose round ends in a synchronisation (upload the model, then pull).
 ``Push`` is dense (``values`` has |Θ| entries) or sparse (``indices`` uint32 into the flat Θ and
 ``values`` of the same length). ``decode`` rejects anything malformed with ``WireError``; checks that
-need the model (index range, length of a dense push, NaN/Inf) are the PS handler's.
+need the model (index range, length of a dense push, NaN/Inf) are the PS handler's. A message may have
+at most ``message_cap(|Θ|)`` bytes (8 an entry + header + margin: see there), at the PS and at the
+devices alike, so the limit grows with the model and no peer can send more than a model its size needs.
 
 Version 2 (compact encodings, opt-in per scenario: ``compression.encoding: compact``) changes only
 Push and Model: instead of their value/index frames they carry ONE frame ``payload`` (dtype ``|u1``)
