@@ -5,6 +5,8 @@ against raw pyzmq loopback throughput measured in the same run.
     python -m benchmarks.bench_ps --parts FILE             → µs of process()'s parts (ps-process-parts.json)
     python -m benchmarks.bench_ps --budget FILE            → ratio to raw for a process() of fixed cost
                                                               (ps-process-budget.json)
+    python -m benchmarks.bench_ps --sizes FILE             → ingest per model size, 0.2 M / 1 M / 11 M
+                                                              parameters, vs raw pyzmq (ps-sizes.json)
 
 Apply cost = wall time of ``ParameterServer.process`` on a pre-encoded push (decode + checks + rule +
 bookkeeping + record hook), with n devices each holding an outstanding pull, in a round-robin
@@ -53,8 +55,8 @@ def frames_bytes(msg) -> list[bytes]:
     return [bytes(memoryview(f)) if not isinstance(f, np.ndarray) else f.tobytes() for f in wire.encode(msg)]
 
 
-def make_ps(rule: str, n: int, c: float = 0.01):
-    theta, layers = initial_theta("cnn", 0)
+def make_ps(rule: str, n: int, c: float = 0.01, model: str = "cnn"):
+    theta, layers = initial_theta(model, 0)
     r = RULES[rule](theta, 0.01)
     ps = ParameterServer(PSConfig(n_devices=n, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d), class_of=lambda d: "x"), theta, r, Hooks())
     return ps, layers, theta.size
@@ -235,10 +237,10 @@ def budget(costs=(0, 5, 10, 15, 20), rounds: int = 3, seconds: float = 3.0, sock
     return {"rounds": out}
 
 
-def _raw_once(rule: str, seconds: float, sockets: int, pinned: bool = False) -> tuple[float, float]:
+def _raw_once(rule: str, seconds: float, sockets: int, pinned: bool = False, model: str = "cnn") -> tuple[float, float]:
     """(msgs/s, CPU s per message of the serving process) through the serve loop with a ``process``
     that does no work (``NullPS``): the ceiling of any PS on this receive path."""
-    rate, cpu, _ = _serve_ps(rule, seconds, sockets, null=True, pinned=pinned)
+    rate, cpu, _ = _serve_ps(rule, seconds, sockets, null=True, pinned=pinned, model=model)
     return rate, cpu
 
 
@@ -249,10 +251,12 @@ class NullPS(ParameterServer):
     ``unsent`` and the raw ceiling crashed in every round (``tests/integration/test_bench_ps.py``
     runs it through the serve loop)."""
 
-    def __init__(self):
+    def __init__(self, entries: Optional[int] = None):
+        """``entries``: the model the clients push for (its message cap); None: the MLP's."""
         theta, _ = initial_theta("mlp", 0)
         super().__init__(PSConfig(n_devices=1, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
-                                  class_of=lambda d: "x"), theta, RULES["asgd"](theta, 0.01), Hooks())
+                                  class_of=lambda d: "x", max_message_bytes=wire.message_cap(entries or theta.size)),
+                         theta, RULES["asgd"](theta, 0.01), Hooks())
         self.version = 0   # messages answered
         self._ack = wire.encode(wire.Ack(0))
 
@@ -278,13 +282,15 @@ def _pin(cpus: Optional[set]) -> None:
 
 
 def _client(endpoint: str, rule: str, sockets: int, seconds: float, q, handshake: bool,
-            cpus: Optional[set] = None) -> None:
+            cpus: Optional[set] = None, model: str = "cnn") -> None:
     """Each DEALER is one device: hello (if the peer is a PS), then push → ack → push ... with fresh
     sequence numbers; the gradient arrays are shared, only the small header is re-encoded.
     ``cpus``: run on these only."""
     _pin(cpus)
     ctx = zmq.Context()
-    layers, size = initial_theta("cnn", 0)[1], 211_690
+    theta, layers = initial_theta(model, 0)
+    size = theta.size
+    del theta
     v, idx = payload(rule, layers, size, np.random.default_rng(0))
     socks = [ctx.socket(zmq.DEALER) for _ in range(sockets)]
     sessions = []
@@ -336,7 +342,8 @@ def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3, pinned:
 
 
 def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy_path: bool = False,
-              busy_us: float = 0.0, pinned: bool = False, null: bool = False) -> tuple[float, float, int]:
+              busy_us: float = 0.0, pinned: bool = False, null: bool = False,
+              model: str = "cnn") -> tuple[float, float, int]:
     """(pushes/s, CPU µs per push of this process, pushes applied) through the real ZmqServer.
 
     Every device has a pull on record (AdaComp keeps a snapshot of its counters for each, as in a
@@ -346,14 +353,15 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy
     ``numpy_path``: the real PS with its compiled push path switched off (``aggregate._fast = None``),
     the numpy code it falls back to. ``busy_us`` (with ``stub``): the canned Ack after spinning that
     long on the serve thread, a ``process`` that costs exactly that much. ``null``: ``NullPS``, no
-    work at all, the clients skip hello (the raw baseline). ``pinned``: see SERVER_CPUS."""
+    work at all, the clients skip hello (the raw baseline). ``pinned``: see SERVER_CPUS. ``model``: the
+    workload whose Θ the PS holds and the clients push for."""
     from edgebed.ps import aggregate
     from edgebed.ps.serve import ZmqServer
     ctx = mp.get_context("spawn")
     if null:
-        ps = NullPS()
+        ps = NullPS(initial_theta(model, 0)[0].size)
     else:
-        ps, layers, size = make_ps(rule, sockets)
+        ps, layers, size = make_ps(rule, sockets, model=model)
         for d in range(sockets):
             ps.rule.on_pull(d, 0)
     if stub:
@@ -380,7 +388,7 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy
             _pin(SERVER_CPUS)
         q = ctx.Queue()
         cl = ctx.Process(target=_client, args=(server.endpoint, rule, sockets, seconds, q, not null,
-                                               CLIENT_CPUS if pinned else None))
+                                               CLIENT_CPUS if pinned else None, model))
         cpu0 = _cpu_s()
         cl.start()
         rate = q.get()
@@ -446,6 +454,66 @@ def million_frames(frames: int = 1_000_000) -> dict:
             "answered_after_s": answered, "serve_loop_receive_s": max(spent)}
 
 
+SIZES = {"0.2 M (mlp)": "mlp", "1 M": "tests.sized_models:mlp_1m", "11 M": "tests.sized_models:mlp_11m"}
+# Two devices pushing at once: an 11 M dense push is 44 MB, and 8 of them in flight took longer than a
+# one-second window to come back on the shared 2-core host.
+SIZE_SOCKETS = 2
+
+
+def ingest_by_size(seconds: float = 2.0, rounds: int = 3, sockets: int = SIZE_SOCKETS) -> list[dict]:
+    """Ingest (pushes/s through the real ZmqServer) for each model of ``SIZES``, ASGD (dense pushes of
+    4·|Θ| bytes) and AdaComp (top-1 % per layer), beside raw pyzmq (``NullPS``: the same serve loop
+    and clients around a ``process`` doing no work, sized for the same model); PS and raw runs
+    alternate ``rounds`` times and the medians are compared. Unpinned: the CPUs are shared."""
+    rows = []
+    for label, model in SIZES.items():
+        theta, layers = initial_theta(model, 0)
+        for rule in ("asgd", "adacomp"):
+            v, idx = payload(rule, layers, theta.size, np.random.default_rng(0))
+            nbytes = wire.frames_nbytes(wire.encode(wire.Push("0123456789abcdef", 1, 0, v, idx)))
+            runs = []
+            for _ in range(rounds):
+                ps_rate, ps_cpu, _ = _serve_ps(rule, seconds, sockets, model=model)
+                raw_rate, raw_cpu = _raw_once(rule, seconds, sockets, model=model)
+                runs.append({"ps_pushes_per_s": ps_rate, "raw_zmq_msgs_per_s": raw_rate,
+                             "ps_cpu_us_per_push": ps_cpu * 1e6, "raw_cpu_us_per_msg": raw_cpu * 1e6,
+                             "ps_over_raw": ps_rate / raw_rate})
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "ps_over_raw"}
+            rows.append({"size": label, "model": model, "parameters": int(theta.size), "rule": rule,
+                         "message_bytes": nbytes, "message_cap": wire.message_cap(theta.size), **med,
+                         "ps_over_raw": med["ps_pushes_per_s"] / med["raw_zmq_msgs_per_s"],
+                         "ps_bytes_per_s": med["ps_pushes_per_s"] * nbytes, "rounds": runs})
+            print(f"{label:12s} {rule:8s} {nbytes:>11,} B: PS {med['ps_pushes_per_s']:8.1f}/s, raw "
+                  f"{med['raw_zmq_msgs_per_s']:8.1f}/s, ratio {rows[-1]['ps_over_raw']:.2f}", flush=True)
+    return rows
+
+
+def _host() -> dict:
+    """The CPU model, cores and load average: what a rate measured on a shared host depends on."""
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown")
+    return {"cpu_model": model, "cores": os.cpu_count(), "load_average": os.getloadavg()}
+
+
+def write_sizes(path: Path, seconds: float, rounds: int) -> None:
+    """``--sizes``: ingest per model size → ``path`` (json) and the same with ``.md``."""
+    res = {"date": time.strftime("%Y-%m-%d %H:%M"), "host_start": _host(), "seconds_each": seconds,
+           "rounds": rounds, "client_sockets": SIZE_SOCKETS, "ingest": ingest_by_size(seconds, rounds)}
+    res["load_average_end"] = os.getloadavg()
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    h = res["host_start"]
+    lines = [f"{res['date']}, {h['cpu_model']}, {h['cores']} cores, load average at start / end: "
+             f"{h['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}; medians of {rounds} alternating "
+             f"rounds of {seconds:g} s, {SIZE_SOCKETS} client DEALERs (one push in flight each) in another "
+             "process, CPUs shared", "",
+             "| model | parameters | rule | message B | PS pushes/s | PS MB/s | raw pyzmq msgs/s | PS/raw [per round] |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['size']} | {r['parameters']:,} | {r['rule']} | {r['message_bytes']:,} | {r['ps_pushes_per_s']:.1f} "
+              f"| {r['ps_bytes_per_s'] / 1e6:.0f} | {r['raw_zmq_msgs_per_s']:.1f} | {r['ps_over_raw']:.2f} "
+              f"[{_ratios(r)}] |" for r in res["ingest"]]
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
 def _ratios(r: dict, key: str = "ps_over_raw") -> str:
     return ", ".join(f"{x[key]:.2f}" for x in r["rounds"])
 
@@ -459,7 +527,13 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", metavar="FILE", help="only the µs of process()'s parts, to FILE (json)")
     ap.add_argument("--budget", metavar="FILE", help="only the ratio to raw for a process() of fixed cost, to FILE (json)")
     ap.add_argument("--memory", metavar="FILE", help="only the PS's memory per outstanding pull, to FILE (json)")
+    ap.add_argument("--sizes", metavar="FILE", help="only ingest per model size (0.2 M, 1 M, 11 M), ASGD and "
+                    "AdaComp beside raw pyzmq, to FILE (json) and FILE with .md")
+    ap.add_argument("--seconds", type=float, default=2.0, help="--sizes: seconds of each PS or raw run")
     args = ap.parse_args(argv)
+    if args.sizes:
+        write_sizes(Path(args.sizes), args.seconds, args.rounds)
+        return 0
     if args.memory:
         rows = [pull_memory(rule, n) for rule in ("asgd", "comp-asgd", "adacomp") for n in (10, 200)]
         Path(args.memory).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"),

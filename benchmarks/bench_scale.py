@@ -42,7 +42,7 @@ def scenario(model: str, rule: str, n: int, updates: int) -> dict:
     evaluation once at the end (an evaluation is a fixed cost, not a per-device one)."""
     import yaml
     sc = yaml.safe_load((ROOT / "scenarios" / "population-10k.yaml").read_text())
-    sc["name"] = f"scale-{model}-{rule}-{n}"
+    sc["name"] = f"scale-{model.replace(':', '.')}-{rule}-{n}"   # an import path names a model too
     sc["model"] = {"name": model}
     sc["algorithm"] = {**sc["algorithm"], "name": rule}
     if rule != "adacomp":

@@ -84,7 +84,7 @@ def trainable(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
 
 def grad_flat(model: nn.Module) -> np.ndarray:
     """The gradient of the last backward pass as a float32 vector in Θ order."""
-    return torch.cat([p.grad.reshape(-1) for _, p in trainable(model)]).numpy()
+    return torch.cat([p.grad.reshape(-1) for _, p in trainable(model)]).cpu().numpy()
 
 
 
@@ -135,7 +135,7 @@ def _tensors(model: nn.Module, buffers: bool) -> list[torch.Tensor]:
 
 def get_flat(model: nn.Module, buffers: bool = False) -> np.ndarray:
     """Θ as a new float32 vector (with the running statistics after the parameters if ``buffers``)."""
-    return torch.cat([t.detach().reshape(-1).float() for t in _tensors(model, buffers)]).numpy().copy()
+    return torch.cat([t.detach().reshape(-1).float() for t in _tensors(model, buffers)]).cpu().numpy().copy()
 
 
 def set_flat(model: nn.Module, theta: np.ndarray, buffers: bool = False) -> None:

@@ -382,6 +382,11 @@ class RuntimeSpec(_Strict):
 class Scenario(_Strict):
     name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$")
     seed: int = 0
+    device: Literal["cpu", "cuda"] = Field("cpu", description="where torch computes: cpu, or cuda (the first "
+                                           "GPU) for the devices' gradients and local steps, the evaluator and "
+                                           "the virtual clock's gradients; Θ stays float32 numpy at the PS and on "
+                                           "the wire. validate refuses cuda where torch sees no CUDA device "
+                                           "(untested on a GPU here: docs/performance.md)")
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
     algorithm: Annotated[Algorithm, BeforeValidator(_algorithm_section)] = Field(

@@ -53,6 +53,9 @@ class Channel:
         self.sock.connect(address)
         self.timeout = timeout
         self.address = address
+        # Bytes a reply may have: before the Welcome names the model, no message carries Θ; then
+        # the model's cap (``SocketDriver.bound``), so a model of any size is read and no larger one.
+        self.max_bytes = wire.message_cap(0)
 
     def send(self, msg: wire.Message) -> int:
         frames = wire.encode(msg)
@@ -64,7 +67,8 @@ class Channel:
             raise PSUnreachable(f"no reply from the PS at {self.address} within {self.timeout:.0f} s")
         frames = self.sock.recv_multipart(copy=False)
         body = [f.buffer for f in frames]
-        return wire.decode(body), wire.frames_nbytes(body)
+        nbytes = wire.frames_nbytes(body)
+        return wire.decode(body, self.max_bytes, nbytes), nbytes
 
     def close(self) -> None:
         self.sock.close()
@@ -151,7 +155,9 @@ def run_agent(ps_address: str, device: int, attempt: Optional[int] = None,
     torch.set_num_threads(1)
 
     def make_trainer(cfg: wire.WelcomeConfig):
-        return trainer_for(cfg, device, data, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE", "cpu"))
+        # a runtime's own choice (a Spark task's GPU), else the scenario's device (Welcome), else the CPU
+        return trainer_for(cfg, device, data, torch_device or os.environ.get("EDGEBED_TORCH_DEVICE")
+                           or cfg.torch_device or "cpu")
 
     machine = DeviceProtocol(device, os.environ.get(CLASS_ENV, ""), make_trainer)
     join = functools.partial(_join, ps_address, machine, timeout=timeout, configure_socket=configure_socket,
@@ -169,10 +175,16 @@ class SocketDriver:
         self.ch, self.reply, self.attempt = join(attempt)
         self.up = self.down = self.pacer = None     # made at the first send (``_link_up``)
 
+    def bound(self) -> None:
+        """Let the channel read models of the machine's size (once its Welcome built the trainer)."""
+        if self.machine.trainer is not None:
+            self.ch.max_bytes = wire.message_cap(self.machine.entries)
+
     def run(self) -> int:
         """Until the PS says stop (0) or the machine exits with an error (raises)."""
         try:
             actions = self.machine.receive(self.reply)
+            self.bound()
             while actions:
                 action = actions.pop(0)
                 if isinstance(action, Freeze):
@@ -195,7 +207,9 @@ class SocketDriver:
         if not why.answered:
             self.ch.close()
         self.ch, self.reply, self.attempt = self.join(self.attempt + 1, channel=self.ch if why.answered else None)
-        return self.machine.receive(self.reply)
+        actions = self.machine.receive(self.reply)
+        self.bound()
+        return actions
 
     def _link_up(self) -> None:
         """The app-level links this runtime left to the agent and the pacing, from the Welcome."""

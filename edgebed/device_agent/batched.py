@@ -27,9 +27,10 @@ from ..workload import resolve
 class BatchedGradient:
     """∇ cross-entropy of one model architecture at k parameter vectors on k batches."""
 
-    def __init__(self, model: str, seed: int = 0):
+    def __init__(self, model: str, seed: int = 0, torch_device: str = "cpu"):
         self.workload = resolve(model)
-        self.module = build_model(model, seed)
+        self.dev = torch.device(torch_device)
+        self.module = build_model(model, seed).to(self.dev)
         replace_all_batch_norm_modules_(self.module)   # batch statistics only (module docstring)
         self.layers = layers_of(self.module)
         self.names = [l.name for l in self.layers]
@@ -45,12 +46,12 @@ class BatchedGradient:
 
         ``thetas[i]`` is a flat Θ, ``xs[i]``/``ys[i]`` the batch (same b for all i)."""
         k = len(thetas)
-        theta = torch.from_numpy(np.stack([np.asarray(t, dtype=np.float32) for t in thetas]))
+        theta = torch.from_numpy(np.stack([np.asarray(t, dtype=np.float32) for t in thetas])).to(self.dev)
         params = [theta[:, l.offset:l.offset + l.size].reshape(k, *l.shape) for l in self.layers]
         with torch.no_grad():
             grads, losses = self._fn(params, torch.stack(list(xs)), torch.stack(list(ys)))
         flat = torch.cat([g.reshape(k, -1) for g in grads], dim=1)
-        return flat.numpy(), losses.numpy().astype(np.float64)
+        return flat.cpu().numpy(), losses.cpu().numpy().astype(np.float64)
 
 
 def trainer_batches(trainers: Sequence) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

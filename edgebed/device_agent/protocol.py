@@ -161,6 +161,11 @@ class DeviceProtocol:
         return [Send(self._push(self._request))]
 
     @property
+    def entries(self) -> int:
+        """Entries of the flat vector this device exchanges with the PS (0 before its Welcome)."""
+        return sum(layer.size for layer in self.trainer.layers) if self.trainer is not None else 0
+
+    @property
     def deferred_upload(self) -> Optional[Upload]:
         """The push payload whose gradient the driver still has to compute (deferred mode), else None."""
         up = self._request

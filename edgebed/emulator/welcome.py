@@ -32,6 +32,7 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
         # Unset newer keys stay out: the Welcome's bytes cross the emulated link (golden sim tables).
         dataset=sc.dataset.model_dump(mode="json", exclude=_unset_dataset_keys(sc.dataset)),
         model=sc.model.name, model_path=sc.model.path, model_args=sc.model.args or None,
+        torch_device=None if sc.device == "cpu" else sc.device,   # unset on the CPU: the Welcome's bytes as before
         algorithm=flat(sc.algorithm), compressor=compressor,   # the flat form: bytes as before
         policy=RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         speed_class=speed_class,

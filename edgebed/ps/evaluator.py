@@ -55,18 +55,19 @@ class TestSet:
         use_path(sc.model.path)
         ds = load_dataset(sc.dataset, sc.seed)
         n = sc.eval.test_samples or len(ds.test_y)
-        self.model = build_model(sc.model, sc.seed)
+        dev = torch.device(sc.device)   # cuda: validate made sure there is one
+        self.model = build_model(sc.model, sc.seed).to(dev)
         self.model.eval()
-        self.x = torch.from_numpy(normalize(ds.test_x[:n]))
+        self.x = torch.from_numpy(normalize(ds.test_x[:n])).to(dev)
         self.workload = resolve(sc.model)
         if self.workload.channels_last:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
-        self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64))
+        self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64)).to(dev)
         self.buffers = sc.statistics_in_theta() > 0
         self.recompute_from = None
         if statistics(self.model) and not self.buffers:   # recompute or local
             pick = np.random.default_rng([sc.seed, 0xB7]).permutation(len(ds.train_y))[:sc.model.buffer_samples]
-            self.recompute_from = torch.from_numpy(normalize(ds.train_x[pick]))
+            self.recompute_from = torch.from_numpy(normalize(ds.train_x[pick])).to(dev)
             if self.workload.channels_last:
                 self.recompute_from = self.recompute_from.contiguous(memory_format=torch.channels_last)
 

@@ -41,7 +41,7 @@ class PSConfig:
     eval_dense: Optional[tuple] = None        # (near accuracies, within, every): see note_accuracy
     crash_probability: float = 0.0            # fail-stop probability per applied push
     seed: int = 0
-    max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES
+    max_message_bytes: Optional[int] = None   # bytes; None: wire.message_cap(|Θ|), set by the PS
     max_step: float = MAX_STEP                # a push may move an entry of Θ by at most this × max(1, ‖Θ₀‖∞)
     diverge_at: float = MAX_STEP              # ‖Θ‖∞ over this × max(1, ‖Θ₀‖∞): the model diverged
     on_divergence: str = "fail"               # fail: the run ends failed; exclude: go on without the device
@@ -98,6 +98,8 @@ class ParameterServer:
     def __init__(self, config: PSConfig, theta: np.ndarray, rule: UpdateRule, hooks: Hooks | None = None):
         self.config = config
         self.theta = theta
+        if config.max_message_bytes is None:   # the cap follows the model (issue #38), not a constant
+            config.max_message_bytes = wire.message_cap(theta.size)
         self.rule = rule
         self.hooks = hooks or Hooks()
         self.t0 = time.monotonic()

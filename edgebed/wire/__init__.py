@@ -22,7 +22,9 @@ Round-based update rules (model averaging) may hold a Model or Ack until their r
 answers a dynamic-averaging report whose round ends in a synchronisation (upload the model, then pull).
 ``Push`` is dense (``values`` has |Θ| entries) or sparse (``indices`` uint32 into the flat Θ and
 ``values`` of the same length). ``decode`` rejects anything malformed with ``WireError``; checks that
-need the model (index range, length of a dense push, NaN/Inf) are the PS handler's.
+need the model (index range, length of a dense push, NaN/Inf) are the PS handler's. A message may have
+at most ``message_cap(|Θ|)`` bytes (8 an entry + header + margin: see there), at the PS and at the
+devices alike, so the limit grows with the model and no peer can send more than a model its size needs.
 
 Version 2 (compact encodings, opt-in per scenario: ``compression.encoding: compact``) changes only
 Push and Model: instead of their value/index frames they carry ONE frame ``payload`` (dtype ``|u1``)
@@ -57,6 +59,9 @@ from .welcome import WelcomeConfig  # noqa: F401  (the typed form of Welcome.con
 MAGIC = b"EB"
 VERSIONS = (1, 2)           # versions decoded
 MAX_HEADER_BYTES = 64 * 1024
+MESSAGE_MARGIN_BYTES = 1024 * 1024   # the cap's slack over the largest message a model of |Θ| entries needs
+# A receiver that does not know |Θ| (a bare PSConfig) bounds a message by this; the engine and the
+# agents use message_cap(|Θ|).
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 ALLOWED_DTYPES = {"<f4": np.float32, "<f2": np.float16, "<u4": np.uint32, "<i4": np.int32}
 PAYLOAD_DTYPE = "|u1"       # v2's packed payload frame
@@ -286,6 +291,21 @@ def _encode_v2(msg: Message) -> list:
     if getattr(msg, "base", None) is not None:
         enc["b"] = msg.base
     return [_header(msg, 2, [["payload", PAYLOAD_DTYPE, [int(payload.size)]]], enc=enc), payload]
+
+
+def message_cap(entries: int) -> int:
+    """The most bytes a message about a model of ``entries`` float32 entries may have (bytes).
+
+    ``8·entries + MAX_HEADER_BYTES + MESSAGE_MARGIN_BYTES``: the largest message such a model needs is
+    a sparse push naming every entry (a uint32 index + a float32 value each, 8 bytes); a dense push or
+    a Model is half of it (4 bytes an entry), every compact (v2) encoding less. ``entries`` is what
+    crosses the wire: every entry of the flat vector, buffers included where the layout has them. The
+    PS refuses anything larger before it reads a byte (``decode``) and ZeroMQ drops a sender whose frame
+    exceeds it (``ZMQ_MAXMSGSIZE``); the devices bound the models they decode by it. ResNet-50 (25.6 M
+    entries): 205 MB; the paper's CNN (0.2 M): 2.8 MB."""
+    if entries < 0:
+        raise ValueError(f"a model has no negative number of entries ({entries})")
+    return 8 * int(entries) + MAX_HEADER_BYTES + MESSAGE_MARGIN_BYTES
 
 
 def frames_nbytes(frames: Sequence) -> int:

@@ -26,10 +26,12 @@ class WelcomeConfig:
     model_path: Optional[str] = None   # where the device imports a user's model module from (workload.py)
     model_args: Optional[dict] = None  # the model factory's keyword arguments (scenario model.args)
     buffers: Optional[str] = None   # "average": Θ carries the running statistics after the weights (models.py)
+    torch_device: Optional[str] = None   # the scenario's device when not cpu: where the device's torch computes
 
     # the JSON object's key order (timing and compression first, then as the engine always wrote them)
     _ORDER = ("timing", "compression", "seed", "n_devices", "device", "dataset", "model", "algorithm",
-              "compressor", "policy", "speed_class", "app_link", "model_path", "model_args", "buffers")
+              "compressor", "policy", "speed_class", "app_link", "model_path", "model_args", "buffers",
+              "torch_device")
 
     @property
     def workload(self) -> dict:

@@ -41,6 +41,23 @@ class Capabilities:
     # Parts of the scenario's ``dynamics:`` it applies (``DynamicsSpec.parts``: availability, recovery,
     # trace, event:link, event:partition, event:ps-link, ps-link); a scenario asking for another is refused.
     dynamics: frozenset = frozenset()
+    cuda: bool = False               # can put its devices' torch on a CUDA GPU (scenario device: cuda)
+
+
+def cuda_problems(device: str, runtime: str, supported: bool) -> list[str]:
+    """Why ``device: cuda`` can't run here (empty: it can, or the scenario asks for the CPU)."""
+    if device != "cuda":
+        return []
+    if not supported:
+        return [f"device: cuda: the {runtime} runtime gives its devices no GPU; use runtime local, sim or "
+                "spark, or device: cpu"]
+    import torch
+    if not torch.cuda.is_available():
+        built = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        return [f"device: cuda: torch {torch.__version__} ({built}) sees no CUDA device on this machine "
+                "(torch.cuda.is_available() is False); set device: cpu, or run on a machine with an NVIDIA "
+                "GPU and a CUDA build of torch"]
+    return []
 
 
 @dataclass
@@ -177,6 +194,7 @@ class Runtime(ABC):
                 problems.append(f"dynamics: {part!r} is not applied by the {self.name} runtime (it applies "
                                 f"{', '.join(sorted(caps.dynamics)) or 'none'}); use runtime sim or remove it "
                                 "(docs/churn.md says which runtime applies what)")
+        problems += cuda_problems(self.scenario.device, self.name, caps.cuda)
         if caps.max_agents is not None and self.scenario.workers.n > caps.max_agents:
             problems.append(f"workers.n={self.scenario.workers.n} exceeds the {self.name} runtime's "
                             f"limit of {caps.max_agents}")

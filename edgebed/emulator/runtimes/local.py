@@ -73,7 +73,7 @@ class LocalRuntime(Runtime):
     name = "local"
     Spec = LocalSpec
     capabilities = Capabilities(link_rate="app", link_delay="app", link_jitter="app", link_loss="app",
-                                cpu_quota=False, freeze="signal", curve=True)
+                                cpu_quota=False, freeze="signal", curve=True, cuda=True)
 
     def __init__(self, scenario, run_dir):
         super().__init__(scenario, run_dir)

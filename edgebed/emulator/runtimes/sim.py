@@ -146,7 +146,8 @@ class SimRuntime(Runtime):
     capabilities = Capabilities(link_rate="model", link_delay="model", link_jitter="model",
                                 link_loss="model", cpu_quota=False, freeze="model",
                                 dynamics=frozenset({"availability", "recovery", "trace", "event:link",
-                                                    "event:partition", "event:ps-link", "ps-link"}))
+                                                    "event:partition", "event:ps-link", "ps-link"}),
+                                cuda=True)
     Spec = SimSpec
 
     def __init__(self, scenario, run_dir):
@@ -220,7 +221,7 @@ class SimRuntime(Runtime):
         classes = class_assignment(sc)
         # One normalised copy of the data for all devices, each with its index into it; one model for
         # every device that only computes gradients at a Θ it is given (set in full before each).
-        data = SharedData(ds.train_x, ds.train_y, sc.model)
+        data = SharedData(ds.train_x, ds.train_y, sc.model, sc.device)
         shared: dict[str, object] = {}
 
         def trainer_of(d: int):
@@ -228,7 +229,7 @@ class SimRuntime(Runtime):
                 module = None
                 if (cfg.policy or {}).get("name", "gradient") == "gradient":
                     if "module" not in shared:   # built once (a build reseeds torch and costs ms)
-                        shared["module"] = build_model(cfg.workload, seed)
+                        shared["module"] = build_model(cfg.workload, seed).to(data.dev)
                     module = shared["module"]
                 index = shards[d]
                 return Trainer(cfg.workload, None, None, cfg.algorithm["batch_size"], seed, d, data=data,
@@ -261,7 +262,7 @@ class SimRuntime(Runtime):
                 self._carry_out(dev, dev.machine.hello(0))
         if self.spec.max_batch > 1:
             from ...device_agent.batched import BatchedGradient
-            self._batched = BatchedGradient(sc.model, seed)
+            self._batched = BatchedGradient(sc.model, seed, sc.device)
         return handles
 
     # -- the event loop ------------------------------------------------------------------------
@@ -402,7 +403,7 @@ class SimRuntime(Runtime):
         if self.dyn is not None and (self._void_reply or not dev.online):
             return             # to a device that went away after sending: lost
         nbytes = wire.frames_nbytes(frames)
-        reply = wire.decode(frames)
+        reply = wire.decode(frames, self.ps.config.max_message_bytes, nbytes)
         if (isinstance(reply, wire.Model) and not dev.machine.deferred_gradients and dev.code is None
                 and not dev.frozen and dev.online):
             t0 = time.perf_counter()

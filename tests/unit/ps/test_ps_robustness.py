@@ -96,6 +96,21 @@ def test_dense_push_of_wrong_length_and_oversized_message_are_refused():
     assert ps.meter.by_kind["malformed"]["in_msgs"] == 1     # counted as ingress, as a malformed message
 
 
+def test_the_message_cap_follows_the_model_and_still_refuses_what_no_model_of_its_size_sends():
+    """Issue #38: a constant 64 MiB cap refused any dense push of more than 16.7 M entries (ResNet-50 is
+    25.6 M) and let a 32-entry model receive 64 MiB messages; the cap is now ``wire.message_cap(|Θ|)``."""
+    ps = make_ps("asgd")
+    assert ps.config.max_message_bytes == wire.message_cap(N) == 8 * N + wire.MAX_HEADER_BYTES + wire.MESSAGE_MARGIN_BYTES
+    assert wire.message_cap(25_557_032) > 4 * 25_557_032 + wire.MAX_HEADER_BYTES > 64 * 2 ** 20
+    s = join(ps)
+    # every entry, sparse (the largest message a model of N entries needs) is applied
+    reply = call(ps, wire.Push(s, 0, 0, np.full(N, 0.01, np.float32), np.arange(N, dtype=np.uint32)))
+    assert isinstance(reply, wire.Ack) and reply.applied and ps.version == 1
+    over = np.zeros(ps.config.max_message_bytes // 4, np.float32)   # more bytes than the cap, with the header
+    reply = call(ps, wire.Push(s, 1, 1, over))
+    assert isinstance(reply, wire.Error) and reply.code == "too-large" and ps.version == 1
+
+
 def test_duplicate_push_is_acked_not_applied_twice():
     ps = make_ps()
     s = join(ps)

@@ -67,8 +67,9 @@ HOSTILE = {   # name → (enc, payload): every one under 200 bytes on the wire o
     "enc a list": (["n", "i"], bytes(4)),
     "entries beyond the model": ({"n": N + 1, "i": "none", "ib": 0, "v": "f32"}, bytes(4 * (N + 1))),
     "2**70 entries": ({"n": 2 ** 70, "i": "varint", "ib": 0, "v": "f32"}, bytes(4)),
-    "8 MiB raw bitmap": ({"n": 8 << 20, "i": "bitmap", "ib": 8 << 20, "v": "q8", "s": 0},
-                         b"\xff" * (8 << 20) + bytes(8 << 20)),
+    # 4 Mi entries in 1 MiB, within the 1.1 MB a 4096-entry model's messages may have (wire.message_cap)
+    "512 KiB raw bitmap": ({"n": 4 << 20, "i": "bitmap", "ib": 512 << 10, "v": "q8", "s": 0},
+                           b"\xff" * (512 << 10) + bytes(512 << 10)),
     "bitmap beyond the model": ({"n": 1, "i": "bitmap", "ib": N // 8 + 2, "v": "f32"}, bytes(N // 8 + 1) + b"\1" + bytes(4)),
     "varint section beyond 5 bytes an entry": ({"n": 1, "i": "varint", "ib": 6, "v": "f32"}, b"\x80" * 5 + b"\0" + bytes(4)),
     "q8 segments beyond the model": ({"n": 1, "i": "none", "ib": 0, "v": "q8", "s": N + 1}, bytes(8 * (N + 1) + 1)),

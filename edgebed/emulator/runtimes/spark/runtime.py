@@ -176,7 +176,7 @@ def barrier_task(cfg: TaskConfig):
 class SparkRuntime(Runtime):
     name = "spark"
     capabilities = Capabilities(link_rate="none", link_delay="none", link_jitter="none", link_loss="none",
-                                cpu_quota=False, freeze="protocol")
+                                cpu_quota=False, freeze="protocol", cuda=True)
     Spec = SparkSpec
 
     def __init__(self, scenario, run_dir, agent_fn: Optional[Callable[..., int]] = None):
@@ -199,6 +199,9 @@ class SparkRuntime(Runtime):
             check_gpu_request(self.master, self.spec.gpus_per_task)
         except SparkSetupError as err:
             problems.append(str(err))
+        if self.scenario.device == "cuda" and self.spec.gpus_per_task <= 0:
+            problems.append("device: cuda on runtime spark: Spark hands each task its GPU; set "
+                            "runtime.spark.gpus_per_task (e.g. 1)")
         slots = task_slots(self.master)
         if slots is not None and self.tasks > slots:
             problems.append(
