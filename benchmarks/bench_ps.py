@@ -189,6 +189,37 @@ def process_parts(rule: str = "adacomp", number: int = 20_000, repeats: int = 5)
     return {"rule": rule, "compiled_path": aggregate.FAST, "entries": int(v.size), "us_per_call": us}
 
 
+def process_spread(rule: str = "adacomp", devices: int = 8, distinct: int = 64, pushes: int = 20_000,
+                   repeats: int = 3) -> dict:
+    """``process`` as the ingest benchmark's serve loop sees it: ``devices`` devices with a pull on record
+    each (AdaComp: one snapshot of Θ's update counters per device) pushing in turn, from a pool of
+    ``distinct`` gradients, so each push selects other entries. µs per push (wall, best of ``repeats``),
+    beside ``process_parts``' one device re-pushing one gradient, whose entries stay in the CPU's
+    caches: the difference is what scattered reads and writes over Θ, the counters and the snapshots
+    cost (AdaComp's per-parameter staleness σ_k = count_k − snapshot_k of the pushing device)."""
+    ps, layers, size = make_ps(rule, devices)
+    sessions = []
+    for d in range(devices):
+        sessions.append(wire.decode(ps.process(b"p", frames_bytes(wire.Hello(d)))).session)
+        ps.rule.on_pull(d, 0)
+    rng = np.random.default_rng(0)
+    pool = [payload(rule, layers, size, rng) for _ in range(distinct)]
+    best = math.inf
+    seq = [1] * devices
+    for _ in range(repeats):
+        msgs = []
+        for i in range(pushes):
+            d = i % devices
+            v, idx = pool[i % distinct]
+            msgs.append([memoryview(f) for f in frames_bytes(wire.Push(sessions[d], seq[d], 0, v, idx))])
+            seq[d] += 1
+        t = time.perf_counter()
+        for m in msgs:
+            ps.process(b"p", m)
+        best = min(best, (time.perf_counter() - t) / pushes * 1e6)
+    return {"rule": rule, "devices": devices, "distinct_gradients": distinct, "us_per_push": best}
+
+
 def budget(costs=(0, 5, 10, 15, 20), rounds: int = 3, seconds: float = 3.0, sockets: int = 8) -> dict:
     """How cheap must ``process`` be? AdaComp-sized pushes through the serve loop with a ``process``
     that spins ``cost`` µs and answers a canned Ack, against raw pyzmq, alternating for ``rounds``."""
@@ -446,7 +477,8 @@ def main(argv=None) -> int:
                 f"{c['process_us']} µs → {c['of_raw']:.2f}" for c in r["by_cost"]), flush=True)
         return 0
     if args.parts:
-        res = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_average": os.getloadavg(), **process_parts()}
+        res = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_average": os.getloadavg(), **process_parts(),
+               "spread": process_spread()}
         Path(args.parts).write_text(json.dumps(res, indent=2))
         print(json.dumps(res, indent=2))
         return 0

@@ -14,6 +14,10 @@ pushes (think time 900 s; they notice at their next heartbeat and take their dev
 4 training devices measure what the attack costs honest work.
 
     .venv/bin/python benchmarks/hostile_soak.py --per-category 100000
+
+``--transport`` runs the transport categories instead (issue 36: descriptor exhaustion, concurrent
+frame floods; benchmarks/hostile_transport.py), each against runs of their own under ``ulimit -n
+1024``, and writes benchmarks/results/hostile_soak-transport.json and .md.
 """
 from __future__ import annotations
 
@@ -260,8 +264,20 @@ def main() -> int:
                     help="at most this many hellos per s per session-taking category")
     ap.add_argument("--max-seconds", type=float, default=1500.0)
     ap.add_argument("--quiet-seconds", type=float, default=30.0, help="honest-only baseline before the attack")
-    ap.add_argument("--out", default=str(RESULTS / "hostile_soak.json"))
+    ap.add_argument("--out", default=None, help="results file (default: hostile_soak[-transport].json)")
+    ap.add_argument("--transport", action="store_true", help="the transport categories only (issue 36)")
+    ap.add_argument("--raw", type=int, default=1100, help="--transport: raw TCP connections to hold")
+    ap.add_argument("--hold", type=float, default=15.0, help="--transport: seconds to hold them")
+    ap.add_argument("--baseline", type=float, default=10.0, help="--transport: seconds of honest traffic alone")
+    ap.add_argument("--poison", action="store_true", help="the compounding-poison category alone (poison_main)")
+    ap.add_argument("--poison-baseline-tree", default=None,
+                    help="with --poison: also attack the edgebed of this checkout (e.g. a worktree of the commit before)")
     args = ap.parse_args()
+    if args.transport:
+        return _transport(args)
+    if args.poison:
+        return poison_main(args)
+    args.out = args.out or str(RESULTS / "hostile_soak.json")
     tmp = Path(tempfile.mkdtemp(prefix="hostile-soak-"))
     (tmp / "s.yaml").write_text(SCENARIO.format(n=N_HONEST + len(SLEEPERS),
                                                   wall=int(args.max_seconds + args.quiet_seconds) + 120))
@@ -366,6 +382,25 @@ def _soak(args, tmp: Path, proc) -> int:
     return 0
 
 
+def _host() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    return f"{os.cpu_count()} × {model}, load average {os.getloadavg()[0]:.1f} at the start"
+
+
+def _transport(args) -> int:
+    from benchmarks import hostile_transport
+    host = _host()
+    result = {"what": "Transport attacks (issue 36) on a running `edgebed run` under ulimit -n 1024 (local runtime, "
+                      "4 honest agents, mlp, adacomp, checkpoint every 10 updates); each run ended by SIGTERM "
+                      "(status incomplete) after its attack.", "host": host, **hostile_transport.transport(args)}
+    result["host"] = f"{host}; {os.getloadavg()[0]:.1f} at the end"
+    out = Path(args.out or RESULTS / "hostile_soak-transport.json")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(hostile_transport.markdown(result))
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
 def _markdown(r: dict, path: Path) -> None:
     lines = [f"# Hostile soak ({r['hostile_messages']:,} messages in {r['attack_seconds']} s)", "",
              r["what"] + ".", "",
@@ -394,6 +429,150 @@ def _markdown(r: dict, path: Path) -> None:
               f"{r['run']['rows_in_updates_table']} rows in the table; every update recorded: "
               f"{r['run']['every_update_recorded']}."]
     path.write_text("\n".join(lines) + "\n")
+
+
+
+# -- compounding poison (issue #36, 3) ------------------------------------------------------------------
+POISON_SCENARIO = """
+name: poison-soak
+seed: 9
+dataset: {{train_samples: 4000, test_fraction: 0.1}}
+model: {{name: mlp}}
+algorithm: {{name: adacomp, lr: 0.05, c: 0.05}}
+runtime: {{name: local}}
+security: {{on_divergence: {mode}}}
+workers:
+  n: 5
+  classes: [{{name: default, share: 0.8, think_time: 20ms}}, {{name: sleeper, share: 0.2, think_time: 900s}}]
+stop: {{wall_time: {wall}s}}
+eval: {{every: 100, test_samples: 500}}
+"""
+
+
+def _poison_attack(endpoint: str, seconds: float, lr: float) -> dict:
+    """Device 4's slot, hijacked (no CURVE): pull, then push 0.9 × the bound docs/security.md gave
+    before issue #36 (100 × max(1, ‖Θ‖∞) / α) into the last output bias; a refused push halves the
+    factor (a poisoner probing for the bound). → counts and the largest ‖Θ‖∞ it pulled."""
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    stats, session, seq, factor, worst = Counter(), None, 0, 0.9, 0.0
+    t0, first_stop = time.monotonic(), None
+
+    def ask(msg):
+        sock.send_multipart(wire.encode(msg))
+        return wire.decode(sock.recv_multipart()) if sock.poll(5000) else None
+
+    while time.monotonic() - t0 < seconds:
+        if session is None:
+            w = ask(wire.Hello(4, "sleeper", 0))
+            if isinstance(w, wire.Error):
+                stats[f"hello-error:{w.code}"] += 1
+                time.sleep(0.2)
+                continue
+            if isinstance(w, wire.Stop):
+                first_stop = first_stop or time.monotonic() - t0
+                break
+            session = w.session if isinstance(w, wire.Welcome) else None
+            continue
+        m = ask(wire.Pull(session))
+        if not isinstance(m, wire.Model):
+            stats[f"pull:{getattr(m, 'code', None) or getattr(m, 'kind', m)}"] += 1
+            if isinstance(m, wire.Stop):
+                first_stop = first_stop or time.monotonic() - t0
+                break
+            session = None if isinstance(m, wire.Error) and m.code == "unknown-session" else session
+            time.sleep(0.05)
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = float(np.max(np.abs(m.params)))
+        worst = max(worst, scale) if np.isfinite(scale) else float("inf")
+        value = min(factor * 100 * max(1.0, scale) / lr, 3e38)
+        r = ask(wire.Push(session, seq, m.version, np.array([value], np.float32),
+                          np.array([N_PARAMS - 1], np.uint32), 0.5))
+        seq += 1
+        if isinstance(r, wire.Ack):
+            stats["applied" if r.applied else "not-applied"] += 1
+        elif isinstance(r, wire.Error):
+            stats[f"refused:{r.code}"] += 1
+            factor /= 2 if r.code == "bad-payload" else 1
+        elif isinstance(r, wire.Stop):
+            first_stop = first_stop or time.monotonic() - t0
+            break
+    sock.close()
+    return {"pushes": dict(stats), "largest_theta_inf_pulled": worst,
+            "attack_ended_by_stop_after_s": None if first_stop is None else round(first_stop, 2)}
+
+
+def _poison_once(mode: str, tree: str | None, seconds: float, quiet: float) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="poison-soak-"))
+    (tmp / "s.yaml").write_text(POISON_SCENARIO.format(mode=mode, wall=int(quiet + seconds) + 90).replace(
+        "security: {on_divergence: fail}\n", "" if tree else "security: {on_divergence: fail}\n"))
+    env = {**os.environ, **({"PYTHONPATH": tree} if tree else {})}
+    proc = subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"], cwd=tmp,
+                            env=env, stdout=open(tmp / "run.log", "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        t_start = time.monotonic()
+        while True:
+            runs = list((tmp / "runs").glob("poison-soak-*")) if (tmp / "runs").exists() else []
+            if runs and (runs[0] / "endpoint.json").exists() and list((runs[0] / "evals").glob("part-*")):
+                break
+            if proc.poll() is not None or time.monotonic() - t_start > 180:
+                raise RuntimeError((tmp / "run.log").read_text()[-3000:])
+            time.sleep(0.2)
+        run = runs[0]
+        time.sleep(quiet)
+        before = read_table(run, "updates")
+        evals_before = read_table(run, "evals")
+        attack_from = float(before["wall_time"].max())
+        t0 = time.monotonic()
+        attack = _poison_attack(read_json(run, "endpoint.json")["bind"], seconds, 0.05)
+        time.sleep(max(0.0, seconds - (time.monotonic() - t0)))   # honest work goes on (or not) for the rest
+        attack_s = time.monotonic() - t0
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    updates, evals, summary = read_table(run, "updates"), read_table(run, "evals"), read_json(run, "summary.json")
+    honest = updates[(updates["wall_time"] > attack_from) & (updates["device"] < 4)]
+    quiet_rows = before[(before["device"] < 4)]
+    quiet_span = float(quiet_rows["wall_time"].max() - quiet_rows["wall_time"].min()) or 1e-9
+    return {
+        "code": "baseline tree " + tree if tree else "this commit", "on_divergence": None if tree else mode,
+        "accuracy_before_attack": float(evals_before["accuracy"].iloc[-1]),
+        "accuracy_last": float(evals["accuracy"].iloc[-1]),
+        "honest_updates_per_s": {"before_attack": round(len(quiet_rows) / quiet_span, 1),
+                                 "during_attack": round(len(honest) / attack_s, 1)},
+        "attack_seconds": round(attack_s, 1), **attack,
+        "run": {"status": summary.get("status"), "reason": str(summary.get("reason"))[:400],
+                "updates": summary.get("updates"), "errors": summary.get("errors")},
+    }
+
+
+def poison_main(args) -> int:
+    """The compounding-poison category: one hijacked device pushes just under the value bound into one
+    output bias while 4 honest agents train; once against this commit with ``on_divergence`` fail and
+    exclude, and (``--poison-baseline-tree``) once against an older checkout, in the same session.
+    Writes benchmarks/results/hostile_soak-poison.json."""
+    import platform
+    seconds, quiet = 20.0, 10.0
+    cases = [_poison_once("fail", args.poison_baseline_tree, seconds, quiet)] if args.poison_baseline_tree else []
+    cases += [_poison_once(mode, None, seconds, quiet) for mode in ("fail", "exclude")]
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor())
+    result = {"what": "compounding poison: device 4's session hijacked, 0.9 × the value bound pushed into the "
+                      "last output bias each pull, 4 honest agents (local runtime, mlp, adacomp α = 0.05)",
+              "host": {"cpu": cpu, "cores": os.cpu_count(), "load_1min": os.getloadavg()[0],
+                       "note": "2 cores shared with other jobs: rates are a lower bound"},
+              "cases": cases}
+    out = RESULTS / "hostile_soak-poison.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 if __name__ == "__main__":

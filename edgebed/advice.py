@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .scenario import Scenario
 
-# The PS refuses a push that would move an entry of Θ by more than MAX_STEP × max(1, ‖Θ‖∞)
+# The PS refuses a push that would move an entry of Θ by more than MAX_STEP × max(1, ‖Θ₀‖∞)
 # (ps.server.PSConfig.max_step): defined here, below the PS, so the warning and the PS agree.
 MAX_STEP = 100.0
 
@@ -36,7 +36,7 @@ def advice(sc: Scenario) -> list[str]:
     if not lr < MAX_STEP:   # NaN and inf too
         out.append(f"algorithm.lr: α = {lr:g} moves Θ by more than {MAX_STEP:g} per unit of gradient: such a "
                    f"run can only diverge, and the PS refuses every push that would move Θ by over "
-                   f"{MAX_STEP:g} × max(1, ‖Θ‖∞), so no update is applied; use an α below 1 (e.g. 0.05)")
+                   f"{MAX_STEP:g} × max(1, ‖Θ₀‖∞), so no update is applied; use an α below 1 (e.g. 0.05)")
     train = sc.dataset.train_samples
     if train is not None and train // sc.workers.n < sc.algorithm.batch_size:
         out.append(f"dataset.train_samples: {train} samples over {sc.workers.n} devices is "

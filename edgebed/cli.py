@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import __version__
 from .console import log, setup_logging
+from .units import plural
 
 
 def _out(text: str) -> None:
@@ -50,8 +51,8 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
             out["kind"] = "study"
             study = load_study(path, overrides)
             seeds = len(study.spec.seed_list)
-            out["describes"] = (f"study {study.spec.name}: {len(study.cells)} cells × {seeds} seeds = "
-                                f"{len(study.cells) * seeds} runs")
+            out["describes"] = (f"study {study.spec.name}: {plural(len(study.cells), 'cell')} × "
+                                f"{plural(seeds, 'seed')} = {plural(len(study.cells) * seeds, 'run')}")
             scenarios = [study.scenario(c, study.spec.seed_list[0]) for c in study.cells]
         else:
             sc = load_scenario(path, overrides)
@@ -68,12 +69,14 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
         prefix = f"{sc.name}: " if out["kind"] == "study" else ""
         runtime = None
         try:
-            runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
-            problems = runtime.check()
             from .data import missing
             from .emulator.capacity import problems as capacity_problems
-            problems += missing(sc.dataset)
-            problems += [] if problems else capacity_problems(sc)   # samples for the partition; memory (sim)
+            problems = _workload_problems(sc, out)   # the model takes the data (before anything runs it)
+            if not problems:
+                runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
+                problems = runtime.check()
+                problems += missing(sc.dataset)
+                problems += [] if problems else capacity_problems(sc)   # samples for the partition; memory (sim)
         except (ScenarioError, ValueError, RuntimeError) as err:
             problems = [str(err)]
         out["errors"] += [f"{path}: {prefix}{p}" for p in problems]
@@ -86,6 +89,26 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
                 out["classes"], out["expected"] = class_preview_counts(sc), f"not computed ({err})"
     out["ok"] = not out["errors"]
     return out
+
+
+def _data_input(sc) -> tuple[tuple, int]:
+    """(one sample's shape, the number of classes) of the scenario's data set. The seam for the data
+    loaders: today's data sets (MNIST, Fashion-MNIST as IDX) are 28×28 grey images in 10 classes."""
+    return (1, 28, 28), 10
+
+
+def _workload_problems(sc, out: dict) -> list[str]:
+    """The model imported and built on the meta device against the data's shape and classes; its
+    parameter count and per-step FLOPs join ``out["describes"]``."""
+    from .workload import input_problems, num_params, step_flops, use_path
+    use_path(sc.model.path)
+    shape, classes = _data_input(sc)
+    problems = input_problems(sc.model.name, shape, classes, where="model.name")
+    if not problems and out["kind"] == "scenario":
+        b = sc.algorithm.batch_size
+        out["describes"] += (f"; model: {num_params(sc.model.name):,} parameters, "
+                             f"{step_flops(sc.model.name, b) / 1e6:.1f} MFLOP per step (batch {b})")
+    return problems
 
 
 def class_preview_counts(sc) -> list[dict]:
@@ -148,7 +171,8 @@ def cmd_run(args) -> int:
             log.error("--resume takes the scenario from the run directory; give no scenario or --set")
             return 2
         args.scenario = Path(args.resume) / "scenario.yaml"
-        sc = load_scenario(args.scenario)
+        from .scenario import load_resolved
+        sc = load_resolved(args.scenario)
     elif not args.scenario:
         log.error("give a scenario file, or --resume <run-dir>")
         return 2
@@ -168,8 +192,11 @@ def cmd_run(args) -> int:
         progress.close()
     s = res.summary
     interrupted = _interrupted(s)
-    if interrupted:   # the run is closed; a late Ctrl-C must not cut its summary's printing short
-        _ignore_interrupts()
+    # The run is closed, whatever ended it: a late signal must not cut its summary's printing short,
+    # nor turn a complete run's exit code into a signal's.
+    _ignore_interrupts("Ctrl-C again: already stopping — the run is closed and its records are written; "
+                       "printing its summary" if interrupted else
+                       "Ctrl-C after the run ended — its records are written; printing its summary")
     if args.json:
         _out(json.dumps({"run_dir": str(res.path), **s}, indent=2, default=str))
     else:
@@ -301,8 +328,8 @@ def cmd_study_run(args) -> int:
     from .console import RunProgress
     runs = len(study.selected) * len(study.run_seeds)
     of = f" (of {len(study.cells)})" if len(study.selected) < len(study.cells) else ""
-    log.info(f"edgebed: study {study.spec.name} — {len(study.selected)} cells{of} × {len(study.run_seeds)} "
-             f"seeds = {runs} runs; writing to {Path(args.out) / study.spec.name}/")
+    log.info(f"edgebed: study {study.spec.name} — {plural(len(study.selected), 'cell')}{of} × "
+             f"{plural(len(study.run_seeds), 'seed')} = {plural(runs, 'run')}; writing to {Path(args.out) / study.spec.name}/")
     results = Path(args.results) if args.results else None
     executor = _executor(args, Path(args.out) / study.spec.name)
     progress = RunProgress(sys.stderr, quiet=args.quiet or args.json)
@@ -332,7 +359,7 @@ def cmd_study_tune(args) -> int:
     if not args.select_only:
         from .console import RunProgress
         log.info(f"edgebed: tuning {study.spec.name} — {len(ts.selected)} cell × α points × "
-                 f"{len(ts.spec.seed_list)} seeds; writing to {Path(args.out) / ts.spec.name}/")
+                 f"{plural(len(ts.spec.seed_list), 'seed')}; writing to {Path(args.out) / ts.spec.name}/")
         executor = _executor(args, Path(args.out) / ts.spec.name)
         progress = RunProgress(sys.stderr, quiet=args.quiet)
         try:
@@ -441,6 +468,7 @@ def cmd_study_status(args) -> int:
         text.append(f"tuning grid: {t['complete']} of {t['total']} runs"
                     + (f"; α not chosen yet for {', '.join(t['untuned'])}" if t["untuned"] else "; α chosen for every cell"))
     text += lines(st["cells"], study.spec.seed_list)
+    text.append("  (per cell, each seed: ✓ complete, · not yet; `1✓` = seed 1's run is complete)")
     seen = st["looked_in"]
     text.append(f"looked in: {seen['runs']}/ ({'run directories' if seen['runs_found'] else 'not there'}), "
                 f"{seen['results']}/ ({'compact results' if seen['results_found'] else 'not there'})"
@@ -552,6 +580,13 @@ def cmd_compose_export(args) -> int:
     from .emulator.runtimes.docker.compose import export_compose, run_hint
     path = export_compose(_scenario(args), args.out, offline=args.offline)
     _out(f"written {path}\n{run_hint(path.parent)}")
+    if args.offline:   # the override names the offline image: without it compose would build the Dockerfile
+        from .emulator.runtimes.docker import images
+        try:
+            _out(images.build("offline").message)
+        except Exception as err:   # no engine here now: the project is written; say what to do
+            _out(f"the offline image could not be made now ({err}); run `edgebed image build` on this host "
+                 "before compose up, else compose builds build/Dockerfile, which needs a registry")
     return 0
 
 
@@ -577,7 +612,8 @@ def _docker_parsers(sub) -> None:
     e.add_argument("scenario", help="scenario YAML file")
     e.add_argument("out", help="output directory")
     e.add_argument("--offline", action="store_true",
-                   help="also write docker-compose.override.yml: this host's offline image + read-only mounts")
+                   help="also write docker-compose.override.yml: this host's offline image + read-only mounts "
+                   "(and import that image here if it is missing)")
     e.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key")
     e.set_defaults(func=cmd_compose_export)
     p = sub.add_parser("export", help="export a scenario for another orchestrator")
@@ -703,24 +739,26 @@ def main(argv=None) -> int:
         return 130
     finally:
         if _ANSWERING:   # ignored, not answered, from here: Python's exit would put back the default,
-            import signal   # and a press in the last milliseconds would end the process with SIGINT
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            import signal   # and a signal in the last milliseconds would end the process by it
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
 
 
 _ANSWERING = False   # a Ctrl-C ended the command: later ones are answered, then ignored at exit
 
 
-def _ignore_interrupts() -> None:
-    """Past the point where anything is left to stop: a further Ctrl-C only gets an answer (the user
-    already pressed one), so the exit code stays 130 and the last lines are printed whole."""
+def _ignore_interrupts(answer: str = "Ctrl-C again: already stopping — the run is closed and its records "
+                       "are written; printing its summary") -> None:
+    """Past the point where anything is left to stop: a further Ctrl-C only gets ``answer``, so the
+    exit code stays what the run's end made it (130, or 0 for a run that completed) and the last lines
+    are printed whole."""
     import signal
     import threading
     from .console import say
     global _ANSWERING
     if threading.current_thread() is threading.main_thread():
         _ANSWERING = True
-        signal.signal(signal.SIGINT, lambda signum, frame: say(
-            "Ctrl-C again: already stopping — the run is closed and its records are written; printing its summary"))
+        signal.signal(signal.SIGINT, lambda signum, frame: say(answer))
 
 
 def _dispatch(args) -> int:

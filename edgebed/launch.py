@@ -88,7 +88,8 @@ def start_run(sc: Scenario, out: Union[str, Path], progress, source: str, resume
     engine.answer_after_interrupt = command_line
     try:
         return engine.run()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        stop.run_dir = engine.run_dir   # what the interrupted start left (None: cut short before it)
         raise
     except Exception:
         path = engine.run_dir
@@ -133,8 +134,8 @@ def run(scenario: Union[str, Path, Mapping, Scenario], overrides: Overrides = No
     shown = RunProgress(sys.stderr, quiet=not progress, every=10.0, each_eval=False)
     try:
         result = start_run(sc, out, shown, source, resume=str(resume) if resume is not None else None)
-    except KeyboardInterrupt:
-        raise RunInterrupted(_recorded(out, sc.name)) from None
+    except KeyboardInterrupt as stop:
+        raise RunInterrupted(_recorded(getattr(stop, "run_dir", None))) from None
     finally:
         shown.close()
     data = load_run(result.path)
@@ -143,15 +144,15 @@ def run(scenario: Union[str, Path, Mapping, Scenario], overrides: Overrides = No
     return data
 
 
-def _recorded(out: Union[str, Path], name: str) -> Optional[RunData]:
-    """The newest run directory of scenario ``name`` under ``out`` (what an interrupted start left)."""
-    dirs = sorted(Path(out).glob(f"{name}-*"), key=lambda p: p.stat().st_mtime)
-    for path in reversed(dirs):
-        try:
-            return load_run(path)
-        except ReportError:
-            continue
-    return None
+def _recorded(path: Optional[Path]) -> Optional[RunData]:
+    """The run directory an interrupted start left, as ``load_run`` reads it (None: there is none, or
+    the start was cut short before it had a status to read)."""
+    if path is None:
+        return None
+    try:
+        return load_run(path)
+    except ReportError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -236,13 +236,14 @@ def _reference_hash() -> str:
     import torch
     import torch.nn.functional as F
     from .models import build_model
+    from .workload import resolve
     rng = np.random.default_rng(0)
     x = torch.from_numpy(rng.random((10, 1, 28, 28), dtype=np.float32))
     y = torch.from_numpy(rng.integers(0, 10, 10))
     h = hashlib.sha256()
     for name in ("mlp", "cnn"):
         model = build_model(name, 0)
-        xs = x.contiguous(memory_format=torch.channels_last) if name == "cnn" else x
+        xs = x.contiguous(memory_format=torch.channels_last) if resolve(name).channels_last else x
         loss = F.cross_entropy(model(xs), y)
         loss.backward()
         h.update(loss.detach().numpy().tobytes())

@@ -103,3 +103,51 @@ def signals_deferred(signals=(signal.SIGINT, signal.SIGTERM)):
                 old[s](s, None)
             else:
                 signal.raise_signal(s)
+
+
+GROUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # what a terminal or batch system sends a group
+
+
+@contextlib.contextmanager
+def children_shielded():
+    """Start children in the block with the signals sent to a whole process group blocked — Ctrl-C
+    (the terminal), SIGTERM (a batch system), SIGHUP (a closing terminal or multiplexer) — so none of
+    them ends a child before it could leave the engine's group (``leave_group``): the engine alone
+    answers them and ends its children itself. A signal mask survives fork and exec; this thread's is
+    put back after the block, and meanwhile the kernel hands such signals to the engine's other threads
+    (Python still runs the engine's handler at once)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
+    try:
+        # multiprocessing's resource tracker, started here (it ignores SIGINT/SIGTERM, and SIGHUP now
+        # stays blocked in it), unblocks SIGINT and SIGTERM in this thread once it is started: again.
+        from multiprocessing import resource_tracker
+        resource_tracker.ensure_running()
+        signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def leave_group(ignore=(signal.SIGINT,), honour=()) -> None:
+    """In a child started under ``children_shielded``: drop the group signals that arrived while they
+    were blocked, move to a session of its own (the engine's group signals no longer reach it), then
+    unblock them — ``ignore`` stays ignored, the others are back at their default. A signal in
+    ``honour`` that is already pending is delivered instead of dropped: a device agent's SIGTERM may be
+    the engine's own ``terminate()``, sent before the agent got here, and must end it (a group SIGTERM
+    ends the run anyway, and the engine then ends its agents itself)."""
+    pending = set(signal.sigpending()) & set(honour)
+    for s in GROUP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)   # a pending signal set to "ignore" is discarded (POSIX)
+    try:
+        os.setsid()
+    except OSError:   # already a session leader
+        pass
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
+    for s in GROUP_SIGNALS:
+        if s not in ignore:
+            signal.signal(s, signal.SIG_DFL)
+    for s in pending:
+        signal.raise_signal(s)

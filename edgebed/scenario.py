@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import bisect
 import copy
+import functools
+import logging
 from itertools import accumulate
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .atomic import replacing
+from .dynamics import DynamicsSpec
 from .algorithms import ALGORITHMS, FLAT_KEYS, Algorithm, AlgorithmParams, own_keys, takers
 from .units import Duration, Fraction, Rate
 
@@ -26,7 +29,7 @@ class ScenarioError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DatasetSpec(_Strict):
@@ -42,8 +45,20 @@ class DatasetSpec(_Strict):
     # test set (which is then never read), so α is chosen without looking at the test set.
     validation_samples: Optional[int] = Field(None, gt=0, description="hold out the last N training "
                                               "samples and evaluate on them instead of the test set")
-    partition: Literal["iid", "by-label"] = "iid"
+    partition: Literal["iid", "by-label", "dirichlet", "natural", "quantity"] = "iid"
     labels_per_worker: int = Field(2, ge=1, le=10, description="for partition: by-label")
+    # Partitions of edgebed/data/partitions.py (docs/data.md): Dirichlet(α) label skew, natural (one
+    # user per device), quantity skew (log-normal or power-law device sizes).
+    alpha: Optional[float] = Field(None, gt=0, description="for partition: dirichlet, the concentration α "
+                                   "(0.1: strong label skew, 100: near IID)")
+    min_size: int = Field(1, ge=1, description="for partition: dirichlet and quantity, the fewest samples a "
+                          "device may get (dirichlet redraws until every device has them)")
+    sizes: Literal["lognormal", "powerlaw"] = Field("lognormal", description="for partition: quantity, how "
+                                                    "device sizes are drawn")
+    sigma: float = Field(1.0, ge=0, description="for partition: quantity with sizes: lognormal, the σ of "
+                         "log-normal(0, σ) device sizes")
+    exponent: float = Field(1.0, ge=0, description="for partition: quantity with sizes: powerlaw, device "
+                            "sizes ∝ rank^-exponent")
     # Off: the paper's disjoint shards (every device a different slice; n ≤ the training samples). On:
     # each device draws its own k samples from its own stream (seed, device), overlapping across
     # devices as in FL simulators, so populations larger than the data set can run (docs/scale.md).
@@ -55,6 +70,10 @@ class DatasetSpec(_Strict):
     def _path_needed(self):
         if self.source == "path" and not self.path:
             raise ValueError("source: path needs `path:` (a directory with the four IDX files)")
+        if self.partition == "dirichlet" and self.alpha is None:
+            raise ValueError("partition: dirichlet needs `alpha:` (e.g. 0.5; smaller is more skewed)")
+        if self.samples_per_device and self.partition not in ("iid", "by-label"):
+            raise ValueError(f"samples_per_device works with partition iid or by-label, not {self.partition}")
         if self.name == "fashion-mnist" and self.source == "bundled":
             raise ValueError("fashion-mnist is not bundled; use source: path with "
                              "path: /usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist)")
@@ -62,7 +81,21 @@ class DatasetSpec(_Strict):
 
 
 class ModelSpec(_Strict):
-    name: Literal["cnn", "mlp"] = "cnn"
+    name: str = Field("cnn", description="the workload: a registry key (cnn, mlp) or an import path "
+                      "'package.module:attr' naming a Workload or a function returning an nn.Module "
+                      "(edgebed/workload.py)")
+    path: Optional[str] = Field(None, description="a directory to import the model's module from "
+                                "(relative to the scenario file; default for an import path: the "
+                                "scenario file's directory); devices and the evaluator get it too")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from .workload import WORKLOADS
+        if v not in WORKLOADS and ":" not in v:
+            raise ValueError(f"unknown model {v!r}: use one of {sorted(WORKLOADS)} or an import path "
+                             "'package.module:factory'")
+        return v
 
 
 DEFAULT_ALGORITHM = "adacomp"
@@ -227,6 +260,11 @@ class CheckpointSpec(_Strict):
 
 class SecuritySpec(_Strict):
     curve: bool = Field(False, description="ZeroMQ CURVE encryption + allow-list of per-run device keys")
+    on_divergence: Literal["fail", "exclude"] = Field(
+        "fail", description="when Θ diverges (NaN/Inf, or ‖Θ‖∞ over 100 × its initial scale), the device "
+        "whose pushes moved it most is named and refused from then on; `fail`: the run ends failed "
+        "(reason `diverged: …`); `exclude`: Θ goes back to its last sound state and the run goes on "
+        "without that device")
 
 
 class OutputSpec(_Strict):
@@ -293,6 +331,8 @@ class Scenario(_Strict):
     security: SecuritySpec = SecuritySpec()
     timing: TimingSpec = TimingSpec()
     output: OutputSpec = OutputSpec()
+    dynamics: DynamicsSpec = Field(DynamicsSpec(), description="what changes while the run goes: availability "
+                                   "churn, a device trace, timed network events, a shared PS link (docs/churn.md)")
     numerics: Literal["portable", "native"] = Field(
         "portable", description="which CPU kernels compute gradients and evaluations (`edgebed/numerics.py`): "
         "`portable`, the same bits on every x86-64 host with AVX2 (Intel or AMD) for the same torch; "
@@ -307,18 +347,31 @@ class Scenario(_Strict):
                              f"not to {self.algorithm.name}; remove them or change algorithm.name")
         return self
 
+    @model_validator(mode="after")
+    def _dynamics_names(self):
+        problems = self.dynamics.problems([c.name for c in self.workers.classes], self.workers.n)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     def class_of(self, device: int) -> SpeedClass:
         """The speed class of ``device`` (0..n-1), without listing every device's (O(classes))."""
         if not 0 <= device < self.workers.n:
             raise IndexError(f"device {device} of {self.workers.n}")
         return self.workers.classes[bisect.bisect_right(list(accumulate(class_counts(self))), device)]
 
-    def to_dict(self) -> dict:
-        out = self.model_dump(mode="json")
+    def to_dict(self, units: bool = True) -> dict:
+        """The scenario as JSON types, a valid scenario file: rates and durations as strings with their
+        unit (``1000000bit``, ``0.02s``), or without ``units`` as numbers in bits/s and seconds."""
+        out = self.model_dump(mode="json", context={"units": "write"} if units else None)
         if self.timing == TimingSpec():   # absent when off: resolved scenarios of older runs stay equal
             del out["timing"]
         if self.output == OutputSpec():   # likewise
             del out["output"]
+        if self.dynamics == DynamicsSpec():   # likewise
+            del out["dynamics"]
+        if self.model.path is None:       # likewise
+            del out["model"]["path"]
         return out
 
 
@@ -351,8 +404,9 @@ def _list_index(node: list, part: str, where: str, assignment: str) -> int:
                         f"({valid}){named}, or edit the file to add one")
 
 
-def apply_override(data: dict, assignment: str) -> None:
+def apply_override(data: dict, assignment: str) -> str:
     """Apply one ``a.b.c=value`` override in place; the value is parsed as YAML (``0.1``, ``true``).
+    Returns the key path it wrote with list entries as indices (``workers.classes.1.share``).
 
     A list entry is addressed by index or by its ``name:`` (``workers.classes.slow.share=0.2``)."""
     if "=" not in assignment:
@@ -362,16 +416,19 @@ def apply_override(data: dict, assignment: str) -> None:
     if not all(parts):
         raise ScenarioError(f"--set {assignment!r}: empty key in {key.strip()!r}; e.g. algorithm.c=0.1")
     try:
-        value = yaml.safe_load(raw)
+        value = load_yaml_text(raw)
     except yaml.YAMLError as err:
-        raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML ({err.problem}); "
+        raise ScenarioError(f"--set {assignment!r}: the value is not valid YAML "
+                            f"({getattr(err, 'problem', None) or err}); "
                             "quote it, e.g. --set 'name=\"x: y\"'") from None
     node: Any = data
+    resolved = list(parts)
     for depth, part in enumerate(parts):
         where = ".".join(parts[:depth]) or "the scenario"
         last = depth == len(parts) - 1
         if isinstance(node, list):
             i = _list_index(node, part, where, assignment)
+            resolved[depth] = str(i)
             if last:
                 node[i] = value
             else:
@@ -391,6 +448,7 @@ def apply_override(data: dict, assignment: str) -> None:
         else:
             raise ScenarioError(f"--set {assignment!r}: {where} is a value ({node!r}), not a section; "
                                 f"set {where}=... instead")
+    return ".".join(resolved)
 
 
 def _walk(loc: tuple) -> tuple[list, Any]:
@@ -436,20 +494,27 @@ def did_you_mean(word: str, choices) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _set_by(loc: str, overrides: tuple[str, ...]) -> Optional[str]:
-    """The last ``--set`` that wrote ``loc`` (the key itself, a key inside it, or its section)."""
+def _set_by(loc: str, overrides: tuple) -> Optional[str]:
+    """The last ``--set`` that wrote ``loc`` (the key itself, a key inside it, or its section); an
+    override is its text or (the key path it wrote, its text)."""
     for ov in reversed(overrides):
-        key = ov.split("=", 1)[0].strip()
+        key, ov = ov if isinstance(ov, tuple) else (ov.split("=", 1)[0].strip(), ov)
         if key == loc or loc.startswith(key + ".") or key.startswith(loc + "."):
             return ov
     return None
+
+
+# An error report stays readable whatever the file: at most this many problems, each line cut here.
+MAX_ERRORS = 10
+MAX_LINE = 300
 
 
 def format_errors(err: ValidationError, source: str, prefix: str = "", overrides: tuple[str, ...] = ()) -> str:
     """One line per problem: ``source: key.path: what is wrong and what to do`` — with ``--set 'k=v'
     (on source)`` as the source where an override wrote the key."""
     lines = []
-    for e in err.errors():
+    errors = err.errors()
+    for e in errors[:MAX_ERRORS]:
         path = _walk(tuple(e["loc"]))[0] if not prefix else list(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         dotted = ".".join([prefix] * bool(prefix) + [str(x) for x in path])
@@ -474,13 +539,17 @@ def format_errors(err: ValidationError, source: str, prefix: str = "", overrides
             expected = [x.strip().strip("'") for x in str(e.get("ctx", {}).get("expected", "")).replace(" or ", ", ").split(",")]
             msg += did_you_mean(e.get("input"), expected)
         loc = ".".join([prefix] * bool(prefix) + [str(x) for x in path]) or "(top level)"
-        lines.append(f"{f'--set {ov!r} (on {source})' if ov else source}: {loc}: {msg}")
+        line = f"{f'--set {ov!r} (on {source})' if ov else source}: {loc}: {msg}"
+        lines.append(line if len(line) <= MAX_LINE else line[:MAX_LINE - 1] + "…")
+    if len(errors) > MAX_ERRORS:
+        lines.append(f"{source}: … and {len(errors) - MAX_ERRORS:,} more problems (fix these first)")
     return "\n".join(lines)
 
 
 def read_yaml(path: str | Path, what: str = "scenario") -> Any:
     """The YAML document in ``path``; ScenarioError naming the file when it is missing, not UTF-8
-    text (binary, UTF-16) or not valid YAML."""
+    text (binary, UTF-16), not valid YAML, a key twice in a mapping, or aliases that expand it past
+    ``MAX_EXPANDED_NODES`` values (``load_yaml_text``)."""
     path = Path(path)
     if not path.is_file():
         shipped = "scenarios/studies/" if what == "study" else "scenarios/"
@@ -497,7 +566,9 @@ def read_yaml(path: str | Path, what: str = "scenario") -> Any:
         raise ScenarioError(f"{path}: not UTF-8 text (byte {err.start}: {raw[err.start:err.start + 1]!r}); "
                             "save it as UTF-8") from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml_text(text)
+    except TooLarge as err:
+        raise ScenarioError(f"{path}: refused: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -505,34 +576,128 @@ def read_yaml(path: str | Path, what: str = "scenario") -> Any:
         raise ScenarioError(f"{path}: not valid YAML: {where}{problem}") from None
 
 
+# A scenario is a few hundred values; aliases (`*name`) that expand beyond this many are refused
+# before anything walks the expansion (a 600-byte "billion laughs" file expands to 10^8 values).
+MAX_EXPANDED_NODES = 100_000
+
+
+class TooLarge(yaml.YAMLError):
+    """Valid YAML that expands beyond what a scenario may hold."""
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping (YAML says keys are unique;
+    PyYAML would keep the last one silently). Keys merged in by ``<<:`` may still be overridden."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:   # an unhashable key: the base class says so
+                    break
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {first.start_mark.line + 1}); "
+                        "YAML keys are unique: keep one", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node, memo: dict) -> int:
+    """How many nodes ``node`` stands for once every alias is copied out (aliases share nodes)."""
+    done = memo.get(id(node))
+    if done is not None:
+        return done
+    memo[id(node)] = 1   # a recursive alias counts once here; the constructor handles the cycle
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(v, memo) for v in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    memo[id(node)] = size
+    return size
+
+
+def load_yaml_text(text: str) -> Any:
+    """The YAML document in ``text`` (safe types only), refusing duplicate keys and aliases that expand
+    to more than ``MAX_EXPANDED_NODES`` values; ``yaml.YAMLError`` otherwise."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {})
+        if size > MAX_EXPANDED_NODES:
+            raise TooLarge(f"its aliases (*name) expand to {size:,} values, more than the "
+                                 f"{MAX_EXPANDED_NODES:,} a scenario may hold; write the values out or "
+                                 "use fewer nested aliases")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def _algorithm_name(data: dict) -> Any:
     section = data.get("algorithm")
     return section.get("name", DEFAULT_ALGORITHM) if isinstance(section, dict) else None
 
 
-def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str, ...] = ()) -> Scenario:
+@functools.lru_cache(maxsize=64)
+def _notice(text: str) -> None:
+    """Say ``text`` once per process (a study resolves the same cell for every seed)."""
+    logging.getLogger("edgebed.scenario").warning(text)
+
+
+def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str, ...] = (),
+                   resolved: bool = False, notify: bool = True) -> Scenario:
+    """Override and validate a scenario's data. Rates and durations need their unit (``10mbit``,
+    ``20ms``) unless ``resolved``: a scenario a run recorded before units were written out (bare SI
+    numbers: bits/s, seconds). With ``notify``, an ``algorithm.name`` override that drops the keys
+    the new algorithm does not take logs a warning naming them (a study's cells do this by design)."""
     data = copy.deepcopy(data) if data is not None else {}
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of keys (name:, workers:, ...)")
+    written = []
     for ov in overrides:
         before = _algorithm_name(data)
         try:
-            apply_override(data, ov)
+            written.append((apply_override(data, ov), ov))
         except ScenarioError as err:   # the --set is at fault, not the file
             raise ScenarioError(f"{err} (on {source})") from None
         if ov.split("=", 1)[0].strip() == "algorithm.name" and _algorithm_name(data) != before:
             # A switch of algorithm (a study cell, --set): the parameters set before it that the new
             # one does not take were the previous algorithm's, and go; those set after it must apply.
-            data["algorithm"] = own_keys(data["algorithm"])
+            section = data["algorithm"]
+            kept = own_keys(section)
+            dropped = ", ".join(f"{k}={section[k]!r}" for k in section if k not in kept)
+            if dropped and notify:
+                _notice(f"--set {ov!r} (on {source}): {_algorithm_name(data)} does not take {dropped}; "
+                        "dropped (set the new algorithm's own parameters after the switch)")
+            data["algorithm"] = kept
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, context=None if resolved else {"units": "required"})
     except ValidationError as err:
-        raise ScenarioError(format_errors(err, source, overrides=overrides)) from None
+        raise ScenarioError(format_errors(err, source, overrides=tuple(written))) from None
 
 
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
     """Read, override and validate a scenario file. Raises ScenarioError with file and key path."""
-    return parse_scenario(read_yaml(path), str(path), tuple(overrides))
+    data = read_yaml(path)
+    model = data.get("model") if isinstance(data, dict) else None
+    if isinstance(model, dict) and ":" in str(model.get("name", "")) or isinstance(model, dict) and model.get("path"):
+        # a user's module: importable from the scenario file's directory, or model.path relative to it
+        data = {**data, "model": {**model, "path": str((Path(path).resolve().parent / model.get("path", ".")).resolve())}}
+    return parse_scenario(data, str(path), tuple(overrides))
+
+
+def load_resolved(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
+    """Read a run directory's ``scenario.yaml`` (what ``dump_scenario`` wrote, today or before units were
+    written out): as ``load_scenario``, bare numbers read as SI units (bits/s, seconds)."""
+    return parse_scenario(read_yaml(path), str(path), tuple(overrides), resolved=True)
 
 
 def dump_scenario(sc: Scenario, path: str | Path) -> None:

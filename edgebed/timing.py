@@ -21,9 +21,20 @@ from typing import Optional
 
 import numpy as np
 
-# Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1, measured on the
-# project's 2-core reference machine (CNN with channels_last); the virtual clock's default.
-DEFAULT_STEP_TIME = {"cnn": 2.6e-3, "mlp": 0.4e-3}
+
+
+def default_step_time(model) -> float:
+    """Seconds per SGD step (batch 10, one thread, gradient + compression) at slowdown 1 on the
+    project's 2-core reference machine; the virtual clock's default. The workload's measured
+    ``step_time`` (the paper CNN and MLP), else an estimate: its per-step FLOPs at the paper CNN's
+    measured rate (``timing.step_time: calibrate`` measures it on this host instead)."""
+    from .workload import resolve, step_flops
+    w = resolve(model)
+    if w.step_time is not None:
+        return w.step_time
+    ref = resolve("cnn")
+    return ref.step_time * step_flops(w) / step_flops(ref)
+
 RTO = 0.2   # s, the application link's retransmission timeout per lost message (device_agent/link.py)
 
 # Where each link property takes effect: "app" — the message reaches the PS when sent and the sender

@@ -2,13 +2,19 @@
 
 Rates become bits per second, durations seconds, percentages fractions in [0, 1], sizes bytes.
 Every parser raises ``ValueError`` with a message that says what a valid value looks like.
+
+A scenario's rates and durations need their unit: a bare ``rate: 10`` (Mininet's ``bw=10`` is
+10 Mbit/s) or ``delay: 10`` is refused with the likely intent, never guessed. Only a run's recorded
+scenario from before units were written out is read with bare numbers as SI (validation context
+without ``{"units": "required"}``); ``Scenario.to_dict(units=True)`` writes the units back.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, SerializationInfo, ValidationInfo, WrapSerializer
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
@@ -28,11 +34,24 @@ def _split(value: object, what: str, example: str) -> tuple[float, str]:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a {what}; use e.g. {example}")
     if isinstance(value, (int, float)):
-        return float(value), ""
-    m = re.fullmatch(_NUM + r"\s*([a-zA-Z%]*)", str(value).strip())
-    if not m:
-        raise ValueError(f"{value!r} is not a {what}; use e.g. {example}")
-    return float(m.group(1)), m.group(2).lower()
+        num, unit = value, ""
+    else:
+        m = re.fullmatch(_NUM + r"\s*([a-zA-Z%]*)", str(value).strip())
+        if not m:
+            raise ValueError(f"{value!r} is not a {what}; use e.g. {example}")
+        num, unit = m.group(1), m.group(2).lower()
+    try:
+        num = float(num)
+    except OverflowError:   # an int beyond float's range
+        num = math.inf
+    if not math.isfinite(num):
+        raise ValueError(f"{_short(value)} is not a finite {what}; use e.g. {example}")
+    return num, unit
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
 
 
 def _scaled(value: object, what: str, example: str, units: dict, unit_example: str) -> float:
@@ -45,7 +64,7 @@ def _scaled(value: object, what: str, example: str, units: dict, unit_example: s
 
 
 def parse_rate(value: object) -> float:
-    """Link rate in bits per second. A bare number is bits per second."""
+    """Link rate in bits per second. A bare number is bits per second (a scenario field refuses one)."""
     num, unit = _split(value, "rate", "10mbit, 512kbit, 1gbit")
     if unit in _BYTE_RATES:
         as_tc = num * _BYTE_RATES[unit] * 8
@@ -61,7 +80,7 @@ def parse_rate(value: object) -> float:
 
 
 def parse_duration(value: object) -> float:
-    """Duration in seconds. A bare number is seconds."""
+    """Duration in seconds. A bare number is seconds (a scenario field refuses one)."""
     return float(_scaled(value, "duration", "20ms, 1.5s, 10min", _TIME_UNITS, " (e.g. 20ms)"))
 
 
@@ -76,14 +95,49 @@ def parse_fraction(value: object) -> float:
     return frac
 
 
-# Field types of the scenario's models: a human string in, the SI number out.
-Rate = Annotated[float, BeforeValidator(parse_rate)]
-Duration = Annotated[float, BeforeValidator(parse_duration)]
+def _bare(value: object, info: ValidationInfo) -> bool:
+    """``value`` is a number without a unit (not 0, which is 0 in any unit) where units are required."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0
+            and (info.context or {}).get("units") == "required")
+
+
+def _rate_field(value: object, info: ValidationInfo) -> float:
+    if _bare(value, info):
+        raise ValueError(f"{_short(value)} has no unit: a rate needs one (bit, kbit, mbit, gbit per "
+                         f"second, as tc writes them); did you mean {_g(value)}mbit?")
+    return parse_rate(value)
+
+
+def _duration_field(value: object, info: ValidationInfo) -> float:
+    if _bare(value, info):
+        raise ValueError(f"{_short(value)} has no unit: a duration needs one (us, ms, s, min, h); "
+                         f"did you mean {_g(value)}ms or {_g(value)}s?")
+    return parse_duration(value)
+
+
+def _number(x: float) -> str:
+    """``x`` exactly, without a trailing ``.0``."""
+    text = repr(float(x))
+    return text.removesuffix(".0")
+
+
+def _with_unit(unit: str):
+    def write(value, handler, info: SerializationInfo):
+        if value is not None and (info.context or {}).get("units") == "write":
+            return _number(value) + unit
+        return handler(value)
+    return WrapSerializer(write, when_used="json")
+
+
+# Field types of the scenario's models: a human string in, the SI number out (written back with its
+# unit by ``Scenario.to_dict(units=True)``).
+Rate = Annotated[float, BeforeValidator(_rate_field), _with_unit("bit")]
+Duration = Annotated[float, BeforeValidator(_duration_field), _with_unit("s")]
 Fraction = Annotated[float, BeforeValidator(parse_fraction)]
 
 
 def _g(x: float) -> str:
-    return f"{x:g}"
+    return f"{x:g}" if isinstance(x, float) else str(x)
 
 
 def fmt_rate(bits_per_s: float) -> str:
@@ -100,3 +154,8 @@ def fmt_bytes(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{int(n)} B"
+
+
+def plural(n: int, word: str) -> str:
+    """``1 seed``, ``2 seeds``, ``0 seeds`` (English nouns that take an -s)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

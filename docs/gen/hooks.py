@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nav import PENDING  # noqa: E402
+from mkdocs.plugins import event_priority  # noqa: E402
+from mkdocs.structure.files import InclusionLevel  # noqa: E402
 _LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s#]+)(#[^)\s]*)?\)")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 _MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
@@ -48,6 +50,15 @@ def _embed(m, page_src: str) -> str:
         return m.group(0)
     data = base64.b64encode(path.read_bytes()).decode()
     return f"![{m.group(1)}](data:{_MIME[path.suffix.lower()]};base64,{data})"
+
+
+@event_priority(-200)   # after literate-nav (-100) has read SUMMARY.md into the nav
+def on_files(files, config):
+    """SUMMARY.md is the nav's source, not a page: it is left out of the site (and its search)."""
+    summary = files.get_file_from_path("SUMMARY.md")
+    if summary is not None:
+        summary.inclusion = InclusionLevel.EXCLUDED
+    return files
 
 
 def on_page_markdown(markdown, page, config, files):

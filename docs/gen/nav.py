@@ -21,9 +21,11 @@ NAV = [
         ("Quickstart", "quickstart.md"),
         ("Running experiments", "running.md"),
         ("Analysing runs", "analysis.md"),
+        ("Your own model and data", "your-own-model.md"),
     ]),
     ("Concepts", [
         ("What a run is and records", "concepts.md"),
+        ("Data formats and partitions", "data.md"),
         ("Architecture", "architecture.md"),
         ("Layer contract", "layers.md"),
     ]),
@@ -35,6 +37,7 @@ NAV = [
     ]),
     ("Algorithms and compression", "algorithms.md"),
     ("Fidelity", "fidelity.md"),
+    ("Devices that come and go", "churn.md"),
     ("Reproducibility", "reproducibility.md"),
     ("Studies", [
         ("Writing and running studies", "studies.md"),

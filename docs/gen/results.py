@@ -298,6 +298,38 @@ def tuning_page(csv_path: Path) -> Page:
     return Page(f"results/tuning-{study}.md", "\n".join(lines) + "\n", {}, cites)
 
 
+def _first_sentence(text: str, limit: int = 160) -> str:
+    """The first sentence of ``text`` on one line ("Fig. 3" is no sentence end), cut at ``limit``."""
+    one = " ".join(text.split())
+    one = re.split(r"(?<=[a-z0-9)%])\. (?=[A-Z])", one, maxsplit=1)[0].rstrip(".")
+    return one if len(one) <= limit else one[:limit - 1].rstrip() + "…"
+
+
+def what_it_is(slug: str) -> str:
+    """One line saying what study ``slug`` is: its description (status.json, else its study file), else
+    the cells its table compares."""
+    base = slug.removesuffix("-earlier-1seed")
+    status = _status(STUDIES / base)
+    text = status.get("description") or ""
+    study_file = ROOT / status["file"] if status.get("file") else ROOT / "scenarios" / "studies" / f"{base}.yaml"
+    if not text and study_file.is_file():
+        import yaml
+        text = (yaml.safe_load(study_file.read_text()) or {}).get("description") or ""
+    line = _first_sentence(text)
+    if not line:
+        import csv
+        table = next((d / "table.csv" for d in (STUDIES / base / "report", STUDIES / base)
+                      if (d / "table.csv").is_file()), None)
+        cells = [r.get("cell", "") for r in csv.DictReader(table.read_text().splitlines())] if table else []
+        line = _first_sentence("cells: " + ", ".join(filter(None, cells))) if cells else ""
+        full = base.removesuffix("-reduced")
+        if full != base and (STUDIES / full).is_dir():
+            line = f"a reduced version of `{full}`" + (f"; {line}" if line else "")
+    if slug.endswith("-earlier-1seed"):
+        line = f"earlier single-seed runs of `{base}`" + (f": {line}" if line else "")
+    return line.replace("|", "/")
+
+
 def index_page(studies: list[Page], benches: list[tuple[Path, Page]], tunings: list[Page] = ()) -> Page:
     lines = [
         "# Results",
@@ -310,15 +342,15 @@ def index_page(studies: list[Page], benches: list[tuple[Path, Page]], tunings: l
         "",
         "## Studies",
         "",
-        "| study | runs complete | protocol | updated | page |",
-        "|---|---|---|---|---|",
+        "| study | what it is | runs complete | protocol | updated | page |",
+        "|---|---|---|---|---|---|",
     ]
     for page in studies:
         slug = Path(page.path).stem
         status = _status(STUDIES / slug) if not slug.endswith("-earlier-1seed") else {}
         done = f"{status['complete']} of {status['total']}" if status else "—"
         updated = status.get("updated", "—")[:16].replace("T", " ")
-        lines.append(f"| `{slug}` | {done} | {status.get('protocol', '—')} | {updated} | "
+        lines.append(f"| `{slug}` | {what_it_is(slug) or '—'} | {done} | {status.get('protocol', '—')} | {updated} | "
                      f"[{slug}]({slug}.md) |")
     if tunings:
         lines += ["", "## Tuning of α", "", "| study | page |", "|---|---|"]

@@ -82,7 +82,7 @@ def key_paths() -> set[str]:
 
 # ---------------------------------------------------------------- rendering one field
 
-_UNITS = {"parse_rate": ("rate", "bit/s"), "parse_duration": ("duration", "s"),
+_UNITS = {"_rate_field": ("rate", "bit/s"), "_duration_field": ("duration", "s"),
           "parse_fraction": ("fraction", "0–1 (or %)")}
 
 
@@ -264,6 +264,8 @@ def page() -> str:
         "Units in YAML are human strings, converted on validation: **rates** in bits per second as tc "
         "reads them (`10mbit`, `512kibit`; `bps`-style spellings are refused because tc reads them as "
         "bytes), **durations** in seconds (`20ms`, `1.5s`, `10min`), **fractions** as `0.3` or `30%`. "
+        "A rate or duration needs its unit: a bare number is refused with the likely intent "
+        "(`rate: 10` → did you mean `10mbit`?), never guessed; only `0` needs none. "
         "Unknown keys are errors. Precedence: defaults → file → `--set key.path=value` "
         "(list entries by index or name: `workers.classes.slow.uplink.rate=2mbit`). "
         "Check a file with `edgebed validate FILE`. How to write one: [Quickstart](quickstart.md) and "

@@ -15,7 +15,7 @@ class AlgorithmParams(BaseModel):
     """The scenario's ``algorithm`` section: name, α, b and one algorithm's own parameters. Each
     algorithm subclasses it below (with ``name`` a one-value Literal); the scenario's section is their
     union, told apart by ``name``. A field's ``title`` is its symbol."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
     lr: float = Field(0.1, gt=0, title="α", description="α, the base learning rate (of the local SGD "
                       "steps for the averaging rules)")

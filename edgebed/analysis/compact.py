@@ -25,9 +25,10 @@ import yaml
 
 from .. import rundir
 from ..atomic import replacing
+from ..scenario import ModelSpec
 from . import paper_bytes
 from .metrics import class_shares
-from .runs import Run, load_run
+from .runs import Run, load_run, numeric_scenario
 
 EVALS = "evals.csv"
 
@@ -48,7 +49,7 @@ def compact_of(run: Run, paper: bool = True) -> tuple[dict, pd.DataFrame]:
     """(summary.json with its ``compact`` section, evals with ``paper_bytes``) of a full run;
     ``paper=False``: paper bytes NaN (no torch import for the model's shapes)."""
     algo = run.algorithm_params
-    model = (run.scenario.get("model") or {}).get("name", "cnn")
+    model = (run.scenario.get("model") or {}).get("name", ModelSpec().name)
     per = paper_bytes.per_update(model, str(algo.get("name")), float(algo.get("c", 1.0))) if paper else float("nan")
     up = run.updates
     events = rundir.read_table(run.path, "events") if (run.path / "events").is_dir() else pd.DataFrame()
@@ -98,6 +99,7 @@ def load_compact(path: Path, name: Optional[str] = None) -> Run:
     """A compact result as a :class:`Run` (its ``updates`` table is empty; ``summary['compact']``
     holds what was kept of it)."""
     scenario = yaml.safe_load((path / "scenario.yaml").read_text()) or {}
+    scenario = numeric_scenario(scenario) if isinstance(scenario, dict) else scenario
     evals = pd.read_csv(path / EVALS)
     return Run(path, name or path.name, scenario, rundir.read_json(path, "summary.json"),
                pd.DataFrame(), evals)

@@ -20,6 +20,7 @@ import yaml
 
 from .. import rundir
 from ..algorithms import own_keys
+from .runs import numeric_scenario
 
 COLUMNS = ["run", "status", "scenario", "algorithm", "c", "runtime", "devices", "updates", "final_accuracy",
            "ingress_bytes", "started", "wall_time_s", "path"]
@@ -93,6 +94,7 @@ def run_row(run: Path, run_id: str | None = None) -> dict:
     summary, manifest = rundir.read_json(run, "summary.json"), rundir.read_json(run, "manifest.json")
     try:
         sc = yaml.safe_load((run / "scenario.yaml").read_text()) or {}
+        sc = numeric_scenario(sc) if isinstance(sc, dict) else {}
     except Exception:  # noqa: BLE001 — a damaged run is still listed
         sc = {}
     algo = own_keys(sc.get("algorithm") or {}) if isinstance(sc.get("algorithm"), dict) else {}

@@ -17,6 +17,7 @@ from . import breakdown, html, plots, tables, targets as tg
 from .describe import class_of_device, class_order, class_table, live_devices, ordered, setup_table
 from .groups import group_runs
 from .metrics import class_shares
+from .ps_link import plot_ps_link, ps_link_frame
 from .run_page import run_page
 from .. import numerics
 from ..atomic import replacing
@@ -228,7 +229,8 @@ def write_report(runs: list[Path], out: Optional[Path] = None, target=None,
             ("classes", breakdown.classes, {label: class_shares(r.updates) for label, r in reps.items()
                                             if r.updates["speed_class"].nunique() > 1}),
             ("traffic", breakdown.traffic, {label: read_json(r.path, "traffic.json") for label, r in reps.items()}),
-            ("timeline", breakdown.timeline, lives)):
+            ("timeline", breakdown.timeline, lives),
+            ("ps_link", plot_ps_link, {label: ps_link_frame(_events(r)) for label, r in reps.items()})):
         written = fn(data, out_dir / f"{kind}.png", formats, order=order)
         if written:
             plot_files[kind] = written

@@ -72,6 +72,18 @@ def _not_a_run(path: Path) -> ReportError:
                        "directory made by `edgebed run` (runs/<name>-<timestamp>/)")
 
 
+def numeric_scenario(recorded: dict) -> dict:
+    """A run's recorded scenario with rates and durations as numbers (bits/s, seconds), whichever way it
+    was written: runs since 2026-11-28 write units (``2mbit``, ``0.02s``) so that their scenario.yaml
+    runs again, older ones bare numbers. Analysis reads numbers. A scenario the schema no longer takes
+    (an older version's keys) is returned as recorded."""
+    from ..scenario import Scenario
+    try:
+        return Scenario.model_validate(recorded).to_dict(units=False)
+    except Exception:  # noqa: BLE001 — an older run's scenario: read as it is
+        return recorded
+
+
 def load_run(path: str | Path, name: str | None = None) -> Run:
     """Read a run directory; raises ReportError when ``path`` is not one or its files are corrupt."""
     path = Path(path)
@@ -80,6 +92,7 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     try:
         scenario = yaml.safe_load((path / "scenario.yaml").read_text()) or {}
         summary = rundir.read_json(path, "summary.json")
+        scenario = numeric_scenario(scenario) if isinstance(scenario, dict) else scenario
     except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ReportError(f"{path}: scenario.yaml or summary.json is unreadable ({err}); the run "
                           "directory is damaged, re-run the scenario") from None

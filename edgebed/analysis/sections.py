@@ -50,6 +50,14 @@ def fidelity_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
                     "(think time and link transfers lower the realized ratio).",
                     pd.DataFrame(fid["classes"])[["class", "configured_speed_ratio", "realized_rate_ratio",
                                                   "updates_per_device_per_s", "think_time_s"]]))
+    dyn = fid.get("dynamics") or {}
+    if dyn.get("availability"):
+        out.append(("Availability (dynamics): realised online fraction per class next to the expected "
+                    "long-run value E[online] / (E[online] + E[offline]) (trace devices: their online windows).",
+                    pd.DataFrame(dyn["availability"])))
+    if dyn.get("events"):
+        out.append(("Timed events (dynamics): scheduled and applied time, in emulated seconds.",
+                    pd.DataFrame(dyn["events"])))
     if fid.get("uplink"):
         out.append((f"Uplink: {fid['uplink_measured_as']}; where a push does not fill a window the peak is "
                      "a lower bound.",

@@ -6,6 +6,10 @@ Sources (``dataset.source`` in a scenario):
   ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``), e.g. full
   MNIST or Debian's Fashion-MNIST in /usr/share/datasets/fashion-mnist.
 - ``download``: fetch the four standard MNIST files, check their sha256, cache them.
+
+Other formats (CIFAR, ImageFolder, npz, Parquet / Arrow, LEAF, Python factories) are read by
+``formats.load`` / ``formats.load_shard`` into an ``arrayset.ArraySet``; partitions beyond iid and
+by-label (dirichlet, natural, quantity) are in ``partitions`` (docs/data.md).
 """
 from __future__ import annotations
 
@@ -217,8 +221,12 @@ def partition(labels: np.ndarray, n: int, scheme: str, seed: int, labels_per_wor
         shards = np.array_split(order, n * labels_per_worker)
         pick = rng.permutation(len(shards))
         return [np.sort(np.concatenate([shards[j] for j in pick[w::n]])) for w in range(n)]
-    raise DatasetError(f"unknown partition {scheme!r}; use iid or by-label")
+    raise DatasetError(f"unknown partition {scheme!r}; use iid, by-label, {', '.join(EXTRA_SCHEMES)}")
 
+
+# Partitions beyond the original two (edgebed/data/partitions.py) and the dataset keys they read.
+EXTRA_SCHEMES = ("dirichlet", "natural", "quantity")
+PARTITION_KEYS = ("alpha", "min_size", "sizes", "sigma", "exponent")
 
 _SAMPLE_STREAM = 0x5A3D   # a device's own sample: rng [seed, device, this]
 
@@ -234,15 +242,31 @@ class Partition:
     costs memory only once it is asked for."""
 
     def __init__(self, labels: np.ndarray, n: int, scheme: str, seed: int, labels_per_worker: int = 2,
-                 samples_per_device: Optional[int] = None):
+                 samples_per_device: Optional[int] = None, params: Optional[dict] = None):
         self.labels, self.n, self.scheme, self.seed = labels, n, scheme, seed
         self.labels_per_worker, self.k = labels_per_worker, samples_per_device
+        if scheme in EXTRA_SCHEMES:   # dirichlet, natural, quantity: edgebed/data/partitions.py
+            if samples_per_device:
+                raise DatasetError(f"dataset.samples_per_device works with iid and by-label, not {scheme}")
+            from .partitions import make_partition
+            self._shards, self.summary = make_partition(scheme, labels, n, seed, **(params or {}))
+            return
         self._shards = None if samples_per_device else partition(labels, n, scheme, seed, labels_per_worker)
         if samples_per_device:
             problem = sample_problem(labels, scheme, samples_per_device, labels_per_worker)
             if problem:
                 raise DatasetError(problem)
             self._by_class = {int(c): np.flatnonzero(labels == c) for c in np.unique(labels)}
+
+    @classmethod
+    def for_spec(cls, labels: np.ndarray, n: int, spec, seed: int, users: Optional[np.ndarray] = None) -> "Partition":
+        """The partition a scenario's ``dataset`` section names (the section, or its dict on the wire)."""
+        get = spec.get if isinstance(spec, dict) else (lambda k, d=None: getattr(spec, k, d))
+        params = {k: get(k) for k in PARTITION_KEYS if get(k) is not None}
+        if users is not None:
+            params["users"] = users
+        return cls(labels, n, get("partition"), seed, get("labels_per_worker", 2), get("samples_per_device"),
+                   params)
 
     def __len__(self) -> int:
         return self.n
@@ -286,7 +310,7 @@ def sample_problem(labels: np.ndarray, scheme: str, k: int, labels_per_worker: i
     return None
 
 
-def partition_problems(spec, n: int) -> list[str]:
+def partition_problems(spec, n: int, seed: int = 0) -> list[str]:
     """What keeps ``n`` devices from getting their samples under a scenario's ``dataset`` section
     (empty: nothing), read from the label file alone, before anything starts. A ``download`` source
     not yet cached can't be checked here (the run checks it)."""
@@ -295,6 +319,12 @@ def partition_problems(spec, n: int) -> list[str]:
     except DatasetError as err:
         return [str(err)]
     if labels is None:
+        return []
+    if spec.partition in EXTRA_SCHEMES:
+        try:
+            Partition.for_spec(labels, n, spec, seed)
+        except DatasetError as err:
+            return [str(err)]
         return []
     if getattr(spec, "samples_per_device", None):
         problem = sample_problem(labels, spec.partition, spec.samples_per_device, spec.labels_per_worker)
@@ -307,6 +337,27 @@ def partition_problems(spec, n: int) -> list[str]:
         return [f"workers.n={n} × labels_per_worker={spec.labels_per_worker} shards but only {len(labels)} "
                 "training samples; lower workers.n or labels_per_worker, or set dataset.samples_per_device"]
     return []
+
+
+SUMMARY_MAX_DEVICES = 1000   # a manifest records per-device histograms up to this many devices
+
+
+def partition_summary(spec, n: int, seed: int) -> Optional[dict]:
+    """Each device's sample count and label histogram under a scenario's ``dataset`` section (the
+    manifest's ``partition``); None when it can't be known before the run (a download not yet cached,
+    devices drawing their own samples) or n > ``SUMMARY_MAX_DEVICES``."""
+    from .partitions import summarise
+    if n > SUMMARY_MAX_DEVICES or getattr(spec, "samples_per_device", None):
+        return None
+    labels = load_labels(spec)
+    if labels is None:
+        return None
+    y = labels.astype(np.int64)
+    p = Partition.for_spec(y, n, spec, seed)
+    if hasattr(p, "summary"):
+        return p.summary.to_dict()
+    params = {"labels_per_worker": spec.labels_per_worker} if spec.partition == "by-label" else {}
+    return summarise(list(p), y, max(10, int(y.max()) + 1), spec.partition, params).to_dict()
 
 
 def load_labels(spec) -> Optional[np.ndarray]:

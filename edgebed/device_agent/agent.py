@@ -241,11 +241,12 @@ def trainer_for(cfg: wire.WelcomeConfig, device: int, data=None, torch_device: s
     """The device's Trainer from its Welcome config; ``data=(x, y)`` instead of the scenario's shard."""
     from ..data import Partition, load_dataset
     from ..scenario import DatasetSpec
+    from ..workload import use_path
     from .trainer import Trainer
+    use_path(cfg.model_path)
     seed, dataset = cfg.seed, cfg.dataset
     if data is None:
         ds = load_dataset(DatasetSpec.model_validate(dataset), seed)
-        shard = Partition(ds.train_y, cfg.n_devices, dataset["partition"], seed,
-                          dataset["labels_per_worker"], dataset.get("samples_per_device"))[device]
+        shard = Partition.for_spec(ds.train_y, cfg.n_devices, dataset, seed)[device]
         data = (ds.train_x[shard], ds.train_y[shard])
     return Trainer(cfg.model, data[0], data[1], cfg.algorithm["batch_size"], seed, device, torch_device)

@@ -12,16 +12,17 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
 from ..models import build_model, layers_of
+from ..workload import resolve
 
 
 class BatchedGradient:
     """∇ cross-entropy of one model architecture at k parameter vectors on k batches."""
 
     def __init__(self, model: str, seed: int = 0):
+        self.workload = resolve(model)
         self.module = build_model(model, seed)
         self.layers = layers_of(self.module)
         self.names = [l.name for l in self.layers]
@@ -29,7 +30,7 @@ class BatchedGradient:
 
     def _loss(self, params, x, y):
         out = functional_call(self.module, dict(zip(self.names, params)), (x,))
-        return F.cross_entropy(out, y)
+        return self.workload.loss(out, y)
 
     def __call__(self, thetas: Sequence[np.ndarray], xs: Sequence[torch.Tensor],
                  ys: Sequence[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:

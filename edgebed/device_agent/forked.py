@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Callable, Optional
 
-from ..procs import die_with_parent
+from ..procs import die_with_parent, leave_group
 
 
 def agent_main(ps_address: str, device: int, log_path: str, env: dict,
@@ -22,7 +22,9 @@ def agent_main(ps_address: str, device: int, log_path: str, env: dict,
     their container: ``nsjoin.enter``)."""
     die_with_parent()
     _drop_inherited_lifelines()
-    os.setsid()
+    # own session; the fork server's blocked group signals unblocked, Ctrl-C ignored; a SIGTERM that
+    # came before (the engine's terminate() of a device still starting) still ends it
+    leave_group(honour=(signal.SIGTERM,))
     if prepare:
         fn, kwargs = prepare
         fn(**kwargs)
@@ -30,8 +32,7 @@ def agent_main(ps_address: str, device: int, log_path: str, env: dict,
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.environ.update(env)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's to handle
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))   # Ctrl-C stays ignored: the engine's to handle
     import zmq
     from .agent import run_agent
     code = run_agent(ps_address, device)

@@ -5,10 +5,10 @@ from typing import Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..data import normalize
-from ..models import build_model, get_flat, grad_flat, layers_of, set_flat
+from ..models import build_model, get_flat, grad_flat, layers_of, set_flat, trainable
+from ..workload import resolve
 
 
 class SharedData:
@@ -18,7 +18,7 @@ class SharedData:
     def __init__(self, x: np.ndarray, y: np.ndarray, model: str, torch_device: str = "cpu"):
         self.dev = torch.device(torch_device)
         self.x = torch.from_numpy(normalize(x)).to(self.dev)
-        if model == "cnn":
+        if resolve(model).channels_last:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(y.astype(np.int64)).to(self.dev)
 
@@ -43,6 +43,7 @@ class Trainer:
         if size == 0:
             raise ValueError(f"device {device} has an empty shard; use fewer workers or more samples")
         self.dev = data.dev
+        self.workload = resolve(model)   # its loss is what the device differentiates
         self.model = module if module is not None else build_model(model, seed).to(self.dev)
         self.layers = layers_of(self.model)
         self.data, self.index, self.size = data, index, size
@@ -86,7 +87,7 @@ class Trainer:
         x, y = self.batch()
         for p in self.model.parameters():
             p.grad = None
-        loss = F.cross_entropy(self.model(x), y)
+        loss = self.workload.loss(self.model(x), y)
         loss.backward()
         return float(loss.detach())
 
@@ -104,6 +105,6 @@ class Trainer:
         A manual update: torch.optim would import torch._dynamo (+65 MiB per agent on the reference host; that measurement is not committed)."""
         loss = self._backward()
         with torch.no_grad():
-            for p in self.model.parameters():
+            for _, p in trainable(self.model):
                 p.add_(p.grad, alpha=-lr)
         return loss

@@ -26,20 +26,34 @@ from ..algorithms import ALGORITHMS
 from ..scenario import Scenario
 from .runtimes import RUNTIMES
 
-PARAMETERS = {"cnn": 211_690, "mlp": 199_210}
-# Fixed costs of a sim process: the interpreter with torch and the rest imported, Θ, the evaluator and
-# the normalised data set (bundled digits), by model; measured (bench_scale, n = 200).
-BASE_BYTES = {"cnn": 700 << 20, "mlp": 512 << 20}
+
+
+def base_bytes(model) -> int:
+    """Fixed costs of a sim process: the interpreter with torch and the rest imported, Θ, the evaluator
+    and the normalised data set (bundled digits). The workload's measured ``base_bytes`` (the paper
+    CNN's and MLP's: bench_scale, n = 200), else an estimate: the larger built-in's plus four copies
+    of Θ (PS, evaluator, its gradient, the pulled copy) — an estimate, not a measurement."""
+    from ..workload import WORKLOADS, num_params, resolve
+    w = resolve(model)
+    if w.base_bytes is not None:
+        return w.base_bytes
+    return max(b.base_bytes for b in WORKLOADS.values() if b.base_bytes) + 16 * num_params(w)
+
 # A device's Python objects (state machine, trainer, links, random streams, its Welcome config, the
 # PS's session record), without any array of its model's size; measured (bench_scale's slope).
 DEVICE_BYTES = 24 << 10
 MARGIN = 1.25   # what the checks add to the prediction before comparing it with the host's memory
+# Runtimes that start one process per device on this host: the private memory (USS) of one agent
+# process forked from the preloaded fork server, CNN, measured by bench_docker_agents (28.5 MiB mean over
+# 200 agents, benchmarks/results/docker_agents.json), rounded up.
+HOST_AGENT_BYTES = {"local": 29 << 20}
 
 
 def sim_memory(sc: Scenario) -> dict:
     """Predicted peak bytes of a virtual-clock run of ``sc``: {"base", "per_device", "total"} (for a
     runtime whose devices live in the engine's process: ``RuntimeEntry.devices_in_engine``)."""
-    size = PARAMETERS[sc.model.name]
+    from ..workload import num_params
+    size = num_params(sc.model.name)
     rule = ALGORITHMS[sc.algorithm.name]
     c = sc.algorithm.ratio
     per = DEVICE_BYTES
@@ -60,7 +74,7 @@ def sim_memory(sc: Scenario) -> dict:
     per += 4 * size * (int(cp.error_feedback) + int(cp.momentum > 0))
     if cp.pull_delta:
         per += 4 * size * (1 + (2 if cp.pull != "f32" else 1))
-    base = BASE_BYTES[sc.model.name]
+    base = base_bytes(sc.model.name)
     return {"base": base, "per_device": per, "total": base + sc.workers.n * per}
 
 
@@ -79,16 +93,43 @@ def host_memory() -> Optional[int]:
         return None
 
 
-def problems(sc: Scenario, memory: Optional[int] = None) -> list[str]:
+def process_limit() -> Optional[int]:
+    """How many processes this user may have (RLIMIT_NPROC's soft limit), or None where unlimited."""
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    except (ImportError, AttributeError, ValueError, OSError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def problems(sc: Scenario, memory: Optional[int] = None, nproc: Optional[int] = -1) -> list[str]:
     """What makes ``sc`` impossible here before it starts (empty: nothing): too few samples for its
-    partition, or (virtual clock) more memory than the host has by the model above."""
+    partition, more memory than the host has by the model above (virtual clock; one agent process
+    per device on ``local``), or more agent processes than this user may start (``nproc``: the
+    process limit, -1 for this host's, None for none)."""
     from ..data import partition_problems
     out = list(partition_problems(sc.dataset, sc.workers.n))
+    n, gib = sc.workers.n, 2 ** 30
+    per_agent = HOST_AGENT_BYTES.get(sc.runtime.name)
+    if per_agent:
+        memory = host_memory() if memory is None else memory
+        nproc = process_limit() if nproc == -1 else nproc
+        if memory is not None and n * per_agent * MARGIN > memory:
+            fits = max(1, int(memory / MARGIN // per_agent))
+            out.append(f"workers.n={n}: runtime {sc.runtime.name} starts one agent process per device, about "
+                       f"{per_agent >> 20} MiB each (benchmarks/results/docker_agents.json), so "
+                       f"{n * per_agent * MARGIN / gib:,.1f} GiB with the ×{MARGIN} margin, and this host has "
+                       f"{memory / gib:.1f} GiB; lower workers.n to at most {fits:,}, or use runtime: sim "
+                       "(every device in one process; docs/scale.md)")
+        elif nproc is not None and n + 16 > nproc:   # the engine, its PS and evaluator, the fork server
+            out.append(f"workers.n={n}: runtime {sc.runtime.name} starts one process per device and this user "
+                       f"may have {nproc:,} processes (ulimit -u); lower workers.n to at most "
+                       f"{max(1, nproc - 16):,} or raise the limit")
     if RUNTIMES[sc.runtime.name].devices_in_engine:
         memory = host_memory() if memory is None else memory
         need = sim_memory(sc)
         if memory is not None and need["total"] * MARGIN > memory:
-            gib = 2 ** 30
             fits = max(0, int((memory / MARGIN - need["base"]) // need["per_device"]))
             dense = ALGORITHMS[sc.algorithm.name].compressor == "dense"
             out.append(f"workers.n={sc.workers.n}: the virtual clock would need about "

@@ -166,7 +166,7 @@ def clean_all(roots: Iterable[str | Path] = ("runs",), run_id_prefix: str = "", 
         labelled.pop(rid, None)
     for rid, run_dir in sorted(labelled.items()):   # labelled objects whose run dir is elsewhere or gone
         record = _read_json(run_dir / "docker.json") if run_dir else None
-        report = clean(run_dir) if run_dir and run_dir.is_dir() else {"run_dir": str(run_dir or "?")}
+        report = clean(run_dir) if run_dir and run_dir.is_dir() else {"run_dir": None, "run_id": rid}
         if "docker" not in report:
             report["docker"] = docker_clean.clean_docker(rid, client=client, record=record)
         out["runs"][rid] = report
@@ -212,7 +212,8 @@ def describe(report: dict) -> str:
         lines += [f"docker error: {e}" for e in d.get("errors", [])]
         if d.get("leaked"):
             from .runtimes.docker.clean import leak_advice
-            lines.append("docker: NOT clean — " + leak_advice(report.get("run_dir", "<run-dir>"), d["leaked"]))
+            lines.append("docker: NOT clean — " + leak_advice(report.get("run_dir"), d["leaked"], report.get("run_id"),
+                                                              phantom=bool(d.get("phantom"))))
     s = report.get("swarm")
     if s is not None:
         from .runtimes.swarm.clean import describe as describe_swarm

@@ -16,6 +16,7 @@ from ..ps.aggregate import PUSH_PATH
 from ..rundir import host_facts, new_run_dir, read_json, write_json_atomic
 from ..scenario import Scenario, ScenarioError, dump_scenario
 from ..console import Phase, warn
+from ..workload import use_path
 from .runtimes import get_runtime
 from .cleanup import ended_by_clean
 from .runloop import RunLoop, RunResult
@@ -39,6 +40,7 @@ class Engine:
     # -- set-up --------------------------------------------------------------------------------
     def _prepare(self):
         sc = self.sc
+        use_path(sc.model.path)   # a user's model module: importable here and in every process started after
         if not self.resume:   # what can't run is refused before anything starts or a run directory exists
             from ..data import missing
             from .capacity import problems as capacity_problems
@@ -85,6 +87,7 @@ class Engine:
             "applied": runtime.applied(), "host": host_facts(PUSH_PATH), "numerics": self.numerics,
             "timing": {k: v for k, v in self.timing.items() if k != "expected"},
             "traffic_counted": "PS payload bytes (header + array frames), per message, in ps/traffic.py",
+            "partition": _partition_summary(sc),
         })
         write_json_atomic(path / "summary.json", {"status": "running", "engine": _me()})
         return path, runtime
@@ -125,8 +128,8 @@ class Engine:
                     "interrupted by the user (Ctrl-C / SIGTERM) during set-up"})
                 warn(f"interrupted during set-up, before any update: {path} is marked incomplete")
             raise KeyboardInterrupt from None
-        finally:   # interrupted: a command-line caller keeps answering presses until it exits
-            self._signals.restore(answering=self.answer_after_interrupt and self._signals.requested is not None)
+        finally:   # a command-line caller keeps answering signals until it exits, whatever ended the run:
+            self._signals.restore(answering=self.answer_after_interrupt)   # none may cut its last lines
 
     def _phase(self, text: str) -> None:
         """A start-up step, shown as it begins (console.Phase): no silent start-up."""
@@ -145,3 +148,13 @@ def _remove_empty(path: Path) -> None:
         path.rmdir()
     except OSError:
         pass
+
+
+def _partition_summary(sc) -> Optional[dict]:
+    """Each device's sample count and label histogram (``data.partition_summary``) for the manifest;
+    None where it can't be known before the run (see there)."""
+    from ..data import DatasetError, partition_summary
+    try:
+        return partition_summary(sc.dataset, sc.workers.n, sc.seed)
+    except DatasetError:
+        return None      # the run's own checks report an unreadable data set

@@ -44,7 +44,7 @@ def class_preview(sc: Scenario, runtime) -> tuple[list[dict], Optional[str]]:
     elif isinstance(sc.timing.step_time, float):
         step, whence = sc.timing.step_time, "timing.step_time"
     else:
-        step, whence = tm.DEFAULT_STEP_TIME[sc.model.name], "reference machine"
+        step, whence = tm.default_step_time(sc.model.name), "reference machine"
     from .calibration import message_sizes
     link_model = link_model_of(runtime)
     sizes = message_sizes(sc.model.name, sc.algorithm.name, sc.algorithm.ratio, sc.seed)

@@ -16,6 +16,7 @@ import pandas as pd
 from .. import numerics as numerics_mod
 from ..console import RunStatus, stop_fraction, warn
 from ..models import initial_theta
+from ..workload import use_path
 from ..ps.evaluator import Collector
 from ..ps.rules import RULES
 from ..ps.server import Hooks, ParameterServer, PSConfig
@@ -76,6 +77,7 @@ class RunLoop:
             from .tensorboard import TensorBoardSink
             self.live = TensorBoardSink(self.path / "tensorboard", self._classes(), self.class_names)
             self.writer.listeners.append(self.live)
+        use_path(sc.model.path)   # a user's model module: here, and in every process started after
         theta, _ = initial_theta(sc.model.name, sc.seed)
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         self.applied = runtime.applied()
@@ -108,6 +110,7 @@ class RunLoop:
             eval_dense=(tuple(d.near), d.within, d.every) if (d := sc.eval.dense) else None,
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
+            on_divergence=sc.security.on_divergence,
             downlink=sc.compression.downlink()), theta, rule, hooks)
 
     def _restore(self) -> None:
@@ -369,12 +372,35 @@ class RunLoop:
         from .fidelity import run_fidelity
         try:
             timing = {**self.timing, "watchdog_warnings": self.watchdog.warnings if self.watchdog else None}
-            return run_fidelity(read_table(self.path, "updates"),
+            out = run_fidelity(read_table(self.path, "updates"),
                                 [c.model_dump(mode="json") for c in self.sc.workers.classes],
                                 self._classes(self.sc.workers.n), self.runtime.fidelity(),
                                 timing=timing, events=read_table(self.path, "events"))
+            if self.sc.dynamics.parts():
+                out["dynamics"] = dyn = self._dynamics_fidelity()
+                if "verdict" in out:   # its expected rates assume devices always there, on fixed links
+                    out["verdict"] = {**out["verdict"], "kind": "not judged", "faithful": None,
+                                      "summary": "rates not judged (the expected rates assume devices always "
+                                      f"online on fixed links); dynamics: {dyn['verdict']['summary']}"}
+            return out
         except Exception as err:
             return {"error": f"{type(err).__name__}: {err}"}
+
+    def _dynamics_fidelity(self) -> dict:
+        """fidelity.dynamics (emulator/dynamics_fidelity.py): availability and timed events."""
+        from .dynamics_fidelity import dynamics_fidelity
+        events = read_table(self.path, "events")
+        dyn = self.sc.dynamics
+        # the run's end in emulated seconds: the stop's virtual time (sim, dilated runs), else wall time
+        stop = events[events["event"] == "stop"]
+        col = "virtual_time" if events["virtual_time"].notna().any() else "wall_time"
+        t_end = float(stop[col].iloc[0]) if len(stop) else float(events[col].max())
+        trace = None
+        if dyn.trace is not None:
+            from ..traces import read_trace
+            trace = read_trace(dyn.trace.path, self.sc.workers.n)
+        return dynamics_fidelity(events, dyn, self._classes(self.sc.workers.n), t_end, trace,
+                                 self.sc.timing.tolerance)
 
     def _line(self, elapsed: float, alive: int) -> RunStatus:
         """The progress callback's argument (see console.RunStatus; ``str()`` of it is one line)."""

@@ -72,10 +72,10 @@ class StopSignals:
         """Put the previous handlers back — or, with ``answering`` (a command-line caller that exits
         right after an interrupted run), a handler that only answers further presses, so no press in
         the moments before the process exits can cut its last lines short."""
+        ended = ("again: already stopping — the run is closed and its records are written" if self.requested
+                 else "after the run ended — its records are written; nothing to stop")
         for s, handler in self._old.items():
-            signal.signal(s, (lambda signum, frame: say(
-                f"{_name(signum)} again: already stopping — the run is closed and its records are written"))
-                if answering else handler)
+            signal.signal(s, (lambda signum, frame: say(f"{_name(signum)} {ended}")) if answering else handler)
         self._old = {}
         if self._wakeup is not None:
             r, w, previous = self._wakeup

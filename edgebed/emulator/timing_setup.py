@@ -33,7 +33,7 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     elif spec.step_time == "calibrate":
         step, info["step_time_from"] = real, "calibrated on this host"
     else:
-        step, info["step_time_from"] = tm.DEFAULT_STEP_TIME[sc.model.name], "reference machine (sim default)"
+        step, info["step_time_from"] = tm.default_step_time(sc.model.name), "reference machine (sim default)"
     if spec.step_time == "calibrate":   # the run (and the sim runtime) sees the number
         sc = type(sc).model_validate({**sc.model_dump(mode="json"),
                                       "timing": {**sc.timing.model_dump(mode="json"), "step_time": step}})

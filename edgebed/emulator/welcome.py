@@ -30,12 +30,20 @@ def welcome_config(sc: Scenario, device: int, compressor: str, app_link: dict,
     return WelcomeConfig(
         seed=sc.seed, n_devices=sc.workers.n, device=device, timing=timing or None, compression=compression,
         # Unset newer keys stay out: the Welcome's bytes cross the emulated link (golden sim tables).
-        dataset=sc.dataset.model_dump(mode="json", exclude={k for k in ("validation_samples", "samples_per_device")
-                                                            if getattr(sc.dataset, k) is None}),
-        model=sc.model.name,
+        dataset=sc.dataset.model_dump(mode="json", exclude=_unset_dataset_keys(sc.dataset)),
+        model=sc.model.name, model_path=sc.model.path,
         algorithm=flat(sc.algorithm), compressor=compressor,   # the flat form: bytes as before
         policy=RULES[sc.algorithm.name].device_policy(sc.algorithm),   # device_agent/policies.py
         speed_class=speed_class,
         app_link={d: {p: v for p, v in getattr(klass, d).model_dump(mode="json").items()
                       if app_link.get(f"link_{p}") == "app"} for d in ("uplink", "downlink")},
     )
+
+
+def _unset_dataset_keys(ds) -> set[str]:
+    """Dataset keys newer than the Welcome's first form, left out while unset (None) or at their
+    default (the partition keys of data/partitions.py): the Welcome's bytes stay as before."""
+    default = type(ds)()
+    out = {k for k in ("validation_samples", "samples_per_device") if getattr(ds, k) is None}
+    return out | {k for k in ("alpha", "min_size", "sizes", "sigma", "exponent")
+                  if getattr(ds, k) == getattr(default, k)}

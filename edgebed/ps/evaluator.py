@@ -14,18 +14,21 @@ from typing import Callable, Optional
 import numpy as np
 
 
-def evaluate(model, theta: np.ndarray, x, y, batch: int = 1000) -> tuple[float, float]:
-    """(accuracy in [0,1], mean cross-entropy) of Θ on tensors x [N,1,28,28], y [N]."""
+def evaluate(model, theta: np.ndarray, x, y, batch: int = 1000, workload=None) -> tuple[float, float]:
+    """(accuracy in [0,1], mean loss) of Θ on tensors x [N, ...], y [N]: the workload's loss and
+    metric (default: the paper's, cross-entropy and top-1)."""
     import torch
-    import torch.nn.functional as F
     from ..models import set_flat
+    from ..workload import cross_entropy, top1_correct
+    loss_fn = workload.loss if workload is not None else cross_entropy
+    correct_fn = workload.correct if workload is not None else top1_correct
     set_flat(model, theta)
     correct, loss = 0, 0.0
     with torch.no_grad():
         for i in range(0, len(y), batch):
             out = model(x[i:i + batch])
-            loss += float(F.cross_entropy(out, y[i:i + batch], reduction="sum"))
-            correct += int((out.argmax(1) == y[i:i + batch]).sum())
+            loss += float(loss_fn(out, y[i:i + batch], reduction="sum"))
+            correct += correct_fn(out, y[i:i + batch])
     return correct / len(y), loss / len(y)
 
 
@@ -36,19 +39,22 @@ class TestSet:
         import torch
         from ..data import load_dataset, normalize
         from ..models import build_model
+        from ..workload import resolve, use_path
         from ..scenario import Scenario
         sc = Scenario.model_validate(scenario_dict)
+        use_path(sc.model.path)
         ds = load_dataset(sc.dataset, sc.seed)
         n = sc.eval.test_samples or len(ds.test_y)
         self.model = build_model(sc.model.name, sc.seed)
         self.model.eval()
         self.x = torch.from_numpy(normalize(ds.test_x[:n]))
-        if sc.model.name == "cnn":
+        self.workload = resolve(sc.model.name)
+        if self.workload.channels_last:
             self.x = self.x.contiguous(memory_format=torch.channels_last)
         self.y = torch.from_numpy(ds.test_y[:n].astype(np.int64))
 
     def __call__(self, theta: np.ndarray) -> tuple[float, float]:
-        return evaluate(self.model, theta, self.x, self.y)
+        return evaluate(self.model, theta, self.x, self.y, workload=self.workload)
 
 
 def _row(version: int, info: dict, acc: float, loss: float) -> dict:
@@ -99,12 +105,12 @@ class InlineEvaluator:
 
 
 def _worker(scenario_dict: dict, inbox, outbox) -> None:
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the engine's: it closes us
-    # Started with SIGINT blocked (ProcessEvaluator): a Ctrl-C during our start-up stayed pending;
-    # now ignored, it is dropped.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    from ..procs import die_with_parent
+    # Started with the group signals blocked (ProcessEvaluator): those that arrived during our start-up
+    # are dropped, we leave the engine's process group (a batch system's SIGTERM or a closing terminal's
+    # SIGHUP to the group would kill us: "the evaluator process died"), and Ctrl-C stays ignored: the
+    # engine answers all of them and closes us itself.
+    from ..procs import die_with_parent, leave_group
+    leave_group()
     # its own queue keeps it blocked forever once the engine is gone (kill -9); the engine may be
     # PID 1 (the PS container of a compose project), so the parent's PID is given, not guessed
     die_with_parent(parent=mp.parent_process().pid if mp.parent_process() else None)
@@ -130,23 +136,18 @@ def _worker(scenario_dict: dict, inbox, outbox) -> None:
 class ProcessEvaluator:
     def __init__(self, scenario_dict: dict):
         ctx = mp.get_context("spawn")
-        self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
-        self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
-                                name="edgebed-evaluator", daemon=True)
-        # The spawned child starts with SIGINT blocked (the mask survives fork and exec) and ignores
-        # it as its first step, so a Ctrl-C in the terminal (sent to the whole process group) never
-        # prints its traceback. The engine itself must not lose that Ctrl-C: ignoring SIGINT here
-        # dropped one that arrived during the start (test_interrupt's start-up case, now and then);
-        # signals_deferred notes it and raises it right after.
-        import signal
-
-        from ..procs import signals_deferred
-        with signals_deferred():
-            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            try:
-                self.proc.start()
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        # The spawned child (and the resource tracker the queues start) begin with the group signals
+        # blocked (the mask survives fork and exec); the child leaves the group as its first step, so
+        # a Ctrl-C in the terminal never prints its traceback and a group SIGTERM/SIGHUP doesn't kill
+        # it. The engine itself must not lose such a signal: ignoring SIGINT here dropped one that
+        # arrived during the start (test_interrupt's start-up case, now and then); signals_deferred
+        # notes it and raises it right after.
+        from ..procs import children_shielded, signals_deferred
+        with signals_deferred(), children_shielded():
+            self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
+            self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
+                                    name="edgebed-evaluator", daemon=True)
+            self.proc.start()
         self.pending = 0
         self.ready = False
         self.error: Optional[str] = None   # why the worker ended, if it failed

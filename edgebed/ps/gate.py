@@ -20,6 +20,11 @@ the socket gets a ZAP domain so that the NULL mechanism consults it); in a CURVE
 authenticator calls ``admit`` (``wire/auth.py``). ZAP is bound once per ZeroMQ context, so every server
 has a context of its own (``ZmqServer``); a gate that can't bind ZAP refuses to start.
 One thread (``ps-gate``) reads the monitor and answers ZAP; ``admit`` may be called from any thread.
+
+Descriptors: the cap above counts handshakes, and a TCP connection that never begins one is never
+asked about. Every accepted connection is on the monitor with its descriptor, though: one accepted
+while the PS holds as many as its descriptor budget allows (ps/fdbudget.py) is shut down at once
+(``shed``), so no flood of raw connections takes a descriptor the run needs.
 """
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ from typing import Optional
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
+
+from .fdbudget import FdBudget, shut
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"edgebed"
@@ -69,6 +76,8 @@ class ConnectionGate:
         self.closed = 0        # connections that closed
         self.refused = 0       # handshakes refused for the cap
         self.peak = 0
+        self.shed = 0          # connections shut down at accept: beyond the descriptor budget
+        self.fds = FdBudget()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         # The monitor by hand (not sock.get_monitor_socket) to make its queue unbounded before it
@@ -136,6 +145,8 @@ class ConnectionGate:
         with self._lock:
             if kind == zmq.EVENT_ACCEPTED:
                 self.live += 1
+                if self.live > self.fds.allowed(self.live) and shut(event["value"], _port(event["endpoint"])):
+                    self.shed += 1
             elif kind == zmq.EVENT_DISCONNECTED:
                 self.live = max(0, self.live - 1)
                 self.closed += 1
@@ -163,4 +174,12 @@ class ConnectionGate:
     def state(self) -> dict:
         with self._lock:
             return {"max_peers": self.max_peers, "live": self.live, "peak": self.peak, "refused": self.refused,
-                    "admitted": self.admitted, "in_use": self._counted(self.live)}
+                    "admitted": self.admitted, "in_use": self._counted(self.live), "shed": self.shed,
+                    "fd_limit": self.fds.limit}
+
+
+def _port(endpoint) -> int:
+    """The port of a monitor event's endpoint (b"tcp://127.0.0.1:5555"); -1 for any other transport."""
+    text = endpoint.decode() if isinstance(endpoint, bytes) else str(endpoint)
+    tail = text.rsplit(":", 1)[-1]
+    return int(tail) if text.startswith("tcp://") and tail.isdigit() else -1

@@ -42,7 +42,9 @@ class PSConfig:
     crash_probability: float = 0.0            # fail-stop probability per applied push
     seed: int = 0
     max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES
-    max_step: float = MAX_STEP                # a push may move an entry of Θ by at most this × max(1, ‖Θ‖∞)
+    max_step: float = MAX_STEP                # a push may move an entry of Θ by at most this × max(1, ‖Θ₀‖∞)
+    diverge_at: float = MAX_STEP              # ‖Θ‖∞ over this × max(1, ‖Θ₀‖∞): the model diverged
+    on_divergence: str = "fail"               # fail: the run ends failed; exclude: go on without the device
     max_abs_value: Optional[float] = None     # a fixed bound on pushed values instead of the one max_step gives
     checkpoint_every: int = 0                 # hand the PS to hooks.checkpoint at every k-th update (0: never)
     lost_after: float = 0.0                   # a round stops waiting for a device silent this long (s; 0: never)
@@ -60,6 +62,7 @@ class DeviceState:
     last_seen: float = 0.0
     frozen: bool = False
     pushes: int = 0
+    excluded: bool = False           # its pushes made Θ diverge: refused from then on
 
 
 @dataclass
@@ -80,6 +83,7 @@ class Hooks:
 
 MAX_MODELS_IN_FLIGHT = 2   # per connection; an honest device has one (two right after an elastic join)
 THETA_CHECK_EVERY = 64   # updates between two looks at ‖Θ‖∞ (≈50 µs for 200k entries: <1 µs an update)
+_EXCLUDED = "this device's pushes made the model diverge: it is refused for the rest of the run"
 _HOLD = object()   # a handler's answer when the rule holds the reply until its round closes
 
 
@@ -119,6 +123,13 @@ class ParameterServer:
         self._admit_payload = self._admit     # bound once: wire.decode's admit hook
         self._limit = 0.0                     # bound on pushed values (see value_limit); set below
         self._limit_at = -1                   # version it was computed at
+        # The scale the bound and the divergence test are anchored to: Θ's at the start, which no push
+        # can move (a bound that followed ‖Θ‖∞ grew with the poison it let in: issue #36).
+        self.anchor = max(1.0, self._inf_norm())
+        self._window: dict[int, tuple[float, int]] = {}   # device → (largest step, pushes) since the last look
+        self._sound: Optional[np.ndarray] = None   # Θ at the last look that found it sound (on_divergence: exclude)
+        self._tainted = False                 # a push moved an entry by more than ``anchor`` since then
+        self._window_all: dict[int, tuple[float, int]] = {}   # the windows since then
         self.value_limit()
 
     # -- entry point -------------------------------------------------------------------------
@@ -202,9 +213,11 @@ class ParameterServer:
         if self._principal is not None and d != self._principal:
             return self._err("wrong-key", f"this connection's CURVE key is device {self._principal}'s; "
                              f"it can't say hello as device {d}")
+        old = self.devices.get(d)
+        if old is not None and old.excluded:
+            return self._err("excluded", _EXCLUDED, d)
         if self.stopped:
             return wire.Stop(self.stopped)
-        old = self.devices.get(d)
         if old is not None:
             if old.frozen:
                 return self._err("frozen", f"device {d} crashed (fail-stop); it may not rejoin")
@@ -262,6 +275,7 @@ class ParameterServer:
         values = msg.values if msg.values.dtype == np.float32 else msg.values.astype(np.float32)
         applied = self.rule.apply(d, staleness, values, msg.indices)
         self.version += 1
+        step = self._note_step(d, values)
         st.last_seq = msg.seq
         st.pushes += 1
         self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
@@ -284,9 +298,21 @@ class ParameterServer:
             self.hooks.freeze(d)
         if self.config.checkpoint_every and self.version % self.config.checkpoint_every == 0:
             self.hooks.checkpoint(self)   # after the crash draw, so the checkpoint includes it
+        if step > self.anchor:   # one push moved an entry by more than Θ's own scale: look at Θ now
+            self.value_limit()   # (this push is answered as applied; a device excluded now hears it next)
         if not freeze and not self.rule.ready(d, "push"):
             return _HOLD
         return self._push_reply(d, freeze)
+
+    def _note_step(self, d: int, values: np.ndarray) -> float:
+        """How far this push moved an entry of Θ at most (|value| × the rule's step scale), kept per
+        device until the next look at Θ, which blames the largest mover if Θ diverged."""
+        if not values.size:
+            return 0.0
+        step = max(float(values.max()), -float(values.min())) * self.rule.step_scale()
+        largest, pushes = self._window.get(d, (0.0, 0))
+        self._window[d] = (max(largest, step), pushes + 1)
+        return step
 
     def _push_reply(self, d: int, freeze: bool = False) -> wire.Message:
         if not freeze and self.rule.sync_due(d):
@@ -352,30 +378,85 @@ class ParameterServer:
             return f"index {int(idx[-1])} out of range (model has {n} parameters)"
         if problem == NOT_FINITE:
             return "values contain NaN or Inf"
+        # Out of bounds, without the bound: a poisoner told the exact bound pushes just under it.
         if self.config.max_abs_value is not None:
-            return f"values exceed ±{limit:g} (max_abs_value)"
-        return (f"values exceed ±{limit:.3g}: at α = {self.rule.lr:g} they would move Θ by more than "
-                f"{self.config.max_step:g} × max(1, ‖Θ‖∞ = {self._scale:.3g}) (max_step)")
+            return "values out of bounds (max_abs_value)"
+        return "values out of bounds: they would move Θ by far more than its own scale (max_step)"
 
     def value_limit(self) -> float:
-        """The bound on a push's values, recomputed every THETA_CHECK_EVERY updates: ``max_step`` ×
-        max(1, ‖Θ‖∞) divided by how far one unit of a pushed value moves Θ (α for gradient rules, 1 for
-        rules that apply deltas), so it scales with the model and no push moves Θ by a hundred times
-        its size. ``max_abs_value`` replaces it when set. A Θ holding NaN or ±Inf has diverged: the
-        run stops, failed (``failure``)."""
+        """The bound on a push's values: ``max_step`` × ``anchor`` (max(1, ‖Θ₀‖∞), Θ's scale at the
+        start) divided by how far one unit of a pushed value moves Θ (α for gradient rules, 1 for rules
+        that apply deltas), so no push moves Θ by a hundred times its initial size — and no push can
+        raise the bound. ``max_abs_value`` replaces it when set. Also the look at Θ, every
+        THETA_CHECK_EVERY updates (and after any push that moved an entry by more than ``anchor``):
+        see ``_check_theta``."""
         self._limit_at = self.version
-        theta = self.theta
-        self._scale = max(float(theta.max()), -float(theta.min())) if theta.size else 0.0
-        if not math.isfinite(self._scale) and self.failure is None:
-            self.failure = (f"the model diverged: Θ holds NaN or ±Inf at update {self.version} "
-                            f"(α = {self.rule.lr:g}; a smaller algorithm.lr, or security.curve against "
-                            "peers that push poison)")
-            self.request_stop(self.failure)
+        self._check_theta()
         if self.config.max_abs_value is not None:
             self._limit = float(self.config.max_abs_value)
         else:
-            self._limit = self.config.max_step * max(1.0, self._scale) / max(self.rule.step_scale(), 1e-300)
+            self._limit = self.config.max_step * self.anchor / max(self.rule.step_scale(), 1e-300)
         return self._limit
+
+    def _inf_norm(self) -> float:
+        theta = self.theta
+        return max(float(theta.max()), -float(theta.min())) if theta.size else 0.0
+
+    def _check_theta(self) -> None:
+        """Θ has diverged when it holds NaN or ±Inf, or — while still finite — when ‖Θ‖∞ exceeds
+        ``diverge_at`` × ``anchor``. The device whose pushes moved Θ most since the last look is named
+        and refused from then on (``excluded``); with ``on_divergence: fail`` the run stops, failed
+        (``failure`` starts with "diverged:"); with ``exclude`` Θ goes back to the last sound look and
+        the run goes on without that device."""
+        self._scale = scale = self._inf_norm()
+        window, self._window = self._window, {}
+        if math.isfinite(scale) and scale <= self.config.diverge_at * self.anchor:
+            # Sound: no push since the last sound look moved an entry by more than Θ's initial scale.
+            self._tainted |= any(step > self.anchor for step, _ in window.values())
+            if self.config.on_divergence == "exclude" and not self.stopped and not self._tainted:
+                self._sound = self.theta.copy()
+            if not self._tainted:
+                self._window_all = {}
+            for d, (step, pushes) in window.items() if self._tainted else ():
+                seen = self._window_all.get(d, (0.0, 0))
+                self._window_all[d] = (max(step, seen[0]), pushes + seen[1])
+            return
+        if self.failure is not None or self.stopped:
+            return
+        for d, (step, pushes) in self._window_all.items():   # since the last sound look
+            mine = window.get(d, (0.0, 0))
+            window[d] = (max(step, mine[0]), pushes + mine[1])
+        culprit = max(window, key=lambda d: window[d][0]) if window else None
+        if culprit is not None and window[culprit][0] <= self.anchor:
+            # No push moved an entry by more than Θ₀'s scale: many ordinary steps diverged (α too
+            # large), no device stands out, none is blamed.
+            evidence_steps = f"; no device's push moved an entry by more than {window[culprit][0]:.3g}"
+            culprit = None
+        else:
+            evidence_steps = ""
+        what = ("holds NaN or ±Inf" if not math.isfinite(scale) else
+                f"‖Θ‖∞ = {scale:.3g} is over {self.config.diverge_at:g} × its initial scale {self.anchor:.3g}")
+        evidence = f"at update {self.version}, {what}{evidence_steps}"
+        if culprit is not None:
+            step, pushes = window[culprit]
+            others = max((s for d, (s, _) in window.items() if d != culprit), default=0.0)
+            evidence += (f"; device {culprit} moved it most: {pushes} pushes since the last sound look, moving an "
+                         f"entry by up to {step:.3g} each (the other devices: at most {others:.3g})")
+            st = self.devices.get(culprit)
+            if st is not None:
+                st.excluded = True   # its session stays known, so its next message hears why
+                self._held.pop(culprit, None)
+                self.rule.forget(culprit)
+        if self.config.on_divergence == "exclude" and culprit is not None and self._sound is not None:
+            self.theta[:] = self._sound   # in place: the rule holds a reference to Θ
+            self._tainted, self._window_all = False, {}
+            self._scale = self._inf_norm()
+            self.event(culprit, "excluded", f"diverged: {evidence}; Θ is back at the last sound look and "
+                       "the run goes on without this device (security.on_divergence: exclude)")
+            return
+        self.failure = (f"diverged: {evidence} (α = {self.rule.lr:g}; a smaller algorithm.lr, or security.curve "
+                        "against peers that push poison)")
+        self.request_stop(self.failure)
 
     def _admit(self, cls: type, fields: dict) -> int:
         """wire.decode's hook for a v2 payload: unpacked only for a push of a session this connection
@@ -404,6 +485,8 @@ class ParameterServer:
         if st.peer != self._peer:   # same answer as for a made-up session: reveals nothing
             return self._err("unknown-session", "say hello first (session unknown or expired)", None)
         st.last_seen = self._now()[0]
+        if st.excluded and not self.stopped:   # once the run is over, it hears Stop like the others
+            return self._err("excluded", _EXCLUDED, d)
         if st.frozen:
             return self._err("frozen", f"device {d} crashed (fail-stop)", d)
         return st
@@ -429,6 +512,15 @@ class ParameterServer:
             return [d for d, st in self.devices.items()
                     if not st.frozen and st.session in self.sessions and now - st.last_seen > timeout]
 
+    def recover(self, device: int) -> None:
+        """A crashed device comes back (``dynamics.availability.recover_after``): it may say hello again
+        and starts a new session. Any thread."""
+        with self.lock:
+            st = self.devices.get(device)
+            if st is not None and st.frozen:
+                st.frozen = False
+                self.sessions.pop(st.session, None)
+
     def frozen_devices(self) -> set[int]:
         """Devices that crashed (fail-stop). Any thread."""
         with self.lock:
@@ -442,12 +534,13 @@ class ParameterServer:
     def state(self) -> dict:
         """What a checkpoint keeps of the PS besides Θ and the rule's arrays, JSON-able
         (``ps/checkpoint.py``): version, stop reason, per-device sequence numbers, attempts, frozen
-        flags and push counts, the crash-draw streams, traffic counters and error counts."""
+        flags, exclusions and push counts, the anchor of the value bound, the crash-draw streams, traffic counters and error counts."""
         with self.lock:
             return {
-                "version": self.version, "stopped": self.stopped,
+                "version": self.version, "stopped": self.stopped, "anchor": self.anchor,
                 "devices": {str(d): {"last_seq": st.last_seq, "attempt": st.attempt, "frozen": st.frozen,
-                                     "pushes": st.pushes} for d, st in self.devices.items()},
+                                     "pushes": st.pushes, "excluded": st.excluded}
+                            for d, st in self.devices.items()},
                 "crash_rngs": {str(d): rng.bit_generator.state for d, rng in self._crash_rngs.items()},
                 "meter": self.meter.state(), "errors": dict(self.errors),
             }
@@ -462,8 +555,11 @@ class ParameterServer:
             self.version = state["version"]
             self.rule.load_state_dict(rule_state)
             self.devices = {int(d): DeviceState(session="", attempt=s["attempt"], last_seq=s["last_seq"],
-                                                frozen=s["frozen"], pushes=s["pushes"])
+                                                frozen=s["frozen"], pushes=s["pushes"],
+                                                excluded=s.get("excluded", False))
                             for d, s in state["devices"].items()}
+            self.anchor = float(state.get("anchor", self.anchor))   # Θ₀'s scale, not the checkpoint's
+            self._sound = None
             self.sessions = {}
             for d, bits in state.get("crash_rngs", {}).items():
                 rng = np.random.default_rng()

@@ -18,6 +18,7 @@ import pandas as pd
 
 from .. import numerics
 from ..atomic import replacing
+from ..units import plural
 from ..analysis import plots, tables, targets as tg
 from ..analysis.compact import load_any
 from ..analysis.metrics import class_shares, ingress_ratio
@@ -314,7 +315,7 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
         target_frames[t] = tt
         if not tt.empty:
             tables.write_csv(tt, out_dir / f"targets-{t * 100:g}.csv")
-            target_sections.append((f"To {100 * t:g} % (moving average over {window} evaluations)",
+            target_sections.append((f"To {100 * t:g} % (moving average over {plural(window, 'evaluation')})",
                                     tg.display(tt)))
 
     groups = {labels[cid]: [r.evals for _, r in seeded] for cid, seeded in runs.items() if seeded}

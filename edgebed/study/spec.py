@@ -156,7 +156,7 @@ class Study:
         tuned = (f"algorithm.lr={lr!r}",) if lr is not None else ()
         overrides = (*cell.overrides, *tuned, f"seed={seed}", f"name={name}", *self.cli_set)
         try:
-            return parse_scenario(self.base, str(self.base_path), overrides)
+            return parse_scenario(self.base, str(self.base_path), overrides, notify=False)
         except ScenarioError as err:
             raise StudyError(f"{self.path}: cell {cell.label!r} (seed {seed}) does not give a valid "
                              f"scenario; fix its values under `set`/`sweep`/`cells`:\n{err}") from None

@@ -12,7 +12,7 @@ from typing import Optional
 @dataclass(frozen=True)
 class WelcomeConfig:
     seed: int
-    model: str                     # models.py name: "cnn" | "mlp"
+    model: str                     # the workload: a registry key or 'module:attr' (workload.py)
     algorithm: dict                # the flat algorithm section (name, lr, batch_size, c, ...)
     compressor: str                # compression.SELECTORS key the device compresses its pushes with
     speed_class: dict              # the device's workers.classes[] entry (slowdown, think_time, ...)
@@ -23,10 +23,11 @@ class WelcomeConfig:
     app_link: Optional[dict] = None  # "uplink"/"downlink" → link properties the agent emulates itself
     timing: Optional[dict] = None   # pacing budget, waiting time (timing_setup.agent_timing); None: off
     compression: Optional[dict] = field(default=None)   # the compression section when not the default
+    model_path: Optional[str] = None   # where the device imports a user's model module from (workload.py)
 
     # the JSON object's key order (timing and compression first, then as the engine always wrote them)
     _ORDER = ("timing", "compression", "seed", "n_devices", "device", "dataset", "model", "algorithm",
-              "compressor", "policy", "speed_class", "app_link")
+              "compressor", "policy", "speed_class", "app_link", "model_path")
 
     def to_dict(self) -> dict:
         """The JSON object sent in ``Welcome.config`` (fields left None are left out)."""

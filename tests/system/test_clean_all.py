@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from edgebed.emulator.runtimes.docker import images
 from tests.capabilities import require_docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]
@@ -17,9 +18,7 @@ def test_clean_all_removes_labelled_containers_and_networks_of_matching_runs(tmp
     client = docker.from_env(timeout=60)
     tag = f"cleanall-{uuid.uuid4().hex[:8]}"
     doomed, spared = f"{tag}-a-20250101-000000", f"keep{tag}-b-20250101-000000"   # spared doesn't match
-    image = next((t for i in client.images.list() for t in i.tags if t.startswith("edgebed/agent")), None)
-    if image is None:
-        pytest.skip("no edgebed/agent image to create a container from: run `edgebed image build`")
+    image = images.build("offline", client).name      # imported here when this engine has none yet
     made = []
     try:
         for rid in (doomed, spared):

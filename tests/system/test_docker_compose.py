@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edgebed.emulator.runtimes.docker import compose
+from edgebed.emulator.runtimes.docker import compose, images
 from edgebed.scenario import parse_scenario
 from tests.capabilities import require, require_docker
 
@@ -58,7 +58,8 @@ def test_a_fresh_export_passes_compose_config_without_this_hosts_files(tmp_path)
 def test_compose_project_runs_the_scenario(tmp_path):
     """Runs the exported project here. The image from build/Dockerfile needs a registry this host
     can't reach, so the test exports with --offline: the portable docker-compose.yml plus an
-    override naming this host's offline image and mounts (what a user without a registry does)."""
+    override naming this host's offline image and mounts (what a user without a registry does), and
+    imports that image first, so it passes run alone on an engine that has no edgebed image."""
     require_docker()
     cmd = compose_cmd()
     require(bool(cmd), "docker compose or docker-compose", "apt-get install docker-compose (make provision)")
@@ -73,6 +74,9 @@ def test_compose_project_runs_the_scenario(tmp_path):
                          "runtime": {"name": "docker"}})
     proj = tmp_path / "proj"
     compose.export_compose(sc, proj, offline=True)
+    # The override names this host's offline image; on a fresh engine it does not exist yet and compose
+    # would fall back to building build/Dockerfile (a registry). Make it, as `compose export --offline` does.
+    images.build("offline")
     name = f"edgebedtest{uuid.uuid4().hex[:8]}"
     base = [*cmd, "-p", name]
     try:

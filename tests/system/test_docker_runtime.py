@@ -358,3 +358,121 @@ def test_forked_agent_joins_netns_and_cgroups_of_its_container(make_runtime):
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
+
+
+class _EventLog:
+    """The PS's ``event`` and ``devices`` as the docker runtime's drive uses them."""
+    devices: dict = {}
+
+    def __init__(self):
+        self.rows = []
+
+    def event(self, device, event, detail=""):
+        self.rows.append((device, event, detail))
+
+
+def _goodput_phases(make_runtime, sc, n: int, during: tuple, after: tuple):
+    """Run ``sc``'s ``n`` traffic senders on docker with its dynamics driven live; per phase ("before"
+    from half a second after each sender's first byte — containers start late on a loaded host — to
+    5 s, ``during`` and ``after``) the goodput in bit/s each device got through, and the event rows."""
+    rt = make_runtime(sc, sender(11.5))
+    assert not [p for p in rt.check() if "dynamics" in p]
+    rt.ps_bind()
+    rx = Receiver(rt.gateway, n)
+    log = _EventLog()
+    try:
+        handles = rt.start([AgentSpec(d, "edge", "", env={"SINK": f"{rt.gateway}:{rx.port}"}) for d in range(n)])
+        rt.clock.running()
+        t0 = rt.clock.t_running
+        deadline = time.monotonic() + 60
+        while any(h.poll() is None for h in handles) and time.monotonic() < deadline:
+            rt.drive(log, 0.05)
+        time.sleep(0.5)
+        first = {d: rx.timeline[d][0][0] - t0 for d in range(n)}
+        spans = {"before": lambda d: (first[d] + 0.5, 5.0), "during": lambda d: during, "after": lambda d: after}
+        assert all(first[d] < 3.5 for d in range(n)), first
+        phases = {name: {d: rx.bytes_between(d, t0 + span(d)[0], t0 + span(d)[1]) * 8 / (span(d)[1] - span(d)[0])
+                         for d in range(n)} for name, span in spans.items()}
+    finally:
+        rx.close()
+    print("goodput Mbit/s per phase:", {k: {d: round(r / 1e6, 3) for d, r in v.items()} for k, v in phases.items()})
+    return phases, [(ev, detail) for _, ev, detail in log.rows]
+
+
+@pytest.mark.measures
+def test_timed_link_event_changes_the_uplink_rate_live_and_back(make_runtime):
+    """dynamics.events on docker: at 5 s the class's uplink drops from 4 to 1 mbit for 3 s (the tbf's rate
+    changed in place in the container's namespace), then returns; goodput measured per phase at the receiver."""
+    n = 2
+    sc = parse_scenario({"name": "dockerlive", "workers": {"n": n, "classes": [
+        {"name": "edge", "share": 1, "uplink": {"rate": "4mbit"}, "downlink": {"rate": "10mbit"}}]},
+        "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"quota_after": "start"}},
+        "dynamics": {"events": [{"at": "5s", "duration": "3s", "kind": "link", "classes": ["edge"],
+                                 "direction": "uplink", "set": {"rate": "1mbit"}}]}})
+    phases, rows = _goodput_phases(make_runtime, sc, n, during=(5.6, 8.0), after=(8.6, 11.0))
+    for d in range(n):
+        assert abs(phases["before"][d] - 4e6) / 4e6 < 0.15
+        assert abs(phases["during"][d] - 1e6) / 1e6 < 0.15
+        assert abs(phases["after"][d] - 4e6) / 4e6 < 0.15
+    print("events:", rows)
+    assert [ev for ev, _ in rows] == ["net-link", "net-link-end"]
+    for (ev, detail), scheduled in zip(rows, (5.0, 8.0)):
+        applied = float(detail.split("applied_s=")[1].split()[0])
+        assert 0 <= applied - scheduled < 0.1 * scheduled, (ev, applied)   # within 10 % of its time
+        assert "devices=0,1" in detail
+
+
+@pytest.mark.measures
+def test_timed_partition_cuts_a_device_off_and_heals(make_runtime):
+    """dynamics.events partition on docker: device 0's eth0 is down from 5 s to 7 s — nothing of it
+    reaches the receiver — and it sends at its shaped rate again after (TCP retransmitted across it);
+    device 1, not in the partition, never stops."""
+    n = 2
+    sc = parse_scenario({"name": "dockercut", "workers": {"n": n, "classes": [
+        {"name": "edge", "share": 1, "uplink": {"rate": "2mbit"}, "downlink": {"rate": "10mbit"}}]},
+        "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"quota_after": "start"}},
+        "dynamics": {"events": [{"at": "5s", "duration": "2s", "kind": "partition", "devices": [0]}]}})
+    phases, rows = _goodput_phases(make_runtime, sc, n, during=(5.3, 7.0), after=(9.0, 11.0))
+    print("events:", rows)
+    assert phases["during"][0] < 0.05 * 2e6
+    assert abs(phases["during"][1] - 2e6) / 2e6 < 0.15
+    for d in range(n):
+        assert abs(phases["before"][d] - 2e6) / 2e6 < 0.15
+        assert abs(phases["after"][d] - 2e6) / 2e6 < 0.15
+    assert [ev for ev, _ in rows] == ["partition", "partition-end"]
+    for (ev, detail), scheduled in zip(rows, (5.0, 7.0)):
+        applied = float(detail.split("applied_s=")[1].split()[0])
+        assert 0 <= applied - scheduled < 0.1 * scheduled, (ev, applied)
+        assert "devices=0" in detail and "devices=0,1" not in detail
+
+
+@pytest.mark.measures
+def test_a_restarted_container_is_shaped_again(make_runtime):
+    """A container restart gives the device a new namespace and veth (its qdiscs are gone with the
+    old ones); restart_device installs them again before the agent runs: the restarted sender's
+    goodput is at its class's 1 mbit again, not at the bridge's line rate."""
+    sc = scenario([{"name": "edge", "share": 1, "uplink": {"rate": "1mbit"}, "downlink": {"rate": "10mbit"}}], 1)
+    rt = make_runtime(sc, sender(4.0))
+    rt.ps_bind()
+    rx = Receiver(rt.gateway, 2)   # the first start's connection, then the restarted one's
+    try:
+        spec = AgentSpec(0, "edge", "", env={"SINK": f"{rt.gateway}:{rx.port}"})
+        (h,) = rt.start([spec])
+        assert h.wait(30) == 0
+        time.sleep(0.5)
+        first = rx.goodput(0)
+        rx.timeline.clear()            # (its reader is done: the sender closed the connection)
+        old = dict(rt.record["containers"]["0"])
+        pid = rt.restart_device(spec)
+        new = rt.record["containers"]["0"]
+        assert pid != old["pid"] and new["restarts"] == 1
+        assert [q["kind"] for q in new["qdiscs"]] == ["tbf", "tbf"] and new["uplink"]["rate"] == "kernel"
+        assert links.root_qdisc(new["eth0"], netns=pid) == "tbf"
+        assert h.wait(30) == 0
+        time.sleep(0.5)
+        again = rx.goodput(0)
+    finally:
+        rx.close()
+    print(f"goodput Mbit/s: first start {first / 1e6:.3f}, after the restart {again / 1e6:.3f}")
+    for r in (first, again):
+        assert abs(r - 1e6) / 1e6 < 0.10

@@ -157,3 +157,24 @@ def test_the_executor_cost_tables_are_the_benchmark_files_own(tmp_path, monkeypa
     monkeypatch.setattr(bench_executors, "OUT", remeasured)
     assert "| 9876 ms |" in bench_executors.tables(data)
     assert bench_executors.write_docs(check=True) == 1
+
+
+def test_the_results_index_says_what_each_study_is():
+    """One line per study on the results index, not only its slug (issue #41.4)."""
+    index = next(p for p in results.pages() if p.path == "results/index.md").text
+    rows = [r for r in index.splitlines() if r.startswith("| `") and "](" in r and ".md)" in r]
+    studies = [r for r in rows if not r.startswith("| `tuning")]
+    assert len(studies) >= 10
+    blank = [r.split(" | ")[0] for r in studies if r.split(" | ")[1].strip() in ("", "—")]
+    assert not blank, f"studies with no line saying what they are: {blank}"
+    assert "| study | what it is |" in index
+
+
+def test_the_nav_file_is_not_a_page_and_the_home_page_says_how_to_browse_offline():
+    import hooks
+    from mkdocs.structure.files import File, Files, InclusionLevel
+    summary = File("SUMMARY.md", str(DOCS), str(ROOT / "site"), use_directory_urls=True)
+    hooks.on_files(Files([summary]), config=None)
+    assert summary.inclusion == InclusionLevel.EXCLUDED
+    readme = (ROOT / "README.md").read_text()
+    assert "file://" in readme and "mkdocs serve" in readme and "python -m http.server" in readme

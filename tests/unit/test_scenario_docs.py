@@ -63,3 +63,15 @@ def test_a_key_without_a_description_fails_the_reference(monkeypatch):
     assert "failures.lost_after" not in undescribed        # one with it
     with pytest.raises(ValueError, match="workers.n"):
         scenario_ref.page()
+
+
+def test_each_stop_key_is_described_by_its_own_meaning():
+    """The stop keys shared one row whose text ("I; stop at this test accuracy; …") read wrong for each
+    key (issue #41.4)."""
+    desc = {k.path: k.description for k in scenario_ref.keys() if k.path.startswith("stop.")}
+    assert "applied updates" in desc["stop.updates"] and "accuracy" not in desc["stop.updates"], desc
+    assert "accuracy" in desc["stop.target_accuracy"] and "limit" in desc["stop.wall_time"], desc
+
+
+def test_the_reference_says_a_rate_or_duration_needs_its_unit():
+    assert "a bare number is refused" in scenario_ref.page()

@@ -38,6 +38,9 @@ class Capabilities:
     freeze: str = "signal"           # how fail-stop is enforced: signal | pause | protocol | model
     max_agents: Optional[int] = None
     curve: bool = False              # can hand devices their CURVE keys (security.curve)
+    # Parts of the scenario's ``dynamics:`` it applies (``DynamicsSpec.parts``: availability, recovery,
+    # trace, event:link, event:partition, event:ps-link, ps-link); a scenario asking for another is refused.
+    dynamics: frozenset = frozenset()
 
 
 @dataclass
@@ -169,6 +172,11 @@ class Runtime(ABC):
         if self.scenario.security.curve and not caps.curve:
             problems.append(f"security.curve: the {self.name} runtime can't hand devices their keys yet; "
                             "use runtime local or set security.curve: false")
+        for part in self.scenario.dynamics.parts():
+            if part not in caps.dynamics:
+                problems.append(f"dynamics: {part!r} is not applied by the {self.name} runtime (it applies "
+                                f"{', '.join(sorted(caps.dynamics)) or 'none'}); use runtime sim or remove it "
+                                "(docs/churn.md says which runtime applies what)")
         if caps.max_agents is not None and self.scenario.workers.n > caps.max_agents:
             problems.append(f"workers.n={self.scenario.workers.n} exceeds the {self.name} runtime's "
                             f"limit of {caps.max_agents}")

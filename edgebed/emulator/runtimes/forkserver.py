@@ -8,6 +8,7 @@ import multiprocessing as mp
 from typing import Optional
 
 from ...device_agent.forked import agent_main
+from ...procs import children_shielded
 from .base import AgentSpec
 
 # What the fork server imports once, so forked agents share it copy-on-write. Everything a child
@@ -38,5 +39,11 @@ def fork_agent(spec: AgentSpec, log_path: str, env: dict, prepare: Optional[tupl
     p = ctx.Process(target=agent_main, name=f"edgebed-agent-{spec.device}",
                     args=(spec.ps_address, spec.device, log_path,
                           {**AGENT_ENV, **env, **spec.environment()}, prepare))
+    # The fork server (and the resource tracker) start with the group signals blocked and keep them
+    # so: a Ctrl-C while it imports torch printed its traceback, a group SIGTERM/SIGHUP killed it —
+    # and every agent with it. Its children unblock them (device_agent.forked.agent_main).
+    from multiprocessing import forkserver
+    with children_shielded():
+        forkserver.ensure_running()
     p.start()
     return p

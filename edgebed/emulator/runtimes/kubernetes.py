@@ -41,7 +41,7 @@ def manifests(sc: Scenario, image: str = IMAGE) -> dict[str, list[dict]]:
     app = _name(sc.name)
     labels = {LABEL: app}
     env = [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "OMP_NUM_THREADS", "value": "1"}]
-    scenario_yaml = yaml.safe_dump(sc.model_dump(mode="json", exclude_unset=True), sort_keys=False)
+    scenario_yaml = yaml.safe_dump(sc.model_dump(mode="json", exclude_unset=True, context={"units": "write"}), sort_keys=False)
     crash = {"crash_probability": sc.failures.crash_probability, "seed": sc.seed,
              "enforced_by": "the PS protocol: a crashed device's messages are refused from then on; its pod "
                             "keeps running and contributes nothing",

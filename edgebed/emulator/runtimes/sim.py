@@ -39,13 +39,14 @@ from ...device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Send
 from ... import wire
 from ...ps.evaluator import InlineEvaluator
 from ...scenario import Duration, class_assignment
-from ...timing import DEFAULT_STEP_TIME, kernel_rate_time
+from ...timing import default_step_time, kernel_rate_time
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 from .transport import VirtualClock
 
 
 # event kinds: a message reaches the PS; a reply reaches the device; the device's timed phase is over
 _ARRIVE, _REPLY, _RESUME = 0, 1, 2
+_DYN, _EDGE = 3, 4   # a dynamics event (sim_dynamics.py); a message at the PS's end of the device's link
 _EARLY = "early"   # a _REPLY's payload: the model the device took when it was sent (receive_early)
 
 
@@ -56,7 +57,7 @@ def sim_step_time(scenario, spec: "SimSpec") -> float:
         return spec.step_time
     if isinstance(scenario.timing.step_time, float):
         return scenario.timing.step_time
-    return DEFAULT_STEP_TIME[scenario.model.name]
+    return default_step_time(scenario.model.name)
 
 
 class SimSpec(BaseModel):
@@ -90,14 +91,21 @@ class _Device:
     app_until: float = 0.0          # link_model kernel-rate: the sender sleeps its link delays until then
     then: list = field(default_factory=list)   # actions to carry out when its timed phase is over
     ready: tuple = ()               # (virtual time, seq) of that moment: the batching order
+    # dynamics (sim_dynamics.py): churn, trace, timed events
+    online: bool = True
+    epoch: int = 0                  # bumped when it goes offline or rejoins: older events are void
+    in_flight: dict = field(default_factory=dict)   # seq of an uplink message in flight → its bytes
+    wasted_bytes: int = 0           # uplink bytes lost in flight when it went offline
+    step_s: Optional[float] = None  # trace ms_per_sample: seconds per step (instead of step_time × slowdown)
 
 
 class SimHandle(AgentHandle):
     """A virtual device, as a Popen-like handle for the engine."""
 
-    def __init__(self, dev: _Device):
+    def __init__(self, dev: _Device, on_freeze=None):
         self.device = dev.device
         self._dev = dev
+        self._on_freeze = on_freeze   # the dynamics' crash recovery
 
     def poll(self) -> Optional[int]:
         return self._dev.code
@@ -114,6 +122,8 @@ class SimHandle(AgentHandle):
 
     def freeze(self) -> None:
         self._dev.frozen = True
+        if self._on_freeze is not None:
+            self._on_freeze(self._dev)
 
 
 class InlineTransport:
@@ -134,7 +144,9 @@ class InlineTransport:
 class SimRuntime(Runtime):
     name = "sim"
     capabilities = Capabilities(link_rate="model", link_delay="model", link_jitter="model",
-                                link_loss="model", cpu_quota=False, freeze="model")
+                                link_loss="model", cpu_quota=False, freeze="model",
+                                dynamics=frozenset({"availability", "recovery", "trace", "event:link",
+                                                    "event:partition", "event:ps-link", "ps-link"}))
     Spec = SimSpec
 
     def __init__(self, scenario, run_dir):
@@ -147,6 +159,8 @@ class SimRuntime(Runtime):
         self._heap: list = []
         self._seq = 0
         self._batched = None
+        self.dyn = None   # sim_dynamics.SimDynamics when the scenario has dynamics
+        self._void_reply = False   # the message being handled was sent before its device went away
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
 
     def check(self) -> list[str]:
@@ -154,11 +168,28 @@ class SimRuntime(Runtime):
         if self.spec.threads > 1 and self.scenario.numerics == "portable":
             problems.append(f"runtime.sim.threads: {self.spec.threads} with numerics: portable — multi-threaded "
                             "kernels split their sums by the thread count; use threads: 1, or numerics: native")
+        parts = self.scenario.dynamics.parts()
+        if parts and self.spec.link_model != "network":
+            problems.append(f"dynamics ({', '.join(parts)}) on sim need runtime.sim.link_model: network "
+                            f"(got {self.spec.link_model}); remove runtime.sim.link_model")
+        if self.scenario.dynamics.trace is not None:
+            from ...traces import TraceError, read_trace
+            try:
+                read_trace(self.scenario.dynamics.trace.path, self.scenario.workers.n)
+            except TraceError as err:
+                problems.append(f"dynamics.trace.path: {err}")
+        from ...algorithms import ALGORITHMS
+        if {"availability", "recovery", "trace"} & set(parts) and ALGORITHMS[self.scenario.algorithm.name].policy != "gradient":
+            problems.append(f"dynamics.availability / trace with algorithm {self.scenario.algorithm.name}: churn is "
+                            "modelled for the gradient rules only (asgd, comp-asgd, adacomp); a round-based rule "
+                            "would wait for devices that are away")
         return problems
 
     def applied(self) -> dict:
         return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
-                "stop_wall_time": "virtual", "compute": f"max_batch={self.spec.max_batch}"}
+                "stop_wall_time": "virtual", "compute": f"max_batch={self.spec.max_batch}",
+                **({"dynamics": {p: "model" for p in self.scenario.dynamics.parts()}}
+                   if self.scenario.dynamics.parts() else {})}
 
     @property
     def now(self) -> float:
@@ -185,8 +216,7 @@ class SimRuntime(Runtime):
         sc = self.scenario
         seed = sc.seed
         ds = load_dataset(sc.dataset, seed)
-        shards = Partition(ds.train_y, sc.workers.n, sc.dataset.partition, seed, sc.dataset.labels_per_worker,
-                           sc.dataset.samples_per_device)
+        shards = Partition.for_spec(ds.train_y, sc.workers.n, sc.dataset, seed)
         classes = class_assignment(sc)
         # One normalised copy of the data for all devices, each with its index into it; one model for
         # every device that only computes gradients at a Θ it is given (set in full before each).
@@ -217,8 +247,18 @@ class SimRuntime(Runtime):
                           np.random.default_rng([seed, d, 4]), machine)
             self.devices[d] = dev
             self._by_peer[dev.peer] = dev
-            handles.append(SimHandle(dev))
-            self._carry_out(dev, machine.hello(0))
+            handles.append(SimHandle(dev, self._crashed))
+        if sc.dynamics.parts():
+            from .sim_dynamics import SimDynamics
+            trace = None
+            if sc.dynamics.trace is not None:
+                from ...traces import read_trace
+                trace = read_trace(sc.dynamics.trace.path, sc.workers.n)
+            self.dyn = SimDynamics(self, sc, trace)
+            self.dyn.start()
+        for dev in self.devices.values():
+            if dev.online:
+                self._carry_out(dev, dev.machine.hello(0))
         if self.spec.max_batch > 1:
             from ...device_agent.batched import BatchedGradient
             self._batched = BatchedGradient(sc.model.name, seed)
@@ -229,18 +269,35 @@ class SimRuntime(Runtime):
         """Process events for about ``seconds`` of wall time. Once the PS has stopped, run until every
         device has had its Stop (so the run ends the way a real one does), whatever that takes."""
         deadline = time.monotonic() + seconds
+        if self.dyn is not None and ps.stopped is not None:
+            for dev in self.devices.values():   # away when the run ended: they never hear the Stop
+                if not dev.online and dev.code is None:
+                    dev.code = 0
         if not self._heap:
             time.sleep(min(seconds, 0.05))
         while self._heap:
             if ps.stopped is None and time.monotonic() >= deadline:
                 return
-            t, _, kind, d, payload = heapq.heappop(self._heap)
+            t, seq, kind, d, payload, epoch = heapq.heappop(self._heap)
             self.clock.advance(t)   # may fire the engine's time limit first, at exactly its time
             self.stats["events"] += 1
+            if kind == _DYN:
+                self.dyn.handle(d, payload)
+                continue
             dev = self.devices[d]
-            if kind == _ARRIVE:
+            if epoch is not None and epoch != dev.epoch:
+                continue             # sent, replied or timed before the device went away: lost with it
+            if kind == _EDGE:        # at the PS's side of its link: through its shared queue, if any
+                n = dev.in_flight.pop(seq, 0)
+                self._schedule(self.dyn.ps_in.serve(t, n), _ARRIVE, d, (payload, epoch))
+            elif kind == _ARRIVE and self.dyn is not None:
+                frames, sent_in = payload   # the PS handles it; its reply is lost if the device left since
+                self._void_reply = sent_in != dev.epoch or not dev.online
+                self._arrive(dev, frames)
+                self._void_reply = False
+            elif kind == _ARRIVE:
                 self._arrive(dev, payload)
-            elif dev.code is not None or dev.frozen:
+            elif dev.code is not None or dev.frozen or not dev.online:
                 continue
             elif kind == _REPLY:
                 self._carry_out(dev, dev.machine.arrived() if payload is _EARLY else dev.machine.receive(payload))
@@ -248,9 +305,10 @@ class SimRuntime(Runtime):
                 then, dev.then = dev.then, []
                 self._carry_out(dev, then)
 
-    def _schedule(self, t: float, kind: int, device: int, payload=None) -> tuple:
+    def _schedule(self, t: float, kind: int, device: int, payload=None, epoch: Optional[int] = None) -> tuple:
+        """Put an event on the heap; one with an ``epoch`` is void once the device's epoch moved on."""
         key = (t, self._seq)
-        heapq.heappush(self._heap, (t, self._seq, kind, device, payload))
+        heapq.heappush(self._heap, (t, self._seq, kind, device, payload, epoch))
         self._seq += 1
         return key
 
@@ -280,7 +338,8 @@ class SimRuntime(Runtime):
                 actions = dev.machine.waited() + actions
             elif busy is not None:           # a Send or the end of a wait, after the timed phase
                 dev.then = [action] + actions
-                dev.ready = self._schedule(self.now + busy, _RESUME, dev.device)
+                dev.ready = self._schedule(self.now + busy, _RESUME, dev.device,
+                                           epoch=dev.epoch if self.dyn else None)
                 return
             elif isinstance(action, Freeze):
                 dev.frozen = True            # fail-stop: never sends again
@@ -292,11 +351,15 @@ class SimRuntime(Runtime):
                 dev.code = 1
                 return
 
+    def _crashed(self, dev: _Device) -> None:
+        if self.dyn is not None:
+            self.dyn.crashed(dev)
+
     def _compute_time(self, dev: _Device, steps: int) -> float:
         """Virtual seconds of ``steps`` SGD steps on this device: step_time × slowdown × U(1 ± jitter) each."""
         total = 0.0
         for _ in range(steps):
-            compute = self.step_time * dev.klass["slowdown"]
+            compute = self.step_time * dev.klass["slowdown"] if dev.step_s is None else dev.step_s
             if self.spec.step_jitter:
                 compute *= 1.0 + self.spec.step_jitter * (2.0 * dev.compute_rng.random() - 1.0)
             total += compute
@@ -306,6 +369,11 @@ class SimRuntime(Runtime):
         """The device sends ``msg`` over its uplink."""
         frames = wire.encode(msg)
         nbytes = wire.frames_nbytes(frames)
+        if self.dyn is not None:   # link_model network (check): after a partition heals, then the PS's queue
+            edge = self.dyn.gate(dev.device, self.now) + dev.up.transfer_time(nbytes)
+            seq = self._schedule(edge, _EDGE, dev.device, frames, epoch=dev.epoch)[1]
+            dev.in_flight[seq] = nbytes
+            return
         up = dev.up.transfer_time(nbytes)
         if self.spec.link_model == "kernel-rate":   # rate on the wire (tbf), delays slept by the agent
             rate = dev.up.rate
@@ -331,14 +399,21 @@ class SimRuntime(Runtime):
         and waits out the compute and think time is only what the device will send, not Θ; the
         deferred (batched) gradients need their Θ and take the model at its arrival."""
         dev = self._by_peer[peer]
+        if self.dyn is not None and (self._void_reply or not dev.online):
+            return             # to a device that went away after sending: lost
         nbytes = wire.frames_nbytes(frames)
         reply = wire.decode(frames)
         if (isinstance(reply, wire.Model) and not dev.machine.deferred_gradients and dev.code is None
-                and not dev.frozen):
+                and not dev.frozen and dev.online):
             t0 = time.perf_counter()
             dev.machine.receive_early(reply)
             self.stats["compute_s"] += time.perf_counter() - t0
             reply = _EARLY
+        if self.dyn is not None:
+            leaves = self.dyn.ps_out.serve(self.now, nbytes)
+            self._schedule(self.dyn.gate(dev.device, leaves) + dev.down.transfer_time(nbytes), _REPLY,
+                           dev.device, reply, epoch=dev.epoch)
+            return
         down = dev.down.transfer_time(nbytes)
         if self.spec.link_model == "kernel-rate":   # handled once it arrived and the agent slept its delay
             rate = dev.down.rate
@@ -377,7 +452,9 @@ class SimRuntime(Runtime):
         if self.run_dir.is_dir():
             write_json_atomic(self.run_dir / "sim.json", {
                 "virtual_time_s": self.now, **self.spec.model_dump(), "step_time": self.step_time,
-                **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.stats.items()}})
+                **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.stats.items()},
+                **({"wasted_uplink_bytes": sum(d.wasted_bytes for d in self.devices.values())}
+                   if self.dyn is not None else {})})
 
 
 class _Waited:

@@ -80,7 +80,9 @@ class SocketTransport:
 
     def __init__(self, ps, bind: str, curve_keys: Optional[Path] = None, n_devices: int = 0):
         import zmq
+        from ...ps.fdbudget import raise_soft_limit
         from ...ps.serve import ZmqServer
+        raise_soft_limit()   # the PS's connections share the engine's file table (ps/fdbudget.py)
         self.curve = None
         # The run's own ZeroMQ context: ZAP (the key authenticator or the connection gate) is bound per
         # context, so one run's handler never answers, or blocks, another's (ps/gate.py).

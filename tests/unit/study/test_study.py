@@ -283,7 +283,7 @@ def test_cells_option_runs_a_subset_keeps_the_rest_recorded_and_a_full_run_resum
     cli_runner = FakeRunner()
     monkeypatch.setattr(mod, "engine_runner", lambda source: cli_runner)
     assert main(["study", "run", str(path), "--out", str(tmp_path / "out"), "--cells", "adacomp*"]) == 0
-    assert "2 cells (of 6) × 1 seeds = 2 runs" in capsys.readouterr().err
+    assert "2 cells (of 6) × 1 seed = 2 runs" in capsys.readouterr().err
     assert sorted(cli_runner.calls) == ["st-adacomp-train-samples-400-s1", "st-adacomp-train-samples-800-s1"]
     out2 = tmp_path / "out2"
     runner = FakeRunner()

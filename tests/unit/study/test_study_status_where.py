@@ -53,3 +53,15 @@ def test_default_results_are_found_from_the_study_files_project(tmp_path, monkey
     assert main(["study", "status", str(path)]) == 0
     out = capsys.readouterr().out
     assert "3 of 6 runs complete" in out and f"{res}/ (compact results)" in out
+
+
+def test_status_explains_its_marks_and_counts_in_the_singular(tmp_path, monkeypatch, capsys):
+    """`1·` / `1✓` are explained on the page, and one seed is "1 seed" (issue #41.4)."""
+    monkeypatch.chdir(tmp_path)
+    path = write_study(tmp_path, **{**COMPRESSION, "seeds": 1})
+    assert main(["study", "status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1·" in out and "✓ complete, · not yet" in out, out
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 cells × 1 seed = 3 runs" in out and "1 seeds" not in out, out

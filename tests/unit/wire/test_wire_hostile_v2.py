@@ -172,11 +172,12 @@ def test_poison_that_would_move_theta_a_hundredfold_is_refused_and_honest_pushes
 
 
 def test_the_bound_scales_with_the_model():
-    """A model whose weights grew (legitimately) to 1e7 still takes gradients of its own size: the
-    constant ±1e6 refused them and the run's devices all exited."""
-    ps = make_ps("asgd", lr=0.1)
-    ps.theta[:] = np.float32(1e7)
-    ps.value_limit()
+    """A model whose weights are (legitimately) 1e7 takes gradients of its own size: the constant ±1e6
+    refused them and the run's devices all exited. The scale is the initial model's (issue #36: a bound
+    that followed ‖Θ‖∞ grew with the poison it let in)."""
+    theta = np.full(N, 1e7, np.float32)
+    ps = ParameterServer(PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
+                                  class_of=lambda d: "c"), theta, RULES["asgd"](theta, 0.1))
     s = join(ps)
     assert ask(ps, wire.encode(wire.Push(s, 0, 0, np.full(N, 2e6, np.float32)))).applied
     assert isinstance(ask(ps, wire.encode(wire.Push(s, 1, 1, np.full(N, 1e11, np.float32)))), wire.Error)

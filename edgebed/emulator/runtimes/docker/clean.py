@@ -45,6 +45,52 @@ def _kill_forked_agents(record: dict) -> list[int]:
 
 
 NETWORK_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)   # seconds between attempts to remove a run's network
+STOPPED = ("created", "exited", "dead")     # container states with no running task to end
+EXIT_WAIT = 30.0       # seconds the engine gets to report a killed container exited and release its endpoint
+
+
+def _attached(network) -> set:
+    """Ids of the containers ``network`` still holds an endpoint for (an endpoint without a sandbox is
+    listed as ``ep-<endpoint id>``: kept, it blocks removal too)."""
+    try:
+        network.reload()
+    except Exception:          # gone already
+        return set()
+    return set(network.attrs.get("Containers") or {})
+
+
+def _end_containers(found: list, networks: list, wait: float = EXIT_WAIT) -> list[str]:
+    """SIGKILL every container that still runs (or is paused), wait until the engine reports each
+    exited, then until no network lists it: the engine releases a container's endpoint itself when it
+    handles the exit, with the endpoint count and the endpoint in step. Returns errors.
+
+    Why not disconnect first (the order before issue 36): on a container still running or exiting (an
+    agent that got SIGTERM and is shutting down, slow under CPU load), ``network disconnect`` runs the
+    engine's unforced endpoint delete while the container's own exit releases the same endpoint, two
+    deletes of one endpoint and its count at once. Here no endpoint is touched while the engine may
+    still be releasing it. (That this race is what left issue 36's network is a hypothesis: neither
+    order leaked on this host; see docs/running.md.)"""
+    errors = []
+
+    def end(c):
+        try:
+            c.kill()                       # 409 when it is not running: nothing to end
+        except Exception:
+            pass
+        try:
+            c.wait(timeout=wait)           # returns once the engine holds it not running
+        except Exception as err:
+            if "No such container" not in str(err):
+                errors.append(f"container {c.id[:12]}: did not exit within {wait:.0f} s of SIGKILL ({err})")
+    live = [c for c in found if c.attrs.get("State") not in STOPPED]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(end, live))
+    ids = {c.id for c in live}     # an exited one still listed won't be released by waiting
+    deadline = time.monotonic() + wait
+    for n in networks:
+        while ids & _attached(n) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    return errors
 
 
 def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dict:
@@ -52,11 +98,11 @@ def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dic
     on the host-side veths listed in ``record`` (docker.json). Returns what was removed, the errors,
     and ``leaked``: what still exists afterwards (empty when the teardown is complete).
 
-    Order matters at scale: a container removed while still attached can leave a stale endpoint in
-    the engine's network store, and the network then can't be removed ("has active endpoints")
-    although no container is attached. So each container is disconnected first, then removed; the
-    network is removed last, with retries, force-deleting any endpoint left under a recorded
-    container name (the engine deletes a stale endpoint that way even when its container is gone)."""
+    Order matters (issue 36): every container is killed and seen exited, and its endpoint released by
+    the engine's own exit handling (``_end_containers``), before anything is disconnected or removed;
+    only a container that a network still lists after that is force-disconnected (it is not running
+    then, so the engine takes its safe path); then the containers are removed, and the network last,
+    with retries, force-deleting any endpoint it still lists by name."""
     label = f"edgebed.run={run_id}"
     report = {"containers": [], "networks": [], "qdiscs": [], "errors": []}
     if client is None:
@@ -64,15 +110,17 @@ def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dic
     report["agents"] = _kill_forked_agents(record or {})
     networks = client.networks.list(filters={"label": label})
     found = client.containers.list(all=True, sparse=True, filters={"label": label})
+    report["errors"] += _end_containers(found, networks)
+    still = set().union(*(_attached(n) for n in networks)) if networks else set()
 
     def remove(c):
-        for n in networks:       # detach first: the engine deletes the endpoint while the sandbox is whole
+        for n in networks if c.id in still else ():   # exited, yet still listed: the safe, stopped path
             try:
                 n.disconnect(c.id, force=True)
             except Exception:    # not attached, already gone: removal below says what matters
                 pass
         try:
-            c.remove(force=True)          # force: kills running and paused (frozen) containers
+            c.remove(force=True)
             return c.id[:12], None
         except Exception as err:
             return None, None if "No such container" in str(err) else f"container {c.id[:12]}: {err}"
@@ -102,6 +150,7 @@ def clean_docker(run_id: str, client=None, record: Optional[dict] = None) -> dic
                 continue
             if links.unshape(idx):
                 report["qdiscs"].append(q["ifname"])
+    report["phantom"] = [n.name for n in networks if n.name not in report["networks"] and not _attached(n)]
     try:
         report["leaked"] = {k: v for k, v in leftovers(run_id, client).items() if v}
     except Exception as err:
@@ -136,12 +185,19 @@ def _remove_network(client, network, names: set, delays=None) -> Optional[str]:
     return error
 
 
-def leak_advice(run_dir, leaked: dict) -> str:
-    """What to tell a user whose run left docker objects behind."""
+def leak_advice(run_dir, leaked: dict, run_id: Optional[str] = None, phantom: bool = False) -> str:
+    """What to tell a user whose run left docker objects behind. ``run_dir`` None (``clean --all`` found
+    labelled objects whose run directory is gone): the retry names the run id instead. ``phantom``: a
+    network that refuses removal while listing no endpoint (the engine counts one that no longer
+    exists; nothing but an engine restart clears that count)."""
     what = "; ".join(f"{k}: {', '.join(v)}" for k, v in leaked.items() if v)
-    return (f"docker teardown left {what} (each leaked network holds a /20 of the engine's address pool). "
-            f"Run `edgebed clean {run_dir}` to retry; if the network still reports active endpoints, "
-            "restart the Docker engine when no other work uses it, which clears its stale endpoints")
+    retry = f"edgebed clean {run_dir}" if run_dir else f"edgebed clean --all --prefix {run_id or '<run id>'}"
+    why = ("the engine still counts an endpoint on it that no longer exists (nothing is attached and "
+           "nothing can be force-disconnected); no API call clears that count: restart the Docker engine "
+           "when no other work uses it" if phantom else
+           f"run `{retry}` to retry; if the network still reports active endpoints, restart the Docker "
+           "engine when no other work uses it, which clears its stale endpoints")
+    return f"docker teardown left {what} (each leaked network holds a /20 of the engine's address pool). {why}"
 
 
 def leftovers(run_id: str, client=None) -> dict:

@@ -131,7 +131,7 @@ def export_compose(sc: Scenario, out_dir: str | Path, offline: bool = False, con
         context = "./build"
     data = compose_dict(sc, context=context)
     # Only what was set: a full dump (defaults included) does not always load back (see final note).
-    (out / "scenario.yaml").write_text(yaml.safe_dump(sc.model_dump(mode="json", exclude_unset=True),
+    (out / "scenario.yaml").write_text(yaml.safe_dump(sc.model_dump(mode="json", exclude_unset=True, context={"units": "write"}),
                                                       sort_keys=False))
     (out / "runs").mkdir(exist_ok=True)
     (out / "runs" / ".gitignore").write_text("*\n!.gitignore\n")
@@ -263,10 +263,10 @@ class ComposeRuntime(Runtime):
 
 def serve(scenario_path: str, bind: str, out: str) -> int:
     """Entry point of the compose PS service: run the engine with compose-started agents."""
-    from ....scenario import load_scenario
+    from ....scenario import load_resolved
     from ... import engine as engine_mod
     # The scenario was written for the docker runtime; here the agents are compose's.
-    sc = load_scenario(scenario_path, ("runtime.name=compose", f"runtime.compose.bind={bind}"))
+    sc = load_resolved(scenario_path, ("runtime.name=compose", f"runtime.compose.bind={bind}"))
     from ....console import RunProgress, log, setup_logging
     setup_logging(0)
     res = engine_mod.Engine(sc, out=out, progress=RunProgress(sys.stdout, every=5.0, force_terminal=False),

@@ -8,6 +8,8 @@ from typing import Optional, Protocol
 
 from ..base import PolledHandle
 
+FREEZE_TRIES = 5     # docker pause attempts when runc reports "unable to freeze" (a busy host)
+
 
 class StatusSource(Protocol):
     """What a handle asks its runtime (DockerRuntime): a container's state from a batch listing."""
@@ -54,10 +56,20 @@ class ContainerHandle(PolledHandle):
         except Exception:
             pass                        # already gone
 
-    def freeze(self) -> None:
-        if self.returncode is None and not self.frozen:
-            self.container.pause()
-            self.frozen = True
+    def freeze(self, tries: int = FREEZE_TRIES) -> None:
+        """``docker pause``. runc gives up on a cgroup freeze that does not settle in time ("unable to
+        freeze", HTTP 500), which a busy host makes common: tried again, ``tries`` times in all."""
+        if self.returncode is not None or self.frozen:
+            return
+        for attempt in range(tries):
+            try:
+                self.container.pause()
+                break
+            except Exception as err:
+                if "unable to freeze" not in str(err) or attempt == tries - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        self.frozen = True
 
 
 class ForkedAgentHandle(ContainerHandle):

@@ -19,15 +19,23 @@ class QuotaOnFirstPush:
         raise NotImplementedError
 
     def drive(self, ps, seconds: float) -> None:
-        """Engine tick: apply CPU quotas to devices that pushed once, sample kernel counters."""
+        """Engine tick: timed link events now due (docker: ``self.live``, docker/live.py), CPU quotas of
+        devices that pushed once, kernel counters."""
         end = time.monotonic() + seconds
+        live = getattr(self, "live", None)
+        if live is not None:
+            live.tick(ps.event)
         if self._quota_pending:
             ready = [d for d in self._quota_pending if (st := ps.devices.get(d)) is not None and st.pushes >= 1]
             self.apply_quotas(ready)
         self.sample_counters()
+        if live is not None and (wait := live.seconds_to_next()) is not None:
+            end = min(end, time.monotonic() + wait)   # wake for a timed event, not a tick later
         left = end - time.monotonic()
         if left > 0:
             time.sleep(left)
+        if live is not None:
+            live.tick(ps.event)
 
     def apply_quotas(self, devices=(), all_pending: bool = False) -> None:
         """Set the CPU quota of ``devices`` (or of every device still unthrottled)."""

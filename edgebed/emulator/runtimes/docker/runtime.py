@@ -22,6 +22,8 @@ Where the agent process lives (``runtime.docker.agents``):
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +40,7 @@ from .clean import clean_docker, leak_advice
 from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_, unknown_classes
 from .handles import ContainerHandle, ForkedAgentHandle
 from .quotas import QuotaOnFirstPush
+from .live import LiveLinkEvents
 from .runstate import ContainerRunState, cpus_for  # noqa: F401 — cpus_for: also this module's (kubernetes)
 
 LABEL = images.LABEL
@@ -95,6 +98,10 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._bridge_start: Optional[dict] = None
         self.leaked: dict = {}    # docker objects the teardown could not remove (summary.json "leftovers")
         self.gate_dir = self.run_dir / "gate"
+        # timed link events and partitions, applied live (docker/live.py)
+        self.capabilities = dataclasses.replace(self.capabilities, dynamics=frozenset({"event:link",
+                                                                                            "event:partition"}))
+        self.live = LiveLinkEvents(self) if scenario.dynamics.events else None
 
     # -- what the engine asks ----------------------------------------------------------------
     def check(self) -> list[str]:
@@ -106,14 +113,16 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
             self.client
         except RuntimeError_ as err:
             problems.append(str(err))
-        return problems + unknown_classes(self.scenario, "runtime.docker.cpus", self.spec.cpus)
-
+        return (problems + unknown_classes(self.scenario, "runtime.docker.cpus", self.spec.cpus)
+                + LiveLinkEvents.problems(self.scenario))
     def applied(self) -> dict:
         out = super().applied()
         out["docker"] = {"image": self.spec.image or images.OFFLINE_IMAGE,
                          "cpus": {c.name: self.cpus_of(c.name) for c in self.scenario.workers.classes},
                          "qdiscs": links.kernel_qdiscs(), "quota_after": self.spec.quota_after,
                          "agents": self.spec.agents}
+        if self.live is not None:
+            out["dynamics"] = {"event:link": "kernel, live (rate only)", "event:partition": "kernel, live (eth0 down)"}
         if not links.kernel_qdiscs()["netem"]:
             out["warning"] = ("kernel has no netem: link delay, jitter and loss are applied by the agent "
                               "(application level); rate is shaped by the kernel (tbf)")
@@ -213,6 +222,34 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
         return handle
 
+    def restart_device(self, spec: AgentSpec, stop_timeout: int = 0) -> int:
+        """Restart device ``spec.device``'s container (``agents: container``): it gets a new network
+        namespace and veth, so the qdiscs are installed again — the agent waits at its gate until
+        they are, as at the first start — and its quota stays (a container setting). → the new pid.
+        Restarting loses the links' qdiscs under Containernet-style set-ups; here the record of the
+        run's containers (pid, interfaces, qdiscs) follows the restart, so cleanup finds them."""
+        if self.spec.agents != "container":
+            raise RuntimeError_("restart_device needs runtime.docker.agents: container")
+        entry = self.record["containers"][str(spec.device)]
+        handle = next(h for h in self.handles if h.device == spec.device)
+        gate = self.gate_dir / str(spec.device)
+        gate.unlink(missing_ok=True)   # the restarted agent waits until its links are shaped again
+        handle.container.restart(timeout=stop_timeout)
+        handle.container.reload()
+        pid = handle.container.attrs["State"]["Pid"]
+        if not pid:
+            raise RuntimeError_(f"device {spec.device}: container {entry['name']} did not restart; "
+                                f"see `docker logs {entry['name']}`")
+        with self._lock:
+            entry["pid"] = pid
+            entry["restarts"] = entry.get("restarts", 0) + 1
+            entry.update(self._shape(spec, pid))
+        handle.returncode = None
+        procs.wait_blocked(pid, signal.SIGTERM)
+        gate.touch()
+        self._save()
+        return pid
+
     def _fork_agents(self, specs: list[AgentSpec], handles: list) -> None:
         """``agents: forked``: fork each agent from the preloaded fork server into its container."""
         from ..forkserver import fork_agent
@@ -311,7 +348,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, Runtime):
         self._save()
         if report.get("leaked"):   # said on the console and in summary.json, not only in docker.json
             self.leaked = report["leaked"]
-            warn(leak_advice(self.run_dir, report["leaked"]))
+            warn(leak_advice(self.run_dir, report["leaked"], phantom=bool(report.get("phantom"))))
         self.network = None
         self.handles = []
 

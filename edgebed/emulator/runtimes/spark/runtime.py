@@ -258,8 +258,7 @@ class SparkRuntime(Runtime):
         from ....data import Partition, load_dataset
         sc_ = self.scenario
         ds = load_dataset(sc_.dataset, sc_.seed)
-        shards = Partition(ds.train_y, sc_.workers.n, sc_.dataset.partition, sc_.seed,
-                           sc_.dataset.labels_per_worker, sc_.dataset.samples_per_device)
+        shards = Partition.for_spec(ds.train_y, sc_.workers.n, sc_.dataset, sc_.seed)
         records = list(shard_records(ds.train_x, ds.train_y, shards, self.plan))
         return (sc.parallelize(records, max(1, min(self.tasks, len(records))))
                 .partitionBy(self.tasks, _identity))

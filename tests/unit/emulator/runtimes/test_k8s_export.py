@@ -65,5 +65,6 @@ def test_a_broken_manifest_is_refused_by_the_validator():
 
 
 def _write(path):
-    path.write_text(yaml.safe_dump(scenario().model_dump(mode="json", exclude_unset=True)))
+    path.write_text(yaml.safe_dump(scenario().model_dump(mode="json", exclude_unset=True,
+                                                          context={"units": "write"})))
     return path

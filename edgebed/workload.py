@@ -1,0 +1,153 @@
+"""The workload a device trains: model factory, input spec, loss, metric and hints, one registry.
+
+A scenario names a workload by a registry key (``cnn``, ``mlp``: the paper's networks, the registry's
+first entries) or by an import path ``module:attr`` (the Flower / Hydra habit), where ``attr`` is a
+``Workload`` or a callable returning an ``nn.Module`` (then the input spec defaults to 28×28 grey
+images in 10 classes). Both resolve through ``resolve``; nothing else in the package compares a
+model's name — it asks the workload (``channels_last``, ``num_classes``, ``input_shape``).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+def cross_entropy(logits, labels, reduction: str = "mean"):
+    """The classification loss: softmax cross-entropy of logits [N, classes] against labels [N]."""
+    import torch.nn.functional as F
+    return F.cross_entropy(logits, labels, reduction=reduction)
+
+
+def top1_correct(logits, labels) -> int:
+    """The accuracy metric's count: samples whose largest logit is their label."""
+    return int((logits.argmax(1) == labels).sum())
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a device needs to build and train the same model as every other device.
+
+    ``factory()`` returns a freshly initialised ``nn.Module`` (the caller seeds torch first);
+    ``input_shape``: one sample's shape (C, H, W); ``num_classes``: labels are 0..num_classes-1;
+    ``channels_last``: run the model and its batches in torch's channels_last memory format;
+    ``step_time``: seconds per batch-10 gradient on the reference machine, if measured (timing.py);
+    ``base_bytes``: a sim process without devices, if measured (emulator/capacity.py);
+    ``loss(logits, labels, reduction)``: what devices differentiate and the evaluator reports;
+    ``correct(logits, labels)``: how many samples count as right (accuracy = correct / N)."""
+    name: str
+    factory: Callable[[], "nn.Module"]
+    input_shape: tuple = (1, 28, 28)
+    num_classes: int = 10
+    channels_last: bool = False
+    step_time: float | None = None
+    base_bytes: int | None = None
+    loss: Callable = cross_entropy
+    correct: Callable = top1_correct
+
+
+def num_params(ref) -> int:
+    """Trainable parameters of the workload (Θ's length), counted on torch's meta device."""
+    from .models import model_layers
+    return sum(layer.size for layer in model_layers(ref))
+
+
+def input_problems(ref, input_shape: tuple, num_classes: int, where: str = "model.name") -> list[str]:
+    """What stops workload ``ref`` from training on samples of ``input_shape`` with labels
+    0..num_classes-1: its forward pass is tried on torch's meta device (no CPU kernel runs), and its
+    output must be (batch, num_classes). Each problem says what, where and what to do."""
+    import torch
+    w = resolve(ref)
+    shape = "×".join(map(str, input_shape))
+    with torch.device("meta"):
+        model = w.factory()
+        x = torch.empty((2, *input_shape))
+        try:
+            out = model(x)
+        except Exception as e:  # noqa: BLE001 — any failure of the user's forward is the answer
+            return [f"{where}: model {w.name!r} cannot take the data set's samples ({shape}, "
+                    f"{num_classes} classes): {type(e).__name__}: {str(e).rstrip('.')}. Make its first layer take "
+                    f"{shape} inputs, or choose a data set whose samples are what it expects"]
+    if tuple(out.shape) != (2, num_classes):
+        return [f"{where}: model {w.name!r} gives outputs of shape {tuple(out.shape)[1:]} per sample "
+                f"but the data set has {num_classes} classes: make its last layer output {num_classes} "
+                f"logits"]
+    return []
+
+
+def step_flops(ref, batch: int = 10) -> int:
+    """FLOPs of one SGD step (forward + backward) on a batch of ``batch`` inputs, as torch's
+    FlopCounterMode counts them (matmuls and convolutions; element-wise ops are not counted)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+    from .models import build_model
+    w = resolve(ref)
+    model = build_model(w, 0)
+    x = torch.zeros((batch, *w.input_shape))
+    if w.channels_last and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = torch.zeros(batch, dtype=torch.int64)
+    with FlopCounterMode(display=False) as counter:
+        F.cross_entropy(model(x), y).backward()
+    return int(counter.get_total_flops())
+
+
+def _paper_cnn():
+    from .models import PaperCNN
+    return PaperCNN()
+
+
+def _paper_mlp():
+    from .models import PaperMLP
+    return PaperMLP()
+
+
+# torch is imported when a model is built, not when a scenario is validated.
+WORKLOADS: dict[str, Workload] = {
+    # step_time: measured on the project's 2-core reference machine (timing.py); base_bytes: a sim
+    # process without devices, measured (bench_scale, n = 200; emulator/capacity.py).
+    "cnn": Workload("cnn", _paper_cnn, channels_last=True, step_time=2.6e-3, base_bytes=700 << 20),
+    "mlp": Workload("mlp", _paper_mlp, step_time=0.4e-3, base_bytes=512 << 20),
+}
+
+
+def use_path(path: str | None) -> None:
+    """Make a user's workload module importable here and in the processes this one starts: ``path``
+    joins ``sys.path`` and ``PYTHONPATH`` (the scenario's ``model.path``, absolute)."""
+    if not path:
+        return
+    import os
+    import sys
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if path not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([path, *filter(None, parts)])
+
+
+def resolve(ref) -> Workload:
+    """The workload ``ref`` names: a ``Workload`` itself, a registry key, or ``module:attr``."""
+    if isinstance(ref, Workload):
+        return ref
+    ref = str(ref)
+    if ref in WORKLOADS:
+        return WORKLOADS[ref]
+    if ":" not in ref:
+        raise ValueError(f"unknown model {ref!r}: use one of {sorted(WORKLOADS)} or an import path "
+                         f"'package.module:factory' (a Workload or a function returning an nn.Module)")
+    module, _, attr = ref.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"model {ref!r}: cannot import {attr!r} from {module!r} ({e}); put the module's "
+                         f"directory on PYTHONPATH or in the scenario's model.path") from e
+    if isinstance(obj, Workload):
+        return obj
+    if not callable(obj):
+        raise ValueError(f"model {ref!r} is a {type(obj).__name__}, not a Workload or a callable "
+                         f"returning an nn.Module")
+    return Workload(ref, obj)
