@@ -70,7 +70,9 @@ def flat(algorithm: AlgorithmParams) -> dict:
     for a in ALGORITHMS.values():
         for key, field in a.params.model_fields.items():
             defaults.setdefault(key, field.default)
-    return {**{k: defaults[k] for k in FLAT_KEYS}, **algorithm.model_dump(mode="json")}
+    # A key added since (EASGD's period) travels only when set, so older agents' Welcome is unchanged.
+    return {**{k: defaults[k] for k in FLAT_KEYS},
+            **{k: v for k, v in algorithm.model_dump(mode="json").items() if k in FLAT_KEYS or v is not None}}
 
 
 __all__ = ["ALGORITHMS", "AlgorithmInfo", "Algorithm", "AlgorithmParams", "CompressingParams", "BASELINE",

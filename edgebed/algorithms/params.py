@@ -4,7 +4,7 @@ devices' policies read them; a field's ``title`` is its symbol.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,7 +34,7 @@ class AlgorithmParams(BaseModel):
         """The parameters in symbols, e.g. ``α=0.05, b=10, c=0.01`` or ``α=0.05, b=10, τ=10``."""
         fields = type(self).model_fields
         return ", ".join(f"{fields[k].title or k}={v}" for k, v in
-                         {"lr": self.lr, "batch_size": self.batch_size, **self.own()}.items())
+                         {"lr": self.lr, "batch_size": self.batch_size, **self.own()}.items() if v is not None)
 
 
 class CompressingParams(AlgorithmParams):
@@ -84,3 +84,6 @@ class EASGDParams(AlgorithmParams):
     loss_threshold: float = Field(5.0, gt=0, title="loss threshold", description="training loss a "
                                   "device accumulates before it exchanges with the center: DeepSpark's "
                                   "adaptive period")
+    period: Optional[int] = Field(None, ge=1, title="τ", description="exchange every τ local steps, whatever "
+                                  "the loss (EASGD's fixed communication period); unset: DeepSpark's "
+                                  "loss-driven period (loss_threshold)")

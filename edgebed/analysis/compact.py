@@ -45,6 +45,11 @@ def _quantiles(s: pd.Series) -> Optional[dict]:
             "max": float(s.max())}
 
 
+def _sim_steps(path: Path) -> Optional[int]:
+    """The SGD steps a sim run's devices computed (``sim.json`` gradients; None for other runtimes)."""
+    return rundir.read_json(path, "sim.json").get("gradients") if (path / "sim.json").is_file() else None
+
+
 def compact_of(run: Run, paper: bool = True) -> tuple[dict, pd.DataFrame]:
     """(summary.json with its ``compact`` section, evals with ``paper_bytes``) of a full run;
     ``paper=False``: paper bytes NaN (no torch import for the model's shapes)."""
@@ -69,6 +74,8 @@ def compact_of(run: Run, paper: bool = True) -> tuple[dict, pd.DataFrame]:
         "paper_bytes_per_update": per,
         "paper_bytes_model": "edgebed.analysis.paper_bytes (pickle protocol 2 of index/value lists)",
         "numerics": rundir.read_json(run.path, "manifest.json").get("numerics"),   # None: before fingerprints
+        # virtual clock: SGD steps all devices computed (local steps of the averaging rules), to the end
+        "sgd_steps": _sim_steps(run.path),
     }
     evals = run.evals.sort_values("update", kind="stable").reset_index(drop=True)
     evals["paper_bytes"] = evals["update"].astype(float) * per

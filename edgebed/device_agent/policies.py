@@ -8,8 +8,8 @@ sends it in Welcome (``UpdateRule.device_policy``):
 - ``local-steps`` (SparkNet averaging): pull Θ → τ local SGD steps → push Δ = x − Θ.
 - ``dynamic`` (dynamic averaging): τ local steps per round, then report: Δ when ‖x − r‖² > δ, else an
   empty push; on Sync upload Δ (if not sent) and pull the average as the new model and reference r.
-- ``elastic`` (DeepSpark's async EASGD): local steps until the accumulated loss passes the threshold,
-  then pull the center c, x ← x − e and push e = α(x − c).
+- ``elastic`` (DeepSpark's async EASGD): local steps until the accumulated loss passes the threshold
+  (or a fixed ``period`` of them), then pull the center c, x ← x − e and push e = α(x − c).
 """
 from __future__ import annotations
 
@@ -131,9 +131,10 @@ class DynamicLocal(LocalSteps):
 
 
 class Elastic(DevicePolicy):
-    def __init__(self, trainer, lr: float, moving_rate: float, loss_threshold: float):
+    def __init__(self, trainer, lr: float, moving_rate: float, loss_threshold: float, period: Optional[int] = None):
         super().__init__(trainer)
         self.lr, self.alpha, self.threshold = lr, moving_rate, loss_threshold
+        self.period = period       # set: a fixed period of this many local steps (the loss is ignored)
         self.joined = False
         self.loss = math.nan
 
@@ -155,11 +156,12 @@ class Elastic(DevicePolicy):
 
     def train_until_due(self) -> str:
         acc, losses = 0.0, []
-        for _ in range(MAX_PERIOD):
+        for _ in range(self.period or MAX_PERIOD):
             losses.append(self.trainer.local_step(self.lr))
-            acc, due = adaptive_exchange_due(acc, losses[-1], self.threshold)
-            if due:
-                break
+            if self.period is None:
+                acc, due = adaptive_exchange_due(acc, losses[-1], self.threshold)
+                if due:
+                    break
         self.loss = float(np.mean(losses))
         return PULL
 

@@ -74,6 +74,14 @@ class SimSpec(BaseModel):
     threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
     dilation: float = Field(1.0, gt=0, description="link_model kernel-rate: the timing.dilation of the docker "
                             "run to compare with (the kernel's bucket holds bytes, not time)")
+    # SparkNet's S (Moritz et al., Sec. 3): what one synchronisation costs beyond moving the bytes (a
+    # Spark stage's scheduling, the broadcast and the collect, ~20 s on their EC2 cluster). Charged on
+    # the model a device receives, so once per pull: per round for the averaging rules (whose pulls the
+    # barrier holds), per exchange for EASGD, per update for the gradient rules.
+    sync_time: Duration = Field(0.0, ge=0, description="virtual seconds each model a device receives (one "
+                                "per pull: per round for averaging rules, per exchange for EASGD) arrives "
+                                "later than its link alone would bring it: SparkNet's per-synchronisation "
+                                "overhead S of a cluster")
 
 
 @dataclass
@@ -188,6 +196,7 @@ class SimRuntime(Runtime):
 
     def applied(self) -> dict:
         return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
+                "sync_time_s": self.spec.sync_time,
                 "stop_wall_time": "virtual", "compute": f"max_batch={self.spec.max_batch}",
                 **({"dynamics": {p: "model" for p in self.scenario.dynamics.parts()}}
                    if self.scenario.dynamics.parts() else {})}
@@ -404,6 +413,7 @@ class SimRuntime(Runtime):
             return             # to a device that went away after sending: lost
         nbytes = wire.frames_nbytes(frames)
         reply = wire.decode(frames, self.ps.config.max_message_bytes, nbytes)
+        sync = self.spec.sync_time if isinstance(reply, wire.Model) else 0.0   # + 0.0: the same floats
         if (isinstance(reply, wire.Model) and not dev.machine.deferred_gradients and dev.code is None
                 and not dev.frozen and dev.online):
             t0 = time.perf_counter()
@@ -412,17 +422,17 @@ class SimRuntime(Runtime):
             reply = _EARLY
         if self.dyn is not None:
             leaves = self.dyn.ps_out.serve(self.now, nbytes)
-            self._schedule(self.dyn.gate(dev.device, leaves) + dev.down.transfer_time(nbytes), _REPLY,
+            self._schedule(self.dyn.gate(dev.device, leaves) + dev.down.transfer_time(nbytes) + sync, _REPLY,
                            dev.device, reply, epoch=dev.epoch)
             return
         down = dev.down.transfer_time(nbytes)
         if self.spec.link_model == "kernel-rate":   # handled once it arrived and the agent slept its delay
             rate = dev.down.rate
             arrives = self.now + kernel_rate_time(nbytes, rate, self.dilation)
-            self._schedule(max(arrives, dev.app_until) + down - (nbytes * 8.0 / rate if rate else 0.0),
+            self._schedule(max(arrives, dev.app_until) + down - (nbytes * 8.0 / rate if rate else 0.0) + sync,
                            _REPLY, dev.device, reply)
             return
-        self._schedule(max(self.now, dev.sent_until) + down, _REPLY, dev.device, reply)
+        self._schedule(max(self.now, dev.sent_until) + down + sync, _REPLY, dev.device, reply)
 
     # -- batched compute -----------------------------------------------------------------------
     def _fill_deferred(self, dev: _Device) -> None:

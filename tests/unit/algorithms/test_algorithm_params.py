@@ -69,7 +69,7 @@ def test_an_override_that_switches_the_algorithm_drops_the_previous_ones_keys():
 def test_cli_set_switches_a_shipped_scenario(tmp_path):
     sc = load_scenario("scenarios/quickstart.yaml", ("algorithm.name=easgd", "algorithm.moving_rate=0.2"))
     assert sc.algorithm.model_dump() == {"name": "easgd", "lr": 0.05, "batch_size": 10, "moving_rate": 0.2,
-                                         "loss_threshold": 5.0}
+                                         "loss_threshold": 5.0, "period": None}
 
 
 def test_the_flat_form_of_older_runs_reads_as_its_algorithms_keys():
@@ -78,7 +78,7 @@ def test_the_flat_form_of_older_runs_reads_as_its_algorithms_keys():
            "moving_rate": 0.1, "loss_threshold": 5.0}
     assert algo(old).model_dump() == {"name": "asgd", "lr": 0.05, "batch_size": 10}
     assert algo({**old, "name": "easgd"}).model_dump() == {"name": "easgd", "lr": 0.05, "batch_size": 10,
-                                                           "moving_rate": 0.1, "loss_threshold": 5.0}
+                                                           "moving_rate": 0.1, "loss_threshold": 5.0, "period": None}
     partial = {k: v for k, v in old.items() if k != "delta"}   # not the recorded form: the keys are checked
     with pytest.raises(ScenarioError, match="algorithm.c: a parameter of"):
         algo(partial)

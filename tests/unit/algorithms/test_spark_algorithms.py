@@ -338,3 +338,27 @@ def test_scenario_accepts_the_spark_algorithms_and_sends_their_policy():
 def test_scenario_refuses_bad_spark_parameters(algorithm, message):
     with pytest.raises(ScenarioError, match=message):
         parse_scenario({**BASE, "algorithm": algorithm}, "x.yaml")
+
+
+def test_elastic_policy_with_a_fixed_period_exchanges_every_tau_steps_whatever_the_loss():
+    """EASGD's fixed communication period (``algorithm.period``): τ local steps, then an exchange,
+    even when the accumulated loss passed the threshold long before or never reaches it."""
+    high, low = StubTrainer([2, 0], loss=100.0), StubTrainer([2, 0], loss=0.0)
+    for tr in (high, low):
+        p = make_policy({"name": "elastic", "lr": 0.1, "moving_rate": 0.25, "loss_threshold": 5.0,
+                         "period": 4}, tr)
+        assert p.next(model(0, 0, 0)) == PULL and tr.steps == 4
+        p.next(model(1, 0, 0))
+        assert p.next(wire.Ack(2)) == PULL and tr.steps == 8
+
+
+def test_easgd_period_reaches_the_devices_and_is_left_out_of_the_welcome_when_unset():
+    from edgebed.algorithms import FLAT_KEYS, flat
+    from edgebed.ps.rules import RULES
+    fixed = parse_scenario({**BASE, "algorithm": {"name": "easgd", "period": 10}})
+    assert RULES["easgd"].device_policy(fixed.algorithm)["period"] == 10
+    assert flat(fixed.algorithm)["period"] == 10
+    assert list(flat(parse_scenario({**BASE, "algorithm": {"name": "easgd"}}).algorithm)) == list(FLAT_KEYS)
+    assert "τ=10" in fixed.algorithm.describe()
+    with pytest.raises(ScenarioError, match="algorithm.period"):
+        parse_scenario({**BASE, "algorithm": {"name": "easgd", "period": 0}})
