@@ -87,3 +87,14 @@ def test_zoo_models_are_torch_modules_with_batchnorm_where_promised():
         m = resolve(name).factory()
         assert isinstance(m, torch.nn.Module)
         assert any(isinstance(x, torch.nn.BatchNorm2d) for x in m.modules()) == has_bn
+
+
+def test_calibration_times_a_step_on_the_data_sets_samples():
+    from torch import nn
+
+    from edgebed.emulator.calibration import calibrate_step_time
+    from edgebed.workload import Workload
+    lin = Workload("lin", lambda: nn.Sequential(nn.Flatten(), nn.Linear(72, 4)))   # 2×6×6 in, 4 classes
+    assert calibrate_step_time(lin, 10, "asgd", 1.0, steps=3, data=((2, 6, 6), 4)) > 0
+    lstm = {"name": "char-lstm", "args": {"hidden": 8, "layers": 1}}                # token ids, 80 classes
+    assert calibrate_step_time(lstm, 10, "adacomp", 0.01, steps=3) > 0
