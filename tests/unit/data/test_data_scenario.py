@@ -79,3 +79,45 @@ def test_a_sim_run_trains_on_a_dirichlet_partition_and_records_it(tmp_path):
     want, _ = make_partition("dirichlet", y, 8, sc.seed, alpha=0.2)
     assert part["samples"] == [len(s) for s in want]
     assert result.summary["updates"] >= 6
+
+
+def test_a_scenario_reads_an_imagefolder_with_a_held_out_test_split(tmp_path):
+    from PIL import Image
+
+    from edgebed.data import input_of, load_dataset
+    rng = np.random.default_rng(0)
+    for cls in ("cat", "dog"):
+        (tmp_path / cls).mkdir()
+        for i in range(20):
+            Image.fromarray(rng.integers(0, 256, (5, 7, 3), dtype=np.uint8)).save(tmp_path / cls / f"{i}.png")
+    sc = parse_scenario({"name": "f", "workers": {"n": 4}, "stop": {"updates": 5}, "model": {"name": "mlp"},
+                         "dataset": {"format": "imagefolder", "path": str(tmp_path), "test_fraction": 0.25}})
+    assert sc.dataset.source == "path"                          # nothing is bundled in this format
+    ds = load_dataset(sc.dataset)
+    assert ds.train_x.shape == (30, 3, 5, 7) and ds.test_x.shape == (10, 3, 5, 7) and ds.num_classes == 2
+    assert set(ds.test_y.tolist()) == {0, 1}                     # the folder is sorted by class; the test rows are not
+    assert ds.train_x.dtype == np.float32 and abs(float(ds.train_x.mean())) < 0.05   # normalised by its own stats
+    assert input_of(sc.dataset) == ((3, 5, 7), 2)
+    summary = partition_summary(sc.dataset, 4, 0)
+    assert sum(summary["samples"]) == 30 and all(len(h) == 2 for h in summary["label_histogram"])
+
+
+def test_a_scenario_reads_a_python_factory_with_given_normalisation(tmp_path, monkeypatch):
+    from edgebed.data import load_dataset
+    (tmp_path / "mydata.py").write_text(
+        "import numpy as np\n"
+        "def make(n=30):\n"
+        "    y = np.arange(n) % 3\n"
+        "    return {'x': np.full((n, 1, 4, 4), 0.5, np.float32), 'y': y}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sc = parse_scenario({"name": "f", "workers": {"n": 2}, "stop": {"updates": 5}, "model": {"name": "mlp"},
+                         "dataset": {"format": "python", "options": {"factory": "mydata:make", "args": {"n": 40}},
+                                     "normalise": {"mean": [0.25], "std": [0.5]}}})
+    ds = load_dataset(sc.dataset)
+    assert len(ds.train_y) == 32 and len(ds.test_y) == 8 and ds.num_classes == 3
+    np.testing.assert_allclose(ds.train_x, 0.5)                  # (0.5 - 0.25) / 0.5
+    with pytest.raises(ScenarioError, match="format: python needs options.factory"):
+        parse_scenario({"name": "f", "workers": {"n": 2}, "stop": {"updates": 5}, "dataset": {"format": "python"}})
+    with pytest.raises(ScenarioError, match="format npz has nothing bundled"):
+        parse_scenario({"name": "f", "workers": {"n": 2}, "stop": {"updates": 5},
+                        "dataset": {"format": "npz", "source": "bundled"}})
