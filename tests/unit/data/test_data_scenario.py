@@ -121,3 +121,24 @@ def test_a_scenario_reads_a_python_factory_with_given_normalisation(tmp_path, mo
     with pytest.raises(ScenarioError, match="format npz has nothing bundled"):
         parse_scenario({"name": "f", "workers": {"n": 2}, "stop": {"updates": 5},
                         "dataset": {"format": "npz", "source": "bundled"}})
+
+
+@pytest.mark.parametrize("normalise", [None, {"mean": [0.5, 0.4], "std": [0.2, 0.3]}])
+def test_an_agents_shard_is_the_whole_sets_rows_read_alone(tmp_path, normalise):
+    """What an agent of the local / docker / spark runtimes loads (its rows only, formatted_shard) is
+    bit for bit what the virtual clock and the evaluator index out of the whole set."""
+    from edgebed.data import labels_and_users, load_dataset
+    from edgebed.data.scenario_set import formatted_shard
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "s.npz", x=rng.integers(0, 256, (300, 2, 5, 5), dtype=np.uint8), y=np.arange(300) % 3)
+    section = {"format": "npz", "path": str(tmp_path / "s.npz"), "partition": "dirichlet", "alpha": 0.5,
+               "validation_samples": 20, **({"normalise": normalise} if normalise else {})}
+    sc = parse_scenario({"name": "f", "workers": {"n": 5}, "stop": {"updates": 5}, "model": {"name": "mlp"},
+                         "dataset": section})
+    ds = load_dataset(sc.dataset)
+    y, users = labels_and_users(sc.dataset)
+    np.testing.assert_array_equal(y, ds.train_y)
+    for rows in Partition.for_spec(y, 5, sc.dataset, 3, users):
+        x_alone, y_alone = formatted_shard(sc.dataset, rows)
+        assert x_alone.dtype == np.float32 and np.array_equal(x_alone, ds.train_x[rows])
+        np.testing.assert_array_equal(y_alone, ds.train_y[rows])
