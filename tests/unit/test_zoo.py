@@ -49,6 +49,10 @@ def test_resnet_depth_and_width_are_arguments_and_a_wrong_depth_is_refused():
     n8 = sum(l.size for l in model_layers({"name": "resnet20", "args": {"depth": 8}}))
     assert n20 == 272_474      # He et al. 2016 Table 6: ResNet-20 has 0.27 M parameters
     assert n8 < n20 / 3
+    # the counts docs/your-own-model.md quotes
+    assert sum(l.size for l in model_layers({"name": "resnet20", "args": {"depth": 8, "in_channels": 1}})) == 77_754
+    assert sum(l.size for l in model_layers({"name": "mobilenet-small", "args": {}})) == 136_778
+    assert sum(l.size for l in model_layers({"name": "char-lstm", "args": {}})) == 819_920
     bn = [l.name for l in model_layers({"name": "resnet20", "args": {"depth": 8}}) if ".bn" in l.name or l.name.startswith("bn")]
     assert bn, "the ResNet has BatchNorm layers"
     with pytest.raises(ValueError, match="depth 6n \\+ 2"):

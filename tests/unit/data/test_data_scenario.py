@@ -104,14 +104,14 @@ def test_a_scenario_reads_an_imagefolder_with_a_held_out_test_split(tmp_path):
 
 def test_a_scenario_reads_a_python_factory_with_given_normalisation(tmp_path, monkeypatch):
     from edgebed.data import load_dataset
-    (tmp_path / "mydata.py").write_text(
+    (tmp_path / "scenario_factory_set.py").write_text(
         "import numpy as np\n"
         "def make(n=30):\n"
         "    y = np.arange(n) % 3\n"
         "    return {'x': np.full((n, 1, 4, 4), 0.5, np.float32), 'y': y}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     sc = parse_scenario({"name": "f", "workers": {"n": 2}, "stop": {"updates": 5}, "model": {"name": "mlp"},
-                         "dataset": {"format": "python", "options": {"factory": "mydata:make", "args": {"n": 40}},
+                         "dataset": {"format": "python", "options": {"factory": "scenario_factory_set:make", "args": {"n": 40}},
                                      "normalise": {"mean": [0.25], "std": [0.5]}}})
     ds = load_dataset(sc.dataset)
     assert len(ds.train_y) == 32 and len(ds.test_y) == 8 and ds.num_classes == 3
