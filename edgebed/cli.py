@@ -96,12 +96,11 @@ def _data_input(sc) -> tuple[tuple, int]:
     28×28 grey images in 10 classes); before a download is cached, what the model expects."""
     from .data import input_of
     from .workload import resolve
-    if sc.dataset.source == "download" and sc.dataset.format != "idx":
-        from .data import load_labels
-        if load_labels(sc.dataset) is None:
-            w = resolve(sc.model)
-            return w.input_shape, w.num_classes
-    return input_of(sc.dataset)
+    got = input_of(sc.dataset)
+    if got is None:
+        w = resolve(sc.model)
+        return w.input_shape, w.num_classes
+    return got
 
 
 def _workload_problems(sc, out: dict) -> list[str]:

@@ -465,6 +465,9 @@ class Scenario(_Strict):
             del out["model"]["path"]
         if not self.model.args:           # likewise
             del out["model"]["args"]
+        for key in ("buffers", "buffer_samples"):   # likewise, at their defaults
+            if getattr(self.model, key) == ModelSpec.model_fields[key].default:
+                del out["model"][key]
         for key in ("format", "test_path", "options", "normalise"):   # likewise, at their defaults
             if getattr(self.dataset, key) == DatasetSpec.model_fields[key].get_default(call_default_factory=True):
                 del out["dataset"][key]

@@ -36,7 +36,7 @@ def default_step_time(model, dataset=None) -> float:
     shape = None
     if dataset is not None:
         from .data import input_of
-        shape = input_of(dataset)[0]
+        shape = (input_of(dataset) or (None,))[0]
     ref = resolve("cnn")
     return ref.step_time * step_flops(w, 10, shape) / step_flops(ref)
 

@@ -440,11 +440,16 @@ def normalize(x: np.ndarray) -> np.ndarray:
     return ((x.astype(np.float32) / 255.0 - MEAN) / STD)[:, None, :, :]
 
 
-def input_of(spec) -> tuple[tuple, int]:
+def input_of(spec) -> Optional[tuple[tuple, int]]:
     """(one model input's shape, number of classes) of a scenario's ``dataset`` section, read from
-    the data set (IDX: 1×28×28 in 10 classes, the format's fixed layout)."""
+    the data set (IDX: 1×28×28 in 10 classes, the format's fixed layout); None for a download not
+    yet cached (nothing is fetched to learn it)."""
     if getattr(spec, "format", "idx") == "idx":
         return (1, 28, 28), 10
+    if spec.source == "download":
+        from .scenario_set import load_spec
+        if not fetched_cached(load_spec(spec)):
+            return None
     return _formatted_input(json.dumps(spec.model_dump(mode="json"), sort_keys=True))
 
 

@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 
 from . import Dataset, DatasetError
-from .arrayset import ArraySet, channel_stats, normalise
+from .arrayset import ArraySet, normalise
 from .formats import LoadSpec, labels as format_labels, load
 
 _HOLDOUT_SEED = 0x7E57   # the held-out test rows: the same for every scenario seed
@@ -34,7 +34,7 @@ def _holdout(n: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
     """(training rows, test rows) of a split of ``n`` rows with ``fraction`` held out, both sorted."""
     k = int(round(n * fraction))
     perm = np.random.default_rng(_HOLDOUT_SEED).permutation(n)
-    return np.sort(perm[k:]), np.sort(perm[:k])
+    return np.sort(perm[k:]), np.sort(perm[:k])   # integer rows: no ties to break
 
 
 def _own_test(spec) -> bool:
@@ -44,13 +44,17 @@ def _own_test(spec) -> bool:
 def load_formatted(spec) -> Dataset:
     """The train and test splits of a scenario's non-IDX ``dataset`` section, prepared for a model."""
     train = load(load_spec(spec))
+    tr = None
     if _own_test(spec):
         test = load(load_spec(spec, test=True))
     else:
         tr, te = _holdout(len(train), spec.test_fraction)
+    stats = None
+    if train.x.ndim == 4:
+        stats = (spec.normalise.mean, spec.normalise.std) if spec.normalise else _accumulate(train.x, tr)
+    if tr is not None:
         test, train = _rows(train, te), _rows(train, tr)
     if train.x.ndim == 4:
-        stats = (spec.normalise.mean, spec.normalise.std) if spec.normalise else _stats(train.x)
         tx, ex = normalise(train.x, *stats), normalise(test.x, *stats)
     elif train.is_sequence:
         tx, ex = np.asarray(train.x, np.int64), np.asarray(test.x, np.int64)
@@ -59,13 +63,6 @@ def load_formatted(spec) -> Dataset:
     classes = max(train.num_classes, test.num_classes)
     return Dataset(tx, train.y.astype(np.int64), ex, test.y.astype(np.int64), num_classes=classes,
                    users=train.users)
-
-
-def _stats(x: np.ndarray) -> tuple[tuple, tuple]:
-    """Per-channel mean and std on the scale ``normalise`` subtracts them at ([0, 1] for bytes)."""
-    mean, std = channel_stats(x)
-    k = 255.0 if x.dtype == np.uint8 else 1.0
-    return tuple(m / k for m in mean), tuple(max(s / k, 1e-6) for s in std)
 
 
 def _rows(ds: ArraySet, idx: np.ndarray) -> ArraySet:
@@ -91,6 +88,49 @@ def formatted_input(spec) -> tuple[tuple, int]:
     if one is None:
         raise DatasetError(f"dataset.path {spec.path}: the data set has no samples")
     return one.input_shape, classes
+
+
+def formatted_shard(spec, rows) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` of the training rows ``rows`` (indices into ``load_formatted``'s training split, as a
+    partition gives them), prepared exactly as ``load_formatted`` prepares them — what an agent loads.
+    npz and parquet / arrow read only these rows (``formats.load_shard``); their normalisation
+    statistics, unless ``dataset.normalise`` gives them, are accumulated over the training rows in
+    chunks (an uncompressed npz is memory-mapped for it; a Parquet file is read whole once)."""
+    from .formats import load_shard
+    ls = load_spec(spec)
+    rows = np.asarray(rows, dtype=np.int64)
+    train_rows = None
+    if not _own_test(spec):
+        train_rows, _ = _holdout(len(format_labels(ls)[0]), spec.test_fraction)
+    part = load_shard(ls, rows if train_rows is None else train_rows[rows])
+    y = part.y.astype(np.int64)
+    if part.x.ndim == 4:
+        stats = (spec.normalise.mean, spec.normalise.std) if spec.normalise else _train_stats(ls, train_rows)
+        return normalise(part.x, *stats), y
+    return (np.asarray(part.x, np.int64) if part.is_sequence else np.asarray(part.x, np.float32)), y
+
+
+def _train_stats(ls: LoadSpec, train_rows: Optional[np.ndarray]) -> tuple[tuple, tuple]:
+    """``_accumulate`` over the training rows of the loaded (for npz: memory-mapped) split."""
+    return _accumulate(load(ls).x, train_rows)
+
+
+def _accumulate(x: np.ndarray, train_rows: Optional[np.ndarray], chunk: int = 4096) -> tuple[tuple, tuple]:
+    """Per-channel mean and std of images ``x[train_rows]`` (all rows when None) on the scale
+    ``normalise`` subtracts them at ([0, 1] for bytes), accumulated in float64 ``chunk`` rows at a
+    time — one function for the whole-set and the per-shard paths, so both normalise to the same bits."""
+    idx = np.arange(len(x)) if train_rows is None else train_rows
+    k = 255.0 if x.dtype == np.uint8 else 1.0
+    s = s2 = 0.0
+    n = 0
+    for i in range(0, len(idx), chunk):
+        b = np.asarray(x[idx[i:i + chunk]], dtype=np.float64) / k
+        s = s + b.sum(axis=(0, 2, 3))
+        s2 = s2 + (b * b).sum(axis=(0, 2, 3))
+        n += b.shape[0] * b.shape[2] * b.shape[3]
+    mean = np.asarray(s) / n
+    std = np.sqrt(np.maximum(np.asarray(s2) / n - mean * mean, 0.0))
+    return tuple(float(m) for m in mean), tuple(max(float(v), 1e-6) for v in std)
 
 
 def formatted_missing(spec) -> list[str]:

@@ -260,7 +260,14 @@ def trainer_for(cfg: wire.WelcomeConfig, device: int, data=None, torch_device: s
     use_path(cfg.model_path)
     seed, dataset = cfg.seed, cfg.dataset
     if data is None:
-        ds = load_dataset(DatasetSpec.model_validate(dataset), seed)
-        shard = Partition.for_spec(ds.train_y, cfg.n_devices, dataset, seed, ds.users)[device]
-        data = (ds.train_x[shard], ds.train_y[shard])
+        spec = DatasetSpec.model_validate(dataset)
+        if spec.format != "idx":   # labels first, then only this device's rows (data/scenario_set.py)
+            from ..data import labels_and_users
+            from ..data.scenario_set import formatted_shard
+            y, users = labels_and_users(spec)
+            data = formatted_shard(spec, Partition.for_spec(y, cfg.n_devices, dataset, seed, users)[device])
+        else:
+            ds = load_dataset(spec, seed)
+            shard = Partition.for_spec(ds.train_y, cfg.n_devices, dataset, seed, ds.users)[device]
+            data = (ds.train_x[shard], ds.train_y[shard])
     return Trainer(cfg.workload, data[0], data[1], cfg.algorithm["batch_size"], seed, device, torch_device)

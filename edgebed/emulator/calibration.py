@@ -27,8 +27,9 @@ def message_sizes(model: str, algorithm: str, c: float, seed: int = 0) -> tm.Mes
 
 
 def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, seed: int = 0,
-                        steps: int = 30) -> float:
-    """Median seconds of one SGD step (gradient + compression, one thread) on this host now."""
+                        steps: int = 30, data: tuple | None = None) -> float:
+    """Median seconds of one SGD step (gradient + compression, one thread) on this host now, on
+    synthetic samples of the data set's ``data = (sample shape, classes)`` (default: the workload's)."""
     import torch
 
     from ..device_agent.trainer import Trainer
@@ -38,15 +39,16 @@ def calibrate_step_time(model: str, batch_size: int, algorithm: str, c: float, s
     try:
         from ..workload import resolve
         w = resolve(model)
+        shape, classes = (tuple(data[0]), int(data[1])) if data else (tuple(w.input_shape), w.num_classes)
         rng = np.random.default_rng(seed)
         n = max(64, batch_size * 4)
         if w.input_dtype == "int64":     # token ids
-            x = rng.integers(0, w.num_classes, (n, *w.input_shape), dtype=np.int64)
-        elif tuple(w.input_shape) == (1, 28, 28):   # the IDX layout, normalised as the data path does
+            x = rng.integers(0, classes, (n, *shape), dtype=np.int64)
+        elif shape == (1, 28, 28):   # the IDX layout, normalised as the data path does
             x = rng.integers(0, 255, (n, 28, 28), dtype=np.uint8)
         else:                            # other images: already normalised when loaded
-            x = rng.standard_normal((n, *w.input_shape), dtype=np.float32)
-        y = rng.integers(0, w.num_classes, n, dtype=np.int64)
+            x = rng.standard_normal((n, *shape), dtype=np.float32)
+        y = rng.integers(0, classes, n, dtype=np.int64)
         tr = Trainer(model, x, y, batch_size, seed, 0)
         comp = make_compressor(ALGORITHMS[algorithm].compressor, c, tr.layers)
         theta = get_flat(tr.model)

@@ -25,8 +25,9 @@ def resolve_timing(sc: Scenario, runtime_cls, path: Path, source: str = "") -> t
     info: dict = {"pacing": spec.pacing, "tolerance": spec.tolerance, "wait": spec.wait.model_dump(mode="json")}
     real = None
     if spec.step_time == "calibrate" or spec.dilation == "auto":
+        from ..data import input_of
         real = calibrate_step_time(sc.model, sc.algorithm.batch_size, sc.algorithm.name,
-                                      sc.algorithm.ratio, sc.seed)
+                                   sc.algorithm.ratio, sc.seed, data=input_of(sc.dataset))
         info["calibrated_step_s"] = round(real, 6)
     if isinstance(spec.step_time, float):
         step, info["step_time_from"] = spec.step_time, "scenario"

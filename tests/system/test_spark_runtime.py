@@ -270,6 +270,36 @@ class TestLocalSession:
         assert "not applied in Spark mode" in manifest["applied"]["network_shaping"]
 
 
+    @pytest.mark.timeout(240)
+    def test_a_user_model_and_cifar_format_set_train_on_spark(self, session, tmp_path, monkeypatch):
+        """A model module and a 3×32×32 data set from outside the repository: the executors' agents
+        import the module from model.path and train on their partition of the set."""
+        from edgebed.emulator.engine import Engine
+        from edgebed.rundir import read_table
+        from edgebed.scenario import parse_scenario
+        from tests.integration.test_data_formats_run import LINEAR, write_learnable_cifar10
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        (tmp_path / "user" / "unets").mkdir(parents=True)
+        (tmp_path / "user" / "unets" / "__init__.py").write_text("")
+        (tmp_path / "user" / "unets" / "lin.py").write_text(LINEAR)
+        root = write_learnable_cifar10(tmp_path / "c10")
+        sc_ = parse_scenario({
+            "name": "spark-user", "seed": 1, "dataset": {"format": "cifar10", "path": str(root)},
+            "model": {"name": "unets.lin:linear", "path": str(tmp_path / "user")},
+            "algorithm": {"name": "asgd", "lr": 0.05, "batch_size": 10},
+            "workers": {"n": 2}, "stop": {"updates": 400, "wall_time": "150s"}, "eval": {"every": 100},
+            "runtime": {"name": "spark", "spark": {"master": MASTER}}})
+        try:
+            result = Engine(sc_, out=tmp_path / "runs").run()
+        finally:
+            for name in [m for m in sys.modules if m.startswith("unets")]:
+                del sys.modules[name]
+        s = result.summary
+        assert s["status"] == "complete" and s["devices"]["said_hello"] == 2, s
+        updates = read_table(result.path, "updates")
+        assert set(updates["entries"]) == {3072 * 10 + 10}
+        assert _evals(result.path)[-1] > 0.5                      # chance 0.1
+
     @pytest.mark.timeout(180)
     def test_crashes_are_freezes_not_task_failures(self, session, tmp_path, monkeypatch):
         """Fail-stop in Spark: crashed agents stop contributing, the barrier stage is never retried.

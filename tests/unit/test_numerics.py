@@ -139,6 +139,7 @@ ALLOWED = {
     ("ps/aggregate.py", "np.dot"),
     # sorts of integer arrays (positions, sample indices): equal integers are indistinguishable
     ("data/__init__.py", "np.sort("), ("data/partitions.py", "np.sort("), ("emulator/verdict.py", "np.sort("),
+    ("data/scenario_set.py", "np.sort("),
 }
 
 

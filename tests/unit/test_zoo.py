@@ -49,6 +49,10 @@ def test_resnet_depth_and_width_are_arguments_and_a_wrong_depth_is_refused():
     n8 = sum(l.size for l in model_layers({"name": "resnet20", "args": {"depth": 8}}))
     assert n20 == 272_474      # He et al. 2016 Table 6: ResNet-20 has 0.27 M parameters
     assert n8 < n20 / 3
+    # the counts docs/your-own-model.md quotes
+    assert sum(l.size for l in model_layers({"name": "resnet20", "args": {"depth": 8, "in_channels": 1}})) == 77_754
+    assert sum(l.size for l in model_layers({"name": "mobilenet-small", "args": {}})) == 136_778
+    assert sum(l.size for l in model_layers({"name": "char-lstm", "args": {}})) == 819_920
     bn = [l.name for l in model_layers({"name": "resnet20", "args": {"depth": 8}}) if ".bn" in l.name or l.name.startswith("bn")]
     assert bn, "the ResNet has BatchNorm layers"
     with pytest.raises(ValueError, match="depth 6n \\+ 2"):
@@ -87,3 +91,14 @@ def test_zoo_models_are_torch_modules_with_batchnorm_where_promised():
         m = resolve(name).factory()
         assert isinstance(m, torch.nn.Module)
         assert any(isinstance(x, torch.nn.BatchNorm2d) for x in m.modules()) == has_bn
+
+
+def test_calibration_times_a_step_on_the_data_sets_samples():
+    from torch import nn
+
+    from edgebed.emulator.calibration import calibrate_step_time
+    from edgebed.workload import Workload
+    lin = Workload("lin", lambda: nn.Sequential(nn.Flatten(), nn.Linear(72, 4)))   # 2×6×6 in, 4 classes
+    assert calibrate_step_time(lin, 10, "asgd", 1.0, steps=3, data=((2, 6, 6), 4)) > 0
+    lstm = {"name": "char-lstm", "args": {"hidden": 8, "layers": 1}}                # token ids, 80 classes
+    assert calibrate_step_time(lstm, 10, "adacomp", 0.01, steps=3) > 0

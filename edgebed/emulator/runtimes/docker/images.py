@@ -66,6 +66,23 @@ def offline_mounts() -> dict:
     return out
 
 
+def user_mounts(scenario, mounted: dict) -> dict:
+    """The scenario's own files a device container reads, bind-mounted read-only at their host paths:
+    the model's module directory (``model.path``, which the device imports from) and the data set's
+    ``path`` / ``test_path`` (a file's directory), except what ``mounted`` already covers."""
+    wanted = [scenario.model.path, scenario.dataset.path if scenario.dataset.source == "path" else None,
+              scenario.dataset.test_path]
+    out: dict = {}
+    for p in filter(None, wanted):
+        rp = Path(p).expanduser().resolve()
+        rp = str(rp if rp.is_dir() else rp.parent)
+        covered = [*mounted, *out]
+        if not Path(rp).exists() or any(rp == q or rp.startswith(q.rstrip("/") + "/") for q in covered):
+            continue
+        out[rp] = {"bind": rp, "mode": "ro"}
+    return out
+
+
 def offline_python() -> str:
     """The interpreter the container runs: the venv's, at its host path."""
     return str(Path(sys.prefix) / "bin" / "python")

@@ -220,7 +220,8 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
         labels = {**self.labels, f"{LABEL}.device": str(spec.device), f"{LABEL}.class": spec.speed_class}
         kwargs = dict(name=name, labels=labels, network=self.network.name, detach=True,
                       environment={**img.env, **spec.environment()},
-                      volumes={**img.mounts, str(self.gate_dir): {"bind": GATE_DIR, "mode": "ro"}},
+                      volumes={**img.mounts, **images.user_mounts(self.scenario, img.mounts),
+                               str(self.gate_dir): {"bind": GATE_DIR, "mode": "ro"}},
                       working_dir="/tmp", hostname=f"device-{spec.device:04d}")
         if self.spec.memory:
             kwargs["mem_limit"] = self.spec.memory

@@ -89,7 +89,8 @@ def _assemble(records, devices: list[int]) -> dict[int, tuple[np.ndarray, np.nda
     out = {}
     for d, chunks in parts.items():
         if not chunks:
-            out[d] = (np.zeros(0, np.int64), np.zeros((0, 28, 28), np.uint8), np.zeros(0, np.uint8))
+            # no rows: the sample shape is unknown here and irrelevant (the Trainer refuses an empty shard)
+            out[d] = (np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64))
             continue
         idx = np.concatenate([c[0] for c in chunks])
         order = np.argsort(idx, kind="stable")
