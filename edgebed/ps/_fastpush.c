@@ -228,9 +228,15 @@ typedef struct { uint32_t start, len, cap, pad; } head_t;
 
 #define MIN_CAP 4
 
-/* index of the first stamp > v in a[0:n] (ascending) */
+/* index of the first stamp > v in a[0:n] (ascending). The two ends first: a device that pulled before
+ * every stamp in the list (all count) or after them all (none does) is the common case, and it reads
+ * the list's first and last entries only, the lines the prefetches ask for. */
 static inline uint32_t upper(const uint32_t *a, uint32_t n, uint32_t v) {
-    uint32_t lo = 0, hi = n;
+    if (n == 0 || a[0] > v)
+        return 0;
+    if (a[n - 1] <= v)
+        return n;
+    uint32_t lo = 1, hi = n - 1;   /* a[0] <= v < a[n-1] */
     while (lo < hi) {
         uint32_t mid = (lo + hi) >> 1;
         if (a[mid] <= v)
@@ -265,42 +271,73 @@ static int list_ok(const head_t *h, Py_ssize_t k, Py_ssize_t n, Py_ssize_t pool_
     return 0;
 }
 
-/* Checks every sent k's list and returns the pool entries appending to them may need (moved lists),
- * prefetching the lists' ends for the pass that follows; -1 with ValueError set on a bad list. */
-static long long append_need(const head_t *h, const uint32_t *pool, const uint32_t *ix, Py_ssize_t m,
-                             Py_ssize_t n, Py_ssize_t pool_n) {
+/* How far ahead (sent entries) the sparse loops ask for what they will read. A push of a large model
+ * scatters over arrays far beyond the caches (11 M parameters: θ, counters 44 MB each, heads 178 MB):
+ * every entry is a miss in each, so enough of them must be in flight to cover the memory's latency.
+ * Two levels: an entry's head first (HEAD_AHEAD), then, once it has arrived, its list in the pool
+ * (whose place the head gives), θ and the counter (AHEAD). */
+#define AHEAD 32
+#define HEAD_AHEAD 64
+
+/* Checks the lists of the sent entries first … m − 1 and returns the pool entries appending to them may
+ * need (moved lists);
+ * -1 with ValueError set on a bad list. Reads only the heads (the pass that follows prefetches the
+ * lists itself: lines asked for here would be gone by then at large pushes). */
+static long long append_need(const head_t *h, const uint32_t *ix, Py_ssize_t first, Py_ssize_t m, Py_ssize_t n,
+                             Py_ssize_t pool_n) {
     long long need = 0;
-    for (Py_ssize_t j = 0; j < m; j++) {
+    for (Py_ssize_t j = first; j < m; j++) {
         Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
-        if (ix && j + 16 < m && (Py_ssize_t)ix[j + 16] < n)
-            PREFETCH(&h[ix[j + 16]], 1);
+        if (ix && j + HEAD_AHEAD < m && (Py_ssize_t)ix[j + HEAD_AHEAD] < n)
+            PREFETCH(&h[ix[j + HEAD_AHEAD]], 0);
         if (list_ok(h, k, n, pool_n) < 0)
             return -1;
-        PREFETCH(&pool[h[k].start + (h[k].len ? h[k].len - 1 : 0)], 1);
         if (h[k].len == h[k].cap)
             need += h[k].cap ? 2 * (long long)h[k].cap : MIN_CAP;
     }
     return need;
 }
 
-/* Appends stamp to k's list (room: checked by append_need); returns the new end of the used pool. */
-static inline long long append_one(head_t *hk, uint32_t *pool, long long used, uint32_t stamp, uint32_t floor_) {
-    uint32_t *a = pool + hk->start;
-    if (hk->len == hk->cap) {
-        uint32_t dead = upper(a, hk->len, floor_);
-        if (dead > 0) {   /* room in place */
-            memmove(a, a + dead, (size_t)(hk->len - dead) * sizeof(uint32_t));
-            hk->len -= dead;
-        } else {          /* move to the free tail with twice the room */
-            uint32_t room = hk->cap ? 2 * hk->cap : MIN_CAP;
-            memcpy(pool + used, a, (size_t)hk->len * sizeof(uint32_t));
-            hk->start = (uint32_t)used;
-            hk->cap = room;
-            used += room;
-            a = pool + hk->start;
-        }
+/* Asks for what appending to the lists of the sent entries j + AHEAD and j + HEAD_AHEAD will read
+ * (sparse pushes whose lists append_need has checked; a prefetch never faults in any case). */
+static inline void prefetch_lists(const head_t *h, const uint32_t *pool, const uint32_t *ix, Py_ssize_t j,
+                                  Py_ssize_t m) {
+    if (j + HEAD_AHEAD < m)
+        PREFETCH(&h[ix[j + HEAD_AHEAD]], 1);
+    if (j + AHEAD < m) {
+        const head_t *f = &h[ix[j + AHEAD]];
+        PREFETCH(&pool[f->start], 1);
+        if (f->len)
+            PREFETCH(&pool[f->start + f->len - 1], 1);
     }
-    a[hk->len++] = stamp;
+}
+
+/* Makes room for one more stamp in a full list: drops its dead stamps (<= floor) in place, else moves
+ * it to the free tail pool[used:pool_n] with twice the room. Returns the new end of the used pool, or
+ * −1, changing nothing, when the tail is too small for the move. */
+static inline long long make_room(head_t *hk, uint32_t *pool, long long used, long long pool_n, uint32_t floor_) {
+    uint32_t *a = pool + hk->start;
+    uint32_t dead = upper(a, hk->len, floor_);
+    if (dead > 0) {   /* room in place */
+        memmove(a, a + dead, (size_t)(hk->len - dead) * sizeof(uint32_t));
+        hk->len -= dead;
+        return used;
+    }
+    uint32_t room = hk->cap ? 2 * hk->cap : MIN_CAP;
+    if (used + room > pool_n)
+        return -1;
+    memcpy(pool + used, a, (size_t)hk->len * sizeof(uint32_t));
+    hk->start = (uint32_t)used;
+    hk->cap = room;
+    return used + room;
+}
+
+/* Appends stamp to k's list (room: checked by append_need); returns the new end of the used pool. */
+static inline long long append_one(head_t *hk, uint32_t *pool, long long used, long long pool_n, uint32_t stamp,
+                                   uint32_t floor_) {
+    if (hk->len == hk->cap)
+        used = make_room(hk, pool, used, pool_n, floor_);
+    pool[hk->start + hk->len++] = stamp;
     return used;
 }
 
@@ -369,36 +406,46 @@ static PyObject *touch_append(PyObject *self, PyObject *args) {
     head_t *h = (head_t *)hb.buf;
     const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
     Py_ssize_t m = have_idx ? ib.len / 4 : n;
-    long long need = append_need(h, pool, ix, m, n, pool_n);
+    long long need = append_need(h, ix, 0, m, n, pool_n);
     if (need < 0)
         goto done;
     if (used + need > (long long)pool_n) {
         ret = PyLong_FromLongLong(-need);
         goto done;
     }
-    for (Py_ssize_t j = 0; j < m; j++)
-        used = append_one(&h[ix ? (Py_ssize_t)ix[j] : j], pool, used, (uint32_t)stamp, (uint32_t)floor_);
+    for (Py_ssize_t j = 0; j < m; j++) {
+        if (ix)
+            prefetch_lists(h, pool, ix, j, m);
+        used = append_one(&h[ix ? (Py_ssize_t)ix[j] : j], pool, used, pool_n, (uint32_t)stamp, (uint32_t)floor_);
+    }
     ret = PyLong_FromLongLong(used);
 done:
     RELEASE(&pb, &hb, &ib);
     return ret;
 }
 
-/* adacomp_touch(theta, counts, pool, heads, used, indices|None, values, alpha, lr_table, since, stamp,
- *               floor) -> (Σσ, max σ, used') or (−needed, 0, 0)
- *   AdaComp's whole step for a device that pulled at stamp `since`, in one pass over the sent entries:
- *   σ_k from k's list (as touch_sigma), lr_k = float32(α / max(σ_k, 1)) (lr_table for the small σ, as
- *   adacomp()), θ[k] ← θ[k] − float32(v·lr_k), counts[k] += 1, and `stamp` appended to k's list (as
- *   touch_append; σ is read first, so the new stamp never counts). Changes nothing and returns
- *   (−needed, 0, 0) when the pool's free tail might not hold the lists it moves. */
-static PyObject *adacomp_touch(PyObject *self, PyObject *args) {
+/* adacomp_touch_from(theta, counts, pool, heads, used, indices|None, values, alpha, lr_table, since, stamp,
+ *                    floor, first) -> (used', Σσ, max σ, next, needed)
+ *   AdaComp's whole step for a device that pulled at stamp `since`, in one pass over the sent entries
+ *   first, first + 1, …: σ_k from k's list (as touch_sigma), lr_k = float32(α / max(σ_k, 1)) (lr_table
+ *   for the small σ, as adacomp()), θ[k] ← θ[k] − float32(v·lr_k), counts[k] += 1, and `stamp` appended
+ *   to k's list (as touch_append; σ is read first, so the new stamp never counts). Σσ and max σ are
+ *   over the entries done. next = m (the number of sent entries) when all are done, needed = 0. If
+ *   the pool's free tail can't hold a list that must move, it stops before that entry (next, with
+ *   θ, counters and lists of the entries from next on unchanged) and needed = the pool entries the
+ *   remaining entries' moves may take: the caller repacks the pool and calls again from next. The
+ *   entries are independent (indices unique), so a step in several calls gives the same bits as in
+ *   one. One pass, not a check of every list before the step: at 11 M parameters each pass over the
+ *   heads is a cache miss per entry. */
+static PyObject *adacomp_touch_from(PyObject *self, PyObject *args) {
     Py_buffer tb, cb, pb, hb, vb, lb, ib = {0};
     PyObject *idx_obj;
     long long used;
     double alpha;
     unsigned long long since, stamp, floor_;
-    if (!PyArg_ParseTuple(args, "w*w*w*w*LOy*dy*KKK", &tb, &cb, &pb, &hb, &used, &idx_obj, &vb, &alpha, &lb,
-                          &since, &stamp, &floor_))
+    Py_ssize_t first;
+    if (!PyArg_ParseTuple(args, "w*w*w*w*LOy*dy*KKKn", &tb, &cb, &pb, &hb, &used, &idx_obj, &vb, &alpha, &lb,
+                          &since, &stamp, &floor_, &first))
         return NULL;
     PyObject *ret = NULL;
     int have_idx = idx_obj != Py_None;
@@ -415,31 +462,51 @@ static PyObject *adacomp_touch(PyObject *self, PyObject *args) {
     const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
     if (check_push(have_idx ? &ib : NULL, &vb, m, n) < 0)
         goto done;
-    if (used < 0 || used > (long long)pool_n) {
-        PyErr_SetString(PyExc_ValueError, "used must lie within the pool");
+    if (used < 0 || used > (long long)pool_n || first < 0 || first > m) {
+        PyErr_SetString(PyExc_ValueError, "used must lie within the pool, first within the entries");
         goto done;
     }
     float *theta = (float *)tb.buf;
     uint32_t *counts = (uint32_t *)cb.buf, *pool = (uint32_t *)pb.buf;
     head_t *h = (head_t *)hb.buf;
     const float *v = (const float *)vb.buf, *table = (const float *)lb.buf;
-    long long need = append_need(h, pool, ix, m, n, pool_n);
-    if (need < 0)
-        goto done;
-    if (used + need > (long long)pool_n) {
-        ret = Py_BuildValue("LKK", -need, 0ULL, 0ULL);
-        goto done;
-    }
     unsigned long long sum = 0, max = 0;
-    for (Py_ssize_t j = 0; j < m; j++) {
+    long long need = 0;
+    Py_ssize_t j;
+    if (ix)   /* the first entries' heads (the loop asks HEAD_AHEAD ahead) */
+        for (j = first; j < m && j < first + HEAD_AHEAD; j++)
+            PREFETCH(&h[ix[j]], 1);
+    for (j = first; j < m; j++) {
         Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
-        if (ix && j + 16 < m) {
-            Py_ssize_t f = (Py_ssize_t)ix[j + 16];
-            PREFETCH(&theta[f], 1);
-            PREFETCH(&counts[f], 1);
+        if (ix) {
+            if (j + HEAD_AHEAD < m)
+                PREFETCH(&h[ix[j + HEAD_AHEAD]], 1);
+            if (j + AHEAD < m) {   /* that head has arrived by now: its list's place is known */
+                Py_ssize_t f = (Py_ssize_t)ix[j + AHEAD];
+                const head_t *hf = &h[f];
+                if ((Py_ssize_t)hf->start + (Py_ssize_t)hf->cap <= pool_n) {   /* else list_ok will say */
+                    PREFETCH(&pool[hf->start], 1);
+                    if (hf->len)
+                        PREFETCH(&pool[hf->start + hf->len - 1], 1);
+                }
+                PREFETCH(&theta[f], 1);
+                PREFETCH(&counts[f], 1);
+            }
         }
         head_t *hk = &h[k];
+        if (list_ok(h, k, n, pool_n) < 0)
+            goto done;
         uint32_t sigma = hk->len - upper(pool + hk->start, hk->len, (uint32_t)since);
+        if (hk->len == hk->cap) {
+            long long room = make_room(hk, pool, used, pool_n, (uint32_t)floor_);
+            if (room < 0) {   /* the free tail is full: stop here, the caller repacks */
+                need = append_need(h, ix, j, m, n, pool_n);
+                if (need < 0)
+                    goto done;
+                break;
+            }
+            used = room;
+        }
         float lr = (Py_ssize_t)sigma < nl ? table[sigma] : (float)(alpha / (double)(sigma > 1 ? sigma : 1));
         sum += sigma;
         if (sigma > max)
@@ -447,9 +514,9 @@ static PyObject *adacomp_touch(PyObject *self, PyObject *args) {
         float step = v[j] * lr;
         theta[k] = theta[k] - step;
         counts[k] += 1;
-        used = append_one(hk, pool, used, (uint32_t)stamp, (uint32_t)floor_);
+        pool[hk->start + hk->len++] = (uint32_t)stamp;
     }
-    ret = Py_BuildValue("LKK", used, sum, max);
+    ret = Py_BuildValue("LKKnL", used, sum, max, j, need);
 done:
     RELEASE(&tb, &cb, &pb, &hb, &vb, &lb, &ib);
     return ret;
@@ -506,9 +573,10 @@ static PyMethodDef methods[] = {
      "staleness, lr_table) -> (sum σ, max σ): AdaComp's apply and counter update"},
     {"touch_sigma", touch_sigma, METH_VARARGS, "touch_sigma(pool, heads, indices|None, since, out): "
      "σ_k = stamps > since in k's touch list, per sent k"},
-    {"adacomp_touch", adacomp_touch, METH_VARARGS, "adacomp_touch(theta, counts, pool, heads, used, indices|None, "
-     "values, alpha, lr_table, since, stamp, floor) -> (used', sum σ, max σ) or (-needed, 0, 0): AdaComp's step "
-     "with σ from the touch log, and the log's append"},
+    {"adacomp_touch_from", adacomp_touch_from, METH_VARARGS, "adacomp_touch_from(theta, counts, pool, heads, used, "
+     "indices|None, values, alpha, lr_table, since, stamp, floor, first) -> (used', sum σ, max σ, next, needed): "
+     "AdaComp's step with σ from the touch log, and the log's append, from entry first on (needed > 0: stopped "
+     "at next for a repack)"},
     {"touch_append", touch_append, METH_VARARGS, "touch_append(pool, heads, used, indices|None, stamp, floor) "
      "-> new used, or -needed when the pool's free tail is too small"},
     {"touch_compact", touch_compact, METH_VARARGS, "touch_compact(pool, heads, floor, new_pool) -> used, or "

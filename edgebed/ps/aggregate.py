@@ -11,7 +11,7 @@ import numpy as np
 # Every function the PS calls on the compiled path. A module built from an older _fastpush.c (an
 # editable install whose extension was not rebuilt after a pull) lacks some: it is not used, and
 # the PS says so once, instead of failing at the first push that needs the missing one.
-FUNCTIONS = ("check_sparse", "sgd_sparse", "adacomp", "touch_sigma", "adacomp_touch", "touch_append",
+FUNCTIONS = ("check_sparse", "sgd_sparse", "adacomp", "touch_sigma", "adacomp_touch_from", "touch_append",
              "touch_compact")
 try:
     from . import _fastpush as _fast

@@ -18,7 +18,7 @@ outstanding pull (847 kB for the paper's CNN; 8.5 GB for 10,000 devices). Here i
 σ_k is the same number either way, so AdaComp's updates are bit-identical to the snapshot scheme's
 (tests/unit/ps/test_staleness.py runs both side by side). The lists live in one pool, parameter k's
 at ``pool[start : start + length]`` with room for ``capacity`` (``TouchLog.heads[k]``). The compiled push
-path (``_fastpush.c``: ``adacomp_touch`` — σ, the step and the append in one pass over the sent
+path (``_fastpush.c``: ``adacomp_touch_from`` — σ, the step and the append in one pass over the sent
 entries —, ``touch_sigma``, ``touch_append``, ``touch_compact``) and the numpy code below give the
 same σ and the same bits (tests/unit/ps/test_fastpush.py).
 """
@@ -62,7 +62,7 @@ def _upper(pool: np.ndarray, start: np.ndarray, length: np.ndarray, value: int) 
 def adacomp_sigma(theta, counts, sigma, indices, values, alpha: float, table) -> tuple[int, int]:
     """AdaComp's step with σ_k given per sent entry (numpy): Θ_k ← Θ_k − (α/max(σ_k, 1))·v_k,
     counts[k] += 1; the same bits as ``aggregate.adacomp_apply`` with the snapshot that gives these σ
-    (and as the compiled ``adacomp_touch``). Returns (Σσ, max σ)."""
+    (and as the compiled ``adacomp_touch_from``). Returns (Σσ, max σ)."""
     ix = np.arange(theta.size) if indices is None else aggregate.as_index(indices)
     sig = sigma.astype(np.int64)
     aggregate.apply_sparse(theta, ix, values, aggregate.staleness_lr(alpha, sig))
@@ -77,7 +77,10 @@ class TouchLog:
 
     def __init__(self, size: int):
         self.size = size
-        self.heads = np.zeros((size, 4), np.uint32)
+        # Written now (np.full, not np.zeros' untouched pages): the first pushes scatter over every page
+        # of the heads, and faulting them in there stalled the serve loop (11 M parameters: 178 MB,
+        # about 0.3 s on the first push). The PS's start pays it instead, once.
+        self.heads = np.full((size, 4), 0, np.uint32)
         self.pool = np.zeros(0, np.uint32)
         self.used = 0
         self.stamp = 0                    # stamps appended so far (the last one)
@@ -122,13 +125,16 @@ class TouchLog:
             self.append(indices)
             return total
         self.stamp += 1
-        while True:
-            used, total, top = f.adacomp_touch(theta, counts, self.pool, self.heads, self.used, indices, values,
-                                               alpha, table, since, self.stamp, self.floor)
-            if used >= 0:
+        total = top = done = 0
+        while True:   # one call, or more when the pool's free tail fills up on the way (then a repack)
+            self.used, part, most, done, need = f.adacomp_touch_from(
+                theta, counts, self.pool, self.heads, self.used, indices, values, alpha, table, since, self.stamp,
+                self.floor, done)
+            total, top = total + part, max(top, most)
+            if not need:
                 break
-            self._repack(-used)
-        self._appended(used, indices)
+            self._repack(need)
+        self._appended(self.used, indices)
         return total, top
 
     def append(self, indices: Optional[np.ndarray]) -> None:
@@ -186,6 +192,12 @@ class TouchLog:
         if size >= 2**32:
             raise MemoryError(f"AdaComp's touch log would need {size:,} entries (more than 2³² − 1): too many "
                               "entries sent since the oldest outstanding pull")
+        if self.used == 0:
+            # Nothing was ever written to the pool since it was last packed empty: every head is
+            # still (0, 0, 0), what compacting would make of them — skip reading |Θ| heads (11 M
+            # parameters: 178 MB, most of a big model's first AdaComp push).
+            self.pool = np.empty(size, np.uint32)
+            return
         f = _fast()
         while True:
             new = np.empty(size, np.uint32)

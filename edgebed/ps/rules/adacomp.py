@@ -22,7 +22,9 @@ class AdaComp(UpdateRule):
 
     def __init__(self, theta, lr):
         super().__init__(theta, lr)
-        self.counts = np.zeros(theta.size, dtype=np.uint32)   # updates applied to each Θ_k
+        # updates applied to each Θ_k; written now, as the log's heads (staleness.TouchLog), so the
+        # first push does not fault in its pages
+        self.counts = np.full(theta.size, 0, dtype=np.uint32)
         self.pulls = PullRecords(theta.size)                    # when each outstanding pull was made
         self._lr_table = lr_table(lr)                           # α/max(σ, 1) for the small σ
 

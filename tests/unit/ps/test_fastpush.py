@@ -230,9 +230,9 @@ def test_touch_log_functions_refuse_bad_arguments():
     heads[3] = (10, 0, 20, 0)            # a list reaching past the pool
     for call in (lambda: f.touch_sigma(pool, heads, np.array([3], np.uint32), 0, out),
                  lambda: f.touch_append(pool, heads, 0, np.array([3], np.uint32), 1, 0),
-                 lambda: f.adacomp_touch(np.zeros(10, np.float32), np.zeros(10, np.uint32), pool, heads, 0,
-                                         np.array([3], np.uint32), np.ones(1, np.float32), 0.1,
-                                         aggregate.lr_table(0.1, 16), 0, 1, 0)):
+                 lambda: f.adacomp_touch_from(np.zeros(10, np.float32), np.zeros(10, np.uint32), pool, heads, 0,
+                                              np.array([3], np.uint32), np.ones(1, np.float32), 0.1,
+                                              aggregate.lr_table(0.1, 16), 0, 1, 0, 0)):
         with pytest.raises(ValueError, match="outside the pool"):
             call()
     heads[3] = 0
@@ -251,3 +251,42 @@ def test_the_completeness_check_names_every_compiled_function():
     source = (Path(aggregate.__file__).parent / "_fastpush.c").read_text()
     exported = set(re.findall(r'^\s*\{"(\w+)", \w+, METH_', source, re.M))
     assert exported and exported == set(aggregate.FUNCTIONS)
+
+
+def test_large_adacomp_steps_same_bits_when_the_pool_fills_midway(numpy_path, monkeypatch):
+    """Pushes far longer than the compiled step's prefetch distance, to lists that grow (a device whose
+    pull stays old) and to recent ones: the one-pass step stops where the pool's free tail runs out,
+    the log repacks and the step resumes there. Θ bits, counters, (Σσ, max σ) and σ afterwards are
+    those of the numpy path, which never stops midway."""
+    _require_compiled()
+    from edgebed.ps import staleness
+    size, table = 200_000, aggregate.lr_table(0.05)
+    theta = np.random.default_rng(1).standard_normal(size).astype(np.float32)
+    stops = []
+    step = aggregate._fast.adacomp_touch_from
+
+    def watched(*args):
+        out = step(*args)
+        if out[4]:
+            stops.append((out[3], len(args[6]) // 4 if args[5] is None else len(args[5])))
+        return out
+    monkeypatch.setattr(aggregate._fast, "adacomp_touch_from", watched)
+
+    def build():
+        log, t, c, rng, out = staleness.TouchLog(size), theta.copy(), np.zeros(size, np.uint32), \
+            np.random.default_rng(2), []
+        same = _push(rng, size, 20_000)   # the same entries every time: their lists double and move
+        for stamp in range(60):
+            idx, vals = same if stamp % 2 else _push(rng, size, int(rng.integers(5_000, 40_000)))
+            if stamp % 23 == 22:
+                idx, vals = None, rng.standard_normal(size).astype(np.float32)
+            since = 0 if stamp % 3 else max(log.floor, stamp - 4)
+            out.append(log.adacomp(t, c, idx, vals, 0.05, table, since))
+        return log, t, c, out
+
+    (a, ta, ca, oa), (b, tb, cb, ob) = build(), numpy_path(build)
+    assert any(0 < done < m for done, m in stops), stops   # resumed midway, not only from the start
+    assert oa == ob and max(x[1] for x in oa) > 20
+    assert ta.tobytes() == tb.tobytes() and np.array_equal(ca, cb)
+    for since in (0, 30, 59):
+        assert np.array_equal(a.sigma(None, since), numpy_path(b.sigma, None, since))
