@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SCENARIO ?= scenarios/quickstart.yaml
 
-.PHONY: setup run test check docs provision bench clean architecture
+.PHONY: setup run test test-gpu check docs provision bench clean architecture
 
 setup: $(VENV)/.installed
 
@@ -24,10 +24,15 @@ provision:
 # Two passes: every test not marked `measures` on all cores at once (each integration or system module
 # kept whole on one worker, the docker and swarm modules on one worker together: tests/conftest.py),
 # then the `measures` tests one at a time — they assert rates, quotas, shaping and pacing, which tests
-# running beside them would disturb. Extra pytest options: PYTEST_ADDOPTS.
+# running beside them would disturb. Extra pytest options: PYTEST_ADDOPTS. The `gpu` tests need a CUDA
+# device, which CI has not: `make test-gpu` (and benchmarks/gpu_check.py) where there is one.
 test: setup provision
-	$(PY) -m pytest -n auto --dist loadgroup -m "not measures" tests/system tests/integration tests/contract tests/unit
-	$(PY) -m pytest -m measures tests/integration tests/system
+	$(PY) -m pytest -n auto --dist loadgroup -m "not measures and not gpu" tests/system tests/integration tests/contract tests/unit
+	$(PY) -m pytest -m "measures and not gpu" tests/integration tests/system
+
+test-gpu: setup
+	$(PY) -m pytest -m gpu tests
+	$(PY) benchmarks/gpu_check.py
 
 # The fast lane, no root and no engines: lint, the layer contracts, unit + contract tests.
 check: setup
