@@ -43,9 +43,9 @@ def answer(results: Path) -> dict:
     cells = []
     for label, row in table.iterrows():
         cells.append({"cell": label, "seeds": int(row["seeds"]),
-                      "final_accuracy": [row["final_acc_mean"], row["final_acc_min"], row["final_acc_max"]],
-                      "best_accuracy": [row["best_acc_mean"], row["best_acc_min"], row["best_acc_max"]],
-                      "gap_to_asgd_points": 100 * (row["final_acc_mean"] - asgd["final_acc_mean"])})
+                      "final_accuracy": [float(row[f"final_acc_{k}"]) for k in ("mean", "min", "max")],
+                      "best_accuracy": [float(row[f"best_acc_{k}"]) for k in ("mean", "min", "max")],
+                      "gap_to_asgd_points": float(100 * (row["final_acc_mean"] - asgd["final_acc_mean"]))})
     targets = {}
     for f in sorted(report.glob("targets-*.csv")):
         t = pd.read_csv(f).set_index("label")
@@ -60,7 +60,7 @@ def answer(results: Path) -> dict:
     ef = [c for c in cells if c["cell"].endswith(" ef")]
     goal = {"rule": f"AdaComp with error feedback within {GOAL_POINTS} point of tuned ASGD's final accuracy",
             "cells": {c["cell"]: {"gap_points": c["gap_to_asgd_points"],
-                                  "met": c["gap_to_asgd_points"] >= -GOAL_POINTS}
+                                  "met": bool(c["gap_to_asgd_points"] >= -GOAL_POINTS)}
                       for c in ef}}
     mnist = None
     cnn = MNIST_CNN / "targets-97.csv"
