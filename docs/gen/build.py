@@ -54,7 +54,8 @@ generated: dict[str, str] = {
     "layers.md": module_pages.layers_page(),
     "contributing.md": (ROOT / "CONTRIBUTING.md").read_text(),
     "studies-guide.md": "# Study files and reports\n\nFrom `scenarios/studies/README.md`, the guide kept "
-                        "beside the study files.\n" + (ROOT / "scenarios/studies/README.md").read_text().split("\n", 1)[1],
+                        "beside the study files.\n" + (ROOT / "scenarios/studies/README.md").read_text().split("\n", 1)[1]
+                        .replace("](../../docs/", "]("),   # its links to docs/ pages become site links
 }
 for path, text in generated.items():
     with mkdocs_gen_files.open(path, "w") as f:
