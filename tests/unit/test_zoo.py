@@ -62,6 +62,10 @@ def test_resnet_depth_and_width_are_arguments_and_a_wrong_depth_is_refused():
 def test_a_zoo_model_with_the_wrong_channels_is_explained():
     problems = input_problems({"name": "resnet20", "args": {}}, (1, 28, 28), 10)
     assert len(problems) == 1 and "cannot take the data set's samples (1×28×28, 10 classes)" in problems[0]
+    # and says which model.args set its input: the zoo's input spec follows its arguments
+    [msg] = input_problems({"name": "resnet20", "args": {"in_channels": 3, "size": 28}}, (1, 28, 28), 10)
+    assert "With model.args {in_channels: 3, size: 28} it takes 3×28×28 samples" in msg
+    assert "set model.args.in_channels and model.args.size so that it takes 1×28×28" in msg
 
 
 def test_model_args_are_part_of_the_resolved_scenario():
