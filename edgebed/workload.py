@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
@@ -155,10 +156,18 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
-def _zoo() -> None:
-    from .zoo import ZOO
-    for w in ZOO:
+def register(workloads) -> None:
+    """Add ``workloads`` to the registry under their names (a name already there keeps its entry)."""
+    for w in workloads:
         WORKLOADS.setdefault(w.name, w)
+
+
+def _zoo() -> None:
+    zoo = sys.modules.get(f"{__package__}.zoo")
+    if zoo is not None and not hasattr(zoo, "ZOO"):
+        return          # edgebed.zoo is being imported first and imported us: it registers itself
+    from .zoo import ZOO
+    register(ZOO)
 
 
 _zoo()

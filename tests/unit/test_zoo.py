@@ -2,6 +2,9 @@
 torch's meta device against its data's shape, and takes one SGD step on CPU that lowers its loss."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -106,3 +109,13 @@ def test_calibration_times_a_step_on_the_data_sets_samples():
     assert calibrate_step_time(lin, 10, "asgd", 1.0, steps=3, data=((2, 6, 6), 4)) > 0
     lstm = {"name": "char-lstm", "args": {"hidden": 8, "layers": 1}}                # token ids, 80 classes
     assert calibrate_step_time(lstm, 10, "adacomp", 0.01, steps=3) > 0
+
+
+def test_a_zoo_module_imported_first_still_registers_the_zoo():
+    """``from edgebed.zoo.char_lstm import CharLSTM`` before anything else imported the workload
+    registry half-way through edgebed.zoo's own import (a circular ImportError)."""
+    code = ("from edgebed.zoo.char_lstm import CharLSTM\nfrom edgebed.workload import WORKLOADS\n"
+            "print(sorted(WORKLOADS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["['char-lstm',", "'cnn',", "'mlp',", "'mobilenet-small',", "'resnet20']"]
