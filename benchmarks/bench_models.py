@@ -14,6 +14,9 @@ measurement), for ASGD (a dense gradient held) and AdaComp c = 0.01 (a selection
 base bytes; beside them the child's measured peak resident set (``ru_maxrss``) over its three runs
 of 10 devices, which holds the interpreter, torch, the data set, the PS and evaluator as well.
 
+FLOPs per step are torch's ``FlopCounterMode`` count, which leaves out LSTM cells (the char-LSTM's
+figure is its embedding and linear layer only).
+
 Image models train on the bundled MNIST digits (1×28×28, the same shape as Fashion-MNIST); the
 char-LSTM on the licence texts in LEAF's format (benchmarks/make_leaf_text.py; not Shakespeare).
 
@@ -45,6 +48,8 @@ MODELS = {
     "resnet8-w8": ({"name": "resnet20", "args": {"depth": 8, "width": 8, "in_channels": 1, "size": 28}}, IMAGE, 1),
     "resnet20-w16": ({"name": "resnet20", "args": {"depth": 20, "width": 16, "in_channels": 1, "size": 28}}, IMAGE, 1),
     "mobilenet-small": ({"name": "mobilenet-small", "args": {"in_channels": 1, "size": 28}}, IMAGE, 1),
+    "mobilenet-small-w0.25": ({"name": "mobilenet-small", "args": {"width": 0.25, "in_channels": 1, "size": 28}},
+                              IMAGE, 1),
     "char-lstm": ({"name": "char-lstm"}, TEXT, 1),
     "char-lstm-h128": ({"name": "char-lstm", "args": {"hidden": 128}}, TEXT, 1),
 }
@@ -98,7 +103,7 @@ def table(doc: dict) -> str:
     h = doc["host"]
     return ("# Per-model cost on the virtual clock\n\n" + doc["what"] + "\n\n" + "\n".join(rows) + "\n\n"
             f"Host: {h['cpu']}, {h['cores']} cores, load average {h['load_average']} at the start, "
-            f"{doc['load_average_end']} at the end ({doc['date']}). Written by benchmarks/bench_models.py.\n")
+            f"{doc['load_average_end']} at the end (started {doc['date']}). Written by benchmarks/bench_models.py.\n")
 
 
 def main(argv=None) -> int:
@@ -116,7 +121,7 @@ def main(argv=None) -> int:
         make_leaf_text.make(Path(make_leaf_text.SOURCE), LEAF)
     out = Path(args.out)
     doc = json.loads(out.read_text()) if out.is_file() else {"models": {}}
-    doc.update({"what": __doc__.split("\n\n")[1].replace("\n", " ") + " " + __doc__.split("\n\n")[2].replace("\n", " "),
+    doc.update({"what": " ".join(p.replace("\n", " ") for p in __doc__.split("\n\n")[1:4]),
                 "steps": args.steps, "short": args.short, "host": host(),
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -127,7 +132,8 @@ def main(argv=None) -> int:
                             str(args.short), "--steps", str(args.steps)], cwd=ROOT, env=env,
                            capture_output=True, text=True, check=True)
         doc["models"][name] = {**json.loads(p.stdout.strip().splitlines()[-1]),
-                               "load_average_after": [round(v, 2) for v in os.getloadavg()]}
+                               "load_average_after": [round(v, 2) for v in os.getloadavg()],
+                               "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         print(name, doc["models"][name], flush=True)
         doc["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
         out.write_text(json.dumps(doc, indent=1) + "\n")
