@@ -40,16 +40,19 @@ def runs_table(doc: dict) -> str:
     return "\n".join(rows)
 
 
-def models_table(doc: dict, repeat: dict) -> str:
-    rows = ["| model | parameters | updates per CPU-s (sim) | a second pass | CPU ms per update | per device, ASGD | "
-            "per device, AdaComp c = 0.01 | peak RSS of the sim process, 10 devices |",
-            "|---|---|---|---|---|---|---|---|"]
+def models_table(doc: dict, repeat: dict, agents: dict) -> str:
+    rows = ["| model | parameters | updates per CPU-s (sim) | a second pass | CPU ms per update | per device, ASGD "
+            "(capacity model) | per device, AdaComp c = 0.01 | peak RSS of the sim process, 10 devices | "
+            "local agent: RSS | local agent: USS |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in doc["models"].items():
         per = r["capacity_per_device_bytes"]
         again = repeat.get("models", {}).get(name, {}).get("updates_per_cpu_s", "—")
+        a = agents.get("models", {}).get(name)
+        rss, uss = (f"{a['rss_mib']:.0f} MiB", f"{a['uss_mib']:.0f} MiB") if a else ("—", "—")
         rows.append(f"| {name} | {r['parameters']:,} | {r['updates_per_cpu_s']} | {again} | {r['cpu_ms_per_update']} | "
                     f"{per['asgd'] / 1024:,.0f} KiB | {per['adacomp_c0.01'] / 1024:,.0f} KiB | "
-                    f"{r['peak_rss_mib_10_devices']:.0f} MiB |")
+                    f"{r['peak_rss_mib_10_devices']:.0f} MiB | {rss} | {uss} |")
     return "\n".join(rows)
 
 
@@ -58,6 +61,8 @@ def block() -> str:
     models = json.loads((RESULTS / "models.json").read_text())
     repeat = RESULTS / "models-repeat.json"
     repeat = json.loads(repeat.read_text()) if repeat.is_file() else {}
+    agents = RESULTS / "agent_memory.json"
+    agents = json.loads(agents.read_text()) if agents.is_file() else {}
     rh, mh = runs["host"], models["host"]
     return (f"{BEGIN}\n{runs_table(runs)}\n\n"
             f"Test accuracy on {', '.join(sorted({str(r['test_samples']) for r in runs['runs'].values()}))} "
@@ -67,14 +72,18 @@ def block() -> str:
             f"data set: {runs['char_lstm_data']}.\n\n"
             f"Per model on the virtual clock (started {models['date']}, {mh['cpu']}, load average "
             f"{models['host']['load_average'][0]} at the start, {models['load_average_end'][0]} at the end):\n\n"
-            f"{models_table(models, repeat)}\n\n"
+            f"{models_table(models, repeat, agents)}\n\n"
             "Rate: applied updates per CPU second of the sim process (ASGD, 10 devices, batch 10, one torch "
             "thread, `numerics: native`), the difference of two runs of different length so that start-up "
             "cancels; a second pass of the same benchmark (`models-repeat.json`, started "
             f"{repeat.get('date', '—')}) shows how much the rate moves on this shared host. Memory per "
             "device: the capacity model's per-device bytes (`edgebed.emulator.capacity.sim_memory`, derived from |Θ|, not measured per device); beside it "
             "the measured peak resident set of the whole sim process (interpreter, torch, data set, PS, "
-            "evaluator and 10 devices). Image models on the bundled digits (1×28×28), the char-LSTMs on the "
+            "evaluator and 10 devices). Local agent: one agent process of the `local` runtime (2 agents, "
+            "200 updates, 2,000 for cnn and mlp; `benchmarks/bench_agent_memory.py` → "
+            "`agent_memory.json`), its largest resident set while it ran and its private memory (USS: what "
+            "one more agent costs; the rest of its RSS is shared with the fork server it was forked from). "
+            "Image models on the bundled digits (1×28×28), the char-LSTMs on the "
             "licence texts; `resnet8-w8` is `resnet20` with `depth: 8, width: 8`, `resnet20-w16` its "
             "default depth and width, `mobilenet-small` at width 1.0, `char-lstm-h128` with `hidden: 128`.\n"
             f"{END}")
