@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
+import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
@@ -91,13 +93,29 @@ def input_problems(ref, input_shape: tuple, num_classes: int, where: str = "mode
             out = model(x)
         except Exception as e:  # noqa: BLE001 — any failure of the user's forward is the answer
             return [f"{where}: model {w.name!r} cannot take the data set's samples ({shape}, "
-                    f"{num_classes} classes): {type(e).__name__}: {str(e).rstrip('.')}. Make its first layer take "
-                    f"{shape} inputs, or choose a data set whose samples are what it expects"]
+                    f"{num_classes} classes): {type(e).__name__}: {str(e).rstrip('.')}. "
+                    + (_shape_advice(w, ref, shape) or f"Make its first layer take {shape} inputs") +
+                    ", or choose a data set whose samples are what it expects"]
     if tuple(out.shape) != (2, num_classes):
         return [f"{where}: model {w.name!r} gives outputs of shape {tuple(out.shape)[1:]} per sample "
                 f"but the data set has {num_classes} classes: make its last layer output {num_classes} "
                 f"logits"]
     return []
+
+
+def _shape_advice(w: Workload, ref, shape: str) -> str:
+    """For a workload whose input spec follows its arguments (``shape_of``): which ``model.args``
+    set it, their values and the shape they give; "" for any other."""
+    if w.shape_of is None:
+        return ""
+    params = inspect.signature(w.shape_of).parameters.values()
+    names = [p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    args = (ref.get("args") if isinstance(ref, dict) else getattr(ref, "args", None)) or {}
+    given = {p.name: args.get(p.name, p.default) for p in params if p.name in names}
+    spec = ", ".join(f"{k}: {v}" for k, v in given.items())
+    keys = " and ".join(f"model.args.{k}" for k in names)
+    return (f"With model.args {{{spec}}} it takes {'×'.join(map(str, w.input_shape))} samples: set {keys} "
+            f"so that it takes {shape}")
 
 
 def step_flops(ref, batch: int = 10, input_shape: tuple | None = None) -> int:
@@ -138,10 +156,18 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
-def _zoo() -> None:
-    from .zoo import ZOO
-    for w in ZOO:
+def register(workloads) -> None:
+    """Add ``workloads`` to the registry under their names (a name already there keeps its entry)."""
+    for w in workloads:
         WORKLOADS.setdefault(w.name, w)
+
+
+def _zoo() -> None:
+    zoo = sys.modules.get(f"{__package__}.zoo")
+    if zoo is not None and not hasattr(zoo, "ZOO"):
+        return          # edgebed.zoo is being imported first and imported us: it registers itself
+    from .zoo import ZOO
+    register(ZOO)
 
 
 _zoo()

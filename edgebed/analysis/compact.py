@@ -54,7 +54,7 @@ def compact_of(run: Run, paper: bool = True) -> tuple[dict, pd.DataFrame]:
     """(summary.json with its ``compact`` section, evals with ``paper_bytes``) of a full run;
     ``paper=False``: paper bytes NaN (no torch import for the model's shapes)."""
     algo = run.algorithm_params
-    model = (run.scenario.get("model") or {}).get("name", ModelSpec().name)
+    model = {"name": ModelSpec().name, **(run.scenario.get("model") or {})}   # with its args: its own size
     per = paper_bytes.per_update(model, str(algo.get("name")), float(algo.get("c", 1.0))) if paper else float("nan")
     up = run.updates
     events = rundir.read_table(run.path, "events") if (run.path / "events").is_dir() else pd.DataFrame()

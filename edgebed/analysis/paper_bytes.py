@@ -22,6 +22,8 @@ top entries cluster (``tests/unit/analysis/test_paper_bytes.py``, ``benchmarks/p
 """
 from __future__ import annotations
 
+import functools
+import json
 import math
 from functools import lru_cache
 from typing import Sequence
@@ -76,19 +78,28 @@ def expected_sparse(layers: Sequence[tuple[int, int]], counts: Sequence[int]) ->
 
 
 @lru_cache(maxsize=64)
-def _layers(model: str) -> tuple[tuple[int, int], ...]:
+def _layers(name: str, args: str) -> tuple[tuple[int, int], ...]:
     from ..models import model_layers     # no CPU kernel runs: see model_layers
-    return tuple((l.offset, l.size) for l in model_layers(model))
+    return tuple((l.offset, l.size) for l in model_layers({"name": name, "args": json.loads(args)}))
 
 
-def per_update(model: str, algorithm: str, c: float) -> float:
-    """Expected paper-encoding bytes of one push of ``algorithm`` at ratio ``c`` on ``model``.
+def _key(model) -> tuple[str, str]:
+    """(name, its args as sorted JSON) of a registry key / import path or a model section."""
+    if isinstance(model, dict) or hasattr(model, "args"):
+        get = model.get if isinstance(model, dict) else functools.partial(getattr, model)
+        return str(get("name")), json.dumps(get("args", None) or {}, sort_keys=True)
+    return str(model), "{}"
+
+
+def per_update(model, algorithm: str, c: float) -> float:
+    """Expected paper-encoding bytes of one push of ``algorithm`` at ratio ``c`` on ``model`` (a
+    registry key or import path, or a model section with its ``args``: the model of that size).
 
     By the rule's compressor: dense (asgd, every averaging rule) → the dense list; top-c of each
     tensor (adacomp); top-c over the whole model (comp-asgd)."""
     from ..compression import SELECTORS
     from ..algorithms import ALGORITHMS
-    layers = _layers(model)
+    layers = _layers(*_key(model))
     kind = ALGORITHMS[algorithm].compressor if algorithm in ALGORITHMS else "dense"
     kept = SELECTORS[kind].kept(c, layers)
     if kept is None:

@@ -11,7 +11,7 @@ in_channels: 1, size: 28}}`` for Fashion-MNIST). torch is imported when a model 
 """
 from __future__ import annotations
 
-from ..workload import Workload
+from ..workload import Workload, register
 
 
 def _resnet(**args):
@@ -43,3 +43,4 @@ ZOO = (
     Workload("char-lstm", _char_lstm, input_shape=(80,), num_classes=80, input_dtype="int64",
              shape_of=_text_shape),
 )
+register(ZOO)   # when this package is imported before edgebed.workload (see workload._zoo)

@@ -89,7 +89,8 @@ def test_class_of_is_the_assignments_class_for_every_device(n):
 
 def test_shipped_scenarios_validate():
     from pathlib import Path
-    for p in sorted(Path(__file__).parents[2].joinpath("scenarios").glob("*.yaml")):
+    root = Path(__file__).parents[2].joinpath("scenarios")
+    for p in sorted([*root.glob("*.yaml"), *root.glob("zoo/*.yaml")]):
         load_scenario(p)
 
 

@@ -57,3 +57,23 @@ def test_bn_adacomp_study_is_the_question_of_issue_38():
         assert sc.compression.error_feedback == cell.label.endswith("ef")
     t = study.spec.tuning
     assert t.validation_samples == 5000 and len(tuning_study(study).cells) == 4 * len(t.lr)
+
+
+@pytest.mark.parametrize("name", ["fashion-resnet8", "fashion-mobilenet", "licences-char-lstm"])
+def test_each_committed_zoo_scenario_validates(name, tmp_path):
+    """scenarios/zoo/: the Fashion-MNIST ones against Debian's files, the char-LSTM's against the
+    licence texts benchmarks/make_leaf_text.py writes (one user per licence: its natural partition)."""
+    from benchmarks import make_leaf_text
+    from edgebed.cli import _validate_one
+    from tests.capabilities import require
+    overrides: tuple = ()
+    if name.startswith("fashion"):
+        require(Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").exists(), "Fashion-MNIST",
+                "apt-get install dataset-fashion-mnist")
+    else:
+        made = make_leaf_text.make(Path(make_leaf_text.SOURCE), tmp_path / "leaf")
+        overrides = (f"dataset.path={tmp_path / 'leaf' / 'train'}", f"dataset.test_path={tmp_path / 'leaf' / 'test'}")
+        assert len(made["users"]) == load_scenario(ROOT / "scenarios" / "zoo" / f"{name}.yaml").workers.n
+    out = _validate_one(ROOT / "scenarios" / "zoo" / f"{name}.yaml", overrides)
+    assert out["ok"], out["errors"]
+    assert "parameters" in out["describes"]

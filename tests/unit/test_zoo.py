@@ -2,6 +2,9 @@
 torch's meta device against its data's shape, and takes one SGD step on CPU that lowers its loss."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -62,6 +65,10 @@ def test_resnet_depth_and_width_are_arguments_and_a_wrong_depth_is_refused():
 def test_a_zoo_model_with_the_wrong_channels_is_explained():
     problems = input_problems({"name": "resnet20", "args": {}}, (1, 28, 28), 10)
     assert len(problems) == 1 and "cannot take the data set's samples (1×28×28, 10 classes)" in problems[0]
+    # and says which model.args set its input: the zoo's input spec follows its arguments
+    [msg] = input_problems({"name": "resnet20", "args": {"in_channels": 3, "size": 28}}, (1, 28, 28), 10)
+    assert "With model.args {in_channels: 3, size: 28} it takes 3×28×28 samples" in msg
+    assert "set model.args.in_channels and model.args.size so that it takes 1×28×28" in msg
 
 
 def test_model_args_are_part_of_the_resolved_scenario():
@@ -102,3 +109,13 @@ def test_calibration_times_a_step_on_the_data_sets_samples():
     assert calibrate_step_time(lin, 10, "asgd", 1.0, steps=3, data=((2, 6, 6), 4)) > 0
     lstm = {"name": "char-lstm", "args": {"hidden": 8, "layers": 1}}                # token ids, 80 classes
     assert calibrate_step_time(lstm, 10, "adacomp", 0.01, steps=3) > 0
+
+
+def test_a_zoo_module_imported_first_still_registers_the_zoo():
+    """``from edgebed.zoo.char_lstm import CharLSTM`` before anything else imported the workload
+    registry half-way through edgebed.zoo's own import (a circular ImportError)."""
+    code = ("from edgebed.zoo.char_lstm import CharLSTM\nfrom edgebed.workload import WORKLOADS\n"
+            "print(sorted(WORKLOADS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["['char-lstm',", "'cnn',", "'mlp',", "'mobilenet-small',", "'resnet20']"]

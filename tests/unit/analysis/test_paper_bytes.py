@@ -50,3 +50,11 @@ def test_int_sizes_follow_picklings_opcodes():
     for i in (0, 255, 256, 65535, 65536, 211_689):
         assert pb.int_size(i) == len(pickle.dumps(i, protocol=2)) - 3      # minus PROTO 2 + STOP
     assert pb.int_bytes_in(250, 70000) == sum(pb.int_size(i) for i in range(250, 70000))
+
+
+def test_a_model_section_with_args_is_counted_at_its_own_size():
+    """A compact result of a zoo run (resnet20 at depth 8, width 8: 19,810 parameters) counts the
+    paper bytes of that model, not of the registry entry's default ResNet-20 (272,474)."""
+    section = {"name": "resnet20", "args": {"depth": 8, "width": 8, "in_channels": 1, "size": 28}}
+    assert pb.per_update(section, "asgd", 0.0) == pb.dense_bytes(19_810)
+    assert pb.per_update({"name": "cnn"}, "asgd", 0.0) == pb.per_update("cnn", "asgd", 0.0) == 1_905_640
