@@ -42,9 +42,10 @@ def scenario_for(n: int, args) -> dict:
     }
 
 
-def to_target(run_path: Path, target: float) -> Optional[dict]:
+def to_target(run_path: Path, target: float, column: str = "wall_time") -> Optional[dict]:
     """The first evaluation at or above ``target`` (None if never): training time since the first
-    applied update (so Spark's start-up, the same for every n, is not in it), update, ingress."""
+    applied update in ``column`` (wall_time, or virtual_time on the clock; so Spark's start-up, the same
+    for every n, is not in it), that first update's time, update, ingress, accuracy."""
     from edgebed.rundir import read_table
     ev = read_table(run_path, "evals").sort_values("update")
     up = read_table(run_path, "updates")
@@ -52,8 +53,8 @@ def to_target(run_path: Path, target: float) -> Optional[dict]:
     if hit.empty or up.empty:
         return None
     row = hit.iloc[0]
-    first = float(up["wall_time"].min())
-    return {"time_s": float(row["wall_time"]) - first, "startup_s": first, "updates": int(row["update"]),
+    first = float(up[column].min())
+    return {"time_s": float(row[column]) - first, "startup_s": first, "updates": int(row["update"]),
             "ingress_bytes": int(row["ingress_bytes"]), "accuracy": float(row["accuracy"])}
 
 

@@ -18,12 +18,15 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.bench_spark_scaling import to_target  # noqa: E402
 OUT = ROOT / "benchmarks" / "results"
 SCENARIO = ROOT / "scenarios" / "datacenter-averaging.yaml"
 
@@ -48,20 +51,6 @@ def measure_step_time(model: str, steps: int, seed: int = 1) -> float:
         tr.local_step(0.05)
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
-
-
-def to_target(run_path: Path, target: float, column: str) -> dict | None:
-    """From the first applied update to the first evaluation at or above ``target``, in ``column``."""
-    from edgebed.rundir import read_table
-    ev = read_table(run_path, "evals").sort_values("update")
-    up = read_table(run_path, "updates")
-    hit = ev[ev["accuracy"] >= target]
-    if hit.empty or up.empty:
-        return None
-    row = hit.iloc[0]
-    first = float(up[column].min())
-    return {"time_s": float(row[column]) - first, "first_update_s": first, "updates": int(row["update"]),
-            "accuracy": float(row["accuracy"])}
 
 
 def run(overrides: list[str], out: Path):
@@ -112,7 +101,7 @@ def main(argv=None) -> None:
                   f"{v['time_s'] / max(rounds_v - 1, 1):.3f} |", "",
                   f"Real / predicted time: {result['ratio_real_to_clock']:.1f}×. Spark adds "
                   f"{gap:.3f} s per round here beyond τ·C (the S at which the clock would match; first "
-                  f"update {r['first_update_s']:.1f} s after the engine started, Spark's start-up, left out). The real "
+                  f"update {r['startup_s']:.1f} s after the engine started, Spark's start-up, left out). The real "
                   "rounds include the PS's evaluation of the test set after each round (eval.every = K), which "
                   "the virtual clock does not charge; one run, on a shared host."]
     else:
