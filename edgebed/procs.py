@@ -138,16 +138,18 @@ def leave_group(ignore=(signal.SIGINT,), honour=()) -> None:
     ``honour`` that is already pending is delivered instead of dropped: a device agent's SIGTERM may be
     the engine's own ``terminate()``, sent before the agent got here, and must end it (a group SIGTERM
     ends the run anyway, and the engine then ends its agents itself)."""
-    pending = set(signal.sigpending()) & set(honour)
     for s in GROUP_SIGNALS:
-        signal.signal(s, signal.SIG_IGN)   # a pending signal set to "ignore" is discarded (POSIX)
+        if s not in honour:
+            signal.signal(s, signal.SIG_IGN)   # a pending signal set to "ignore" is discarded (POSIX)
     try:
         os.setsid()
     except OSError:   # already a session leader
         pass
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
+    # The dropped ones are unblocked while still ignored: Linux keeps a blocked signal pending even when
+    # it is ignored, so one that came during this function is discarded only now. An honoured one is
+    # unblocked after its default action is back: pending (whenever it came), it is delivered then.
+    dropped = [s for s in GROUP_SIGNALS if s not in honour]
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, dropped)
     for s in GROUP_SIGNALS:
-        if s not in ignore:
-            signal.signal(s, signal.SIG_DFL)
-    for s in pending:
-        signal.raise_signal(s)
+        signal.signal(s, signal.SIG_IGN if s in ignore else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [s for s in GROUP_SIGNALS if s in honour])
