@@ -244,11 +244,12 @@ def statistics_size(name) -> int:
 def _reference_key(ref):
     """A dict key for a model reference: a model section (``ModelSpec``, or a dict with name and args)
     by its name and its arguments as canonical JSON; anything else as it is."""
-    if isinstance(ref, dict) or hasattr(ref, "args"):
-        get = ref.get if isinstance(ref, dict) else lambda k, d=None: getattr(ref, k, d)
-        import json
-        return get("name"), json.dumps(get("args", None) or {}, sort_keys=True, default=str)
-    return ref
+    from .workload import model_section
+    section = model_section(ref)
+    if section is None:
+        return ref
+    import json
+    return section[0], json.dumps(section[1], sort_keys=True, default=str)
 
 
 def initial_theta(name: str, seed: int, buffers: bool = False) -> tuple[np.ndarray, list[Layer]]:

@@ -110,7 +110,7 @@ def _shape_advice(w: Workload, ref, shape: str) -> str:
         return ""
     params = inspect.signature(w.shape_of).parameters.values()
     names = [p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
-    args = (ref.get("args") if isinstance(ref, dict) else getattr(ref, "args", None)) or {}
+    args = (model_section(ref) or (None, {}))[1]
     given = {p.name: args.get(p.name, p.default) for p in params if p.name in names}
     spec = ", ".join(f"{k}: {v}" for k, v in given.items())
     keys = " and ".join(f"model.args.{k}" for k in names)
@@ -187,14 +187,23 @@ def use_path(path: str | None) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([path, *filter(None, parts)])
 
 
+def model_section(ref) -> "tuple[str, dict] | None":
+    """(name, args) of a model section — a ``ModelSpec`` or a dict with ``name`` and ``args`` — or None
+    for any other reference (a registry key, ``module:attr``, a ``Workload``)."""
+    if isinstance(ref, dict):
+        return ref.get("name"), ref.get("args") or {}
+    if hasattr(ref, "args") and not isinstance(ref, Workload):
+        return ref.name, ref.args or {}
+    return None
+
+
 def resolve(ref) -> Workload:
     """The workload ``ref`` names: a ``Workload`` itself, a registry key, ``module:attr``, or a model
     section (a ``ModelSpec`` or a dict with ``name`` and ``args``): that workload with its args."""
     if isinstance(ref, Workload):
         return ref
-    if isinstance(ref, dict) or hasattr(ref, "args"):
-        get = ref.get if isinstance(ref, dict) else functools.partial(getattr, ref)
-        return resolve(get("name")).with_args(get("args", None))
+    if (section := model_section(ref)) is not None:
+        return resolve(section[0]).with_args(section[1])
     ref = str(ref)
     if ref in WORKLOADS:
         return WORKLOADS[ref]
