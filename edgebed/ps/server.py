@@ -264,8 +264,7 @@ class ParameterServer:
         """A push's bytes of running statistics (Θ's tail, model.buffers average), 4 an entry."""
         first = self.theta.size - self.config.statistics
         n = self.config.statistics if msg.indices is None else int((msg.indices >= first).sum())
-        with self.meter._lock:
-            self.meter.statistics_bytes += 4 * n
+        self.meter.statistics(4 * n)
 
     def _on_push(self, msg: wire.Push, nbytes):
         st = self._session(msg.session)

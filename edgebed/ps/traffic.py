@@ -48,6 +48,11 @@ class TrafficMeter:
                 d["push_bytes"] += nbytes
                 d["pushes"] += 1
 
+    def statistics(self, nbytes: int) -> None:
+        """Bytes of running statistics within a push already counted by ``received`` (shown apart)."""
+        with self._lock:
+            self.statistics_bytes += nbytes
+
     def sent(self, kind: str, nbytes: int, device: int | None) -> None:
         with self._lock:
             self.egress_bytes += nbytes
