@@ -287,7 +287,10 @@ class TestLocalSession:
             "name": "spark-user", "seed": 1, "dataset": {"format": "cifar10", "path": str(root)},
             "model": {"name": "unets.lin:linear", "path": str(tmp_path / "user")},
             "algorithm": {"name": "asgd", "lr": 0.05, "batch_size": 10},
-            "workers": {"n": 2}, "stop": {"updates": 400, "wall_time": "150s"}, "eval": {"every": 100},
+            # A 10 ms think time holds each device to ≤ 100 updates/s, so the 1,200 updates last ≥ 6 s:
+            # without it one agent ran all 400 in the second it took the other executor to say hello.
+            "workers": {"n": 2, "classes": [{"name": "d", "share": 1, "think_time": "10ms"}]},
+            "stop": {"updates": 1200, "wall_time": "150s"}, "eval": {"every": 300},
             "runtime": {"name": "spark", "spark": {"master": MASTER}}})
         try:
             result = Engine(sc_, out=tmp_path / "runs").run()
