@@ -6,67 +6,18 @@ ingress depend only on the algorithm, so the report's numbers are known by hand.
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 import pytest
 import yaml
 
-from edgebed import rundir
 from edgebed.study.report import write_study_report
 from edgebed.cli import main
 from edgebed.study.runner import StudyError, load_study, run_study
-from edgebed.scenario import dump_scenario
+from tests.unit.study.fakes import FakeRunner
 
-NAN = math.nan
 BASE = {"name": "base", "seed": 0, "algorithm": {"name": "adacomp", "c": 0.01},
         "workers": {"n": 4}, "stop": {"updates": 400}, "eval": {"every": 100}}
-# bytes per update and accuracy at updates 100..400, per algorithm
-CURVES = {"asgd": (1000, [0.5, 0.8, 0.95, 0.98]), "adacomp": (10, [0.6, 0.9, 0.975, 0.99]),
-          "comp-asgd": (20, [0.5, 0.7, 0.8, 0.9])}
-
-
-class FakeRunner:
-    """Writes a run dir like the Engine's; ``fail`` names cells (scenario name parts) that raise."""
-
-    def __init__(self, fail=(), crashed=0):
-        self.calls = []
-        self.fail = fail
-        self.crashed = crashed
-
-    def __call__(self, sc, out, progress):
-        self.calls.append(sc.name)
-        if any(f in sc.name for f in self.fail):
-            raise RuntimeError(f"boom in {sc.name}")
-        path = rundir.new_run_dir(out, sc.name)
-        dump_scenario(sc, path / "scenario.yaml")
-        per, accs = CURVES[sc.algorithm.name]
-        accs = [min(1.0, a + 0.001 * sc.seed) for a in accs]
-        w = rundir.RunWriter(path)
-        for i in range(1, 401):
-            w.append("updates", {"update": i, "wall_time": 0.0, "virtual_time": NAN, "device": i % 4,
-                                 "speed_class": "fast" if i % 4 else "slow", "staleness": 0,
-                                 "sigma_mean": NAN, "sigma_max": NAN, "entries": 1, "bytes_in": per,
-                                 "loss": 1.0})
-        for k, a in enumerate(accs, start=1):
-            w.append("evals", {"update": 100 * k, "wall_time": 0.0, "virtual_time": NAN,
-                               "ingress_bytes": 100 * k * per, "push_bytes": 100 * k * per,
-                               "accuracy": a, "loss": 1 - a})
-        w.flush()
-        pull = 2_000 if sc.compression.compact_pulls else 4_000    # PS → device bytes per update
-        summary = {"status": "complete", "reason": "done", "updates": 400, "ingress_bytes": 400 * per,
-                   "egress_bytes": 400 * pull,
-                   "devices": {"crashed": self.crashed, "alive_at_end": 4 - self.crashed}}
-        rundir.write_json_atomic(path / "summary.json", summary)
-        progress("updates 400", True)
-
-        class Result:
-            pass
-        res = Result()
-        res.path, res.summary = path, summary
-        return res
-
-
 def write_study(tmp_path, **spec):
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(BASE))
     data = {"name": "st", "base": "base.yaml", "seeds": 2, "target": 0.97, **spec}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -20,24 +19,10 @@ from edgebed.cli import main
 from edgebed.study import progress as live
 from edgebed.study.executors import EXECUTORS, INSTALL_HINTS, ExecutorError, LocalExecutor, make_executor
 from edgebed.study.runner import StudyError, load_study, run_study
-from tests.unit.study.test_study import COMPRESSION, FakeRunner, write_study
+from tests.unit.study.fakes import DiesBesideASlowCell, DiesOnce, FakeRunner, Slow
+from tests.unit.study.test_study import COMPRESSION, write_study
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-class DiesOnce:
-    """Kills its own worker process (SIGKILL: no clean-up, as an OOM kill) the first time it runs a
-    scenario whose name contains ``victim``; ``always``: every time. Otherwise a FakeRunner."""
-
-    def __init__(self, marks: str, victim: str, always: bool = False):
-        self.marks, self.victim, self.always = marks, victim, always
-
-    def __call__(self, sc, out, progress):
-        mark = Path(self.marks, sc.name)
-        if self.victim in sc.name and (self.always or not mark.exists()):
-            mark.write_text(str(os.getpid()))
-            os.kill(os.getpid(), signal.SIGKILL)
-        return FakeRunner()(sc, out, progress)
 
 
 def test_registry_has_every_engine_installed_here_and_names_the_rest(monkeypatch):
@@ -66,15 +51,6 @@ def test_a_worker_process_that_dies_is_retried_and_the_study_completes(tmp_path)
     assert any("adacomp · seed 1: a local worker process died" in line and "running it again" in line
                for line in lines)
     assert (tmp_path / "out" / "st" / entry["run"] / "summary.json").is_file()
-
-
-class DiesBesideASlowCell(DiesOnce):
-    """The victim dies a second after it starts, while every other cell takes 3 s: each death happens
-    while another cell runs in the process beside it."""
-
-    def __call__(self, sc, out, progress):
-        time.sleep(1 if self.victim in sc.name else 3)
-        return super().__call__(sc, out, progress)
 
 
 @pytest.mark.slow
@@ -121,13 +97,6 @@ class InterruptAfterFirst:
         if ": complete in" in line and not any(": complete in" in x for x in self.lines[:-1]):
             self.first = line.split("] ", 1)[1].split(":")[0]      # "asgd · seed 1"
             raise KeyboardInterrupt
-
-
-class Slow(FakeRunner):
-    def __call__(self, sc, out, progress):
-        if "asgd-s1" not in sc.name:
-            time.sleep(4)
-        return super().__call__(sc, out, progress)
 
 
 @pytest.mark.timeout(120)
