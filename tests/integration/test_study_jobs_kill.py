@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.study.test_study import COMPRESSION, write_study
+from tests.unit.study.fakes import COMPRESSION, write_study
 
 ROOT = Path(__file__).resolve().parents[2]
 

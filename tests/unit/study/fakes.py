@@ -11,10 +11,16 @@ import signal
 import time
 from pathlib import Path
 
+import yaml
+
 from edgebed import rundir
 from edgebed.scenario import dump_scenario
 
 NAN = math.nan
+
+BASE = {"name": "base", "seed": 0, "algorithm": {"name": "adacomp", "c": 0.01},
+        "workers": {"n": 4}, "stop": {"updates": 400}, "eval": {"every": 100}}
+
 # bytes per update and accuracy at updates 100..400, per algorithm
 CURVES = {"asgd": (1000, [0.5, 0.8, 0.95, 0.98]), "adacomp": (10, [0.6, 0.9, 0.975, 0.99]),
           "comp-asgd": (20, [0.5, 0.7, 0.8, 0.9])}
@@ -94,3 +100,17 @@ class Slow(FakeRunner):
         if "asgd-s1" not in sc.name:
             time.sleep(4)
         return super().__call__(sc, out, progress)
+
+
+def write_study(tmp_path, **spec):
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(BASE))
+    data = {"name": "st", "base": "base.yaml", "seeds": 2, "target": 0.97, **spec}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+COMPRESSION = dict(baseline="asgd", cells=[
+    {"label": "asgd", "set": {"algorithm.name": "asgd"}},
+    {"label": "adacomp", "set": {"algorithm.name": "adacomp"}},
+    {"label": "comp-asgd", "set": {"algorithm.name": "comp-asgd"}}])

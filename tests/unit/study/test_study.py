@@ -9,28 +9,11 @@ import json
 
 import pandas as pd
 import pytest
-import yaml
 
 from edgebed.study.report import write_study_report
 from edgebed.cli import main
 from edgebed.study.runner import StudyError, load_study, run_study
-from tests.unit.study.fakes import FakeRunner
-
-BASE = {"name": "base", "seed": 0, "algorithm": {"name": "adacomp", "c": 0.01},
-        "workers": {"n": 4}, "stop": {"updates": 400}, "eval": {"every": 100}}
-def write_study(tmp_path, **spec):
-    (tmp_path / "base.yaml").write_text(yaml.safe_dump(BASE))
-    data = {"name": "st", "base": "base.yaml", "seeds": 2, "target": 0.97, **spec}
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-COMPRESSION = dict(baseline="asgd", cells=[
-    {"label": "asgd", "set": {"algorithm.name": "asgd"}},
-    {"label": "adacomp", "set": {"algorithm.name": "adacomp"}},
-    {"label": "comp-asgd", "set": {"algorithm.name": "comp-asgd"}}])
-
+from tests.unit.study.fakes import COMPRESSION, FakeRunner, write_study
 
 # -- grid expansion ---------------------------------------------------------------------------------
 

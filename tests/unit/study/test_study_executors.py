@@ -19,8 +19,7 @@ from edgebed.cli import main
 from edgebed.study import progress as live
 from edgebed.study.executors import EXECUTORS, INSTALL_HINTS, ExecutorError, LocalExecutor, make_executor
 from edgebed.study.runner import StudyError, load_study, run_study
-from tests.unit.study.fakes import DiesBesideASlowCell, DiesOnce, FakeRunner, Slow
-from tests.unit.study.test_study import COMPRESSION, write_study
+from tests.unit.study.fakes import COMPRESSION, DiesBesideASlowCell, DiesOnce, FakeRunner, Slow, write_study
 
 ROOT = Path(__file__).resolve().parents[3]
 

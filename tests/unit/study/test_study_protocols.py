@@ -22,8 +22,7 @@ from edgebed.study.runner import StudyError, load_study, run_study
 from edgebed.study.storage import tuned_path
 from edgebed.study.results import import_runs, progress
 from edgebed.study.tuning import tuning_study
-from tests.unit.study.fakes import CURVES, FakeRunner
-from tests.unit.study.test_study import COMPRESSION, write_study
+from tests.unit.study.fakes import COMPRESSION, CURVES, FakeRunner, write_study
 
 TUNING = {"lr": [0.01, 0.1, 1.0], "updates": 400, "eval_every": 100, "validation_samples": 50,
           "seeds": [1, 2], "rule": "final-smoothed", "window": 2}

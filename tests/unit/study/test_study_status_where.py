@@ -6,8 +6,7 @@ import pytest
 
 from edgebed.cli import main
 from edgebed.study import runner as study_mod
-from tests.unit.study.fakes import FakeRunner
-from tests.unit.study.test_study import COMPRESSION, write_study
+from tests.unit.study.fakes import COMPRESSION, FakeRunner, write_study
 
 pytestmark = pytest.mark.timeout(60)
 
