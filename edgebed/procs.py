@@ -80,6 +80,24 @@ def die_with_parent(sig: int = signal.SIGKILL, parent: Optional[int] = None) -> 
         os._exit(1)
 
 
+def drop_inherited_lifelines() -> None:
+    """In a child forked from the fork server: close the write ends of the fork server's and the
+    resource tracker's "alive" pipes, which multiprocessing hands every forked child (so it could fork
+    in turn). A child holding them keeps both alive after the engine dies — and the fork server alive
+    keeps its children alive: nothing ever exits. Without them, the engine's death closes the fork
+    server, whose death ends its children (``die_with_parent``)."""
+    from multiprocessing import forkserver, resource_tracker
+    for owner, attr in ((forkserver._forkserver, "_forkserver_alive_fd"),
+                        (resource_tracker._resource_tracker, "_fd")):
+        fd = getattr(owner, attr, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            setattr(owner, attr, None)
+
+
 @contextlib.contextmanager
 def signals_deferred(signals=(signal.SIGINT, signal.SIGTERM)):
     """Hold ``signals`` back for the block (main thread only; elsewhere a no-op): they are noted and

@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Callable, Optional
 
-from ..procs import die_with_parent, leave_group
+from ..procs import die_with_parent, drop_inherited_lifelines, leave_group
 
 
 def agent_main(ps_address: str, device: int, log_path: str, env: dict,
@@ -21,7 +21,7 @@ def agent_main(ps_address: str, device: int, log_path: str, env: dict,
     ``prepare=(fn, kwargs)`` runs first, before any socket or thread (docker's forked agents enter
     their container: ``nsjoin.enter``)."""
     die_with_parent()
-    _drop_inherited_lifelines()
+    drop_inherited_lifelines()
     # own session; the fork server's blocked group signals unblocked, Ctrl-C ignored; a SIGTERM that
     # came before (the engine's terminate() of a device still starting) still ends it
     leave_group(honour=(signal.SIGTERM,))
@@ -38,20 +38,3 @@ def agent_main(ps_address: str, device: int, log_path: str, env: dict,
     code = run_agent(ps_address, device)
     zmq.Context.instance().term()   # delivers what is queued (the Bye) within the sockets' linger
     sys.exit(code)
-
-
-def _drop_inherited_lifelines() -> None:
-    """Close the write ends of the fork server's and the resource tracker's "alive" pipes, which
-    multiprocessing hands every forked child (so it could fork in turn). An agent holding them keeps
-    both alive after the engine dies — and the fork server alive keeps the agents alive: nothing ever
-    exits. Without them, the engine's death closes the fork server, whose death kills the agents."""
-    from multiprocessing import forkserver, resource_tracker
-    for owner, attr in ((forkserver._forkserver, "_forkserver_alive_fd"),
-                        (resource_tracker._resource_tracker, "_fd")):
-        fd = getattr(owner, attr, None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-            setattr(owner, attr, None)

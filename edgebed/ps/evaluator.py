@@ -124,15 +124,34 @@ class InlineEvaluator:
 
 
 def _worker(scenario_dict: dict, inbox, outbox) -> None:
-    # Started with the group signals blocked (ProcessEvaluator): those that arrived during our start-up
-    # are dropped, we leave the engine's process group (a batch system's SIGTERM or a closing terminal's
-    # SIGHUP to the group would kill us: "the evaluator process died"), and Ctrl-C stays ignored: the
-    # engine answers all of them and closes us itself.
+    """The spawned evaluator. Started with the group signals blocked (ProcessEvaluator): those that
+    arrived during our start-up are dropped, we leave the engine's process group (a batch system's
+    SIGTERM or a closing terminal's SIGHUP to the group would kill us: "the evaluator process died"),
+    and Ctrl-C stays ignored: the engine answers all of them and closes us itself."""
     from ..procs import die_with_parent, leave_group
     leave_group()
     # its own queue keeps it blocked forever once the engine is gone (kill -9); the engine may be
     # PID 1 (the PS container of a compose project), so the parent's PID is given, not guessed
     die_with_parent(parent=mp.parent_process().pid if mp.parent_process() else None)
+    _serve(scenario_dict, inbox, outbox)
+
+
+def _forked_worker(scenario_dict: dict, inbox, outbox, env: dict) -> None:
+    """The evaluator forked from the agents' fork server (torch already imported there: a fork, not a
+    1–2 s interpreter and torch import). Its parent is the fork server, which dies with the engine
+    once no child holds its "alive" pipe: as a forked agent, it drops those pipes, dies with the fork
+    server, leaves the engine's group, and takes the run's numerics profile from ``env``."""
+    import os
+
+    from ..procs import die_with_parent, drop_inherited_lifelines, leave_group
+    die_with_parent()
+    drop_inherited_lifelines()
+    leave_group()
+    os.environ.update(env)
+    _serve(scenario_dict, inbox, outbox)
+
+
+def _serve(scenario_dict: dict, inbox, outbox) -> None:
     from .. import numerics
     numerics.apply_from_env()   # the engine's profile, before torch runs here
     import torch
@@ -153,8 +172,13 @@ def _worker(scenario_dict: dict, inbox, outbox) -> None:
 
 
 class ProcessEvaluator:
-    def __init__(self, scenario_dict: dict):
-        ctx = mp.get_context("spawn")
+    """The evaluator in a process of its own: spawned (a fresh interpreter), or, given ``fork_env``,
+    forked from the agents' fork server, which must be running (``emulator/runtimes/forkserver.py``
+    starts it; ``fork_env``: the variables the child needs, the numerics profile's)."""
+
+    def __init__(self, scenario_dict: dict, fork_env: Optional[dict] = None):
+        ctx = mp.get_context("spawn" if fork_env is None else "forkserver")
+        target, args = (_worker, ()) if fork_env is None else (_forked_worker, (fork_env,))
         # The spawned child (and the resource tracker the queues start) begin with the group signals
         # blocked (the mask survives fork and exec); the child leaves the group as its first step, so
         # a Ctrl-C in the terminal never prints its traceback and a group SIGTERM/SIGHUP doesn't kill
@@ -169,7 +193,7 @@ class ProcessEvaluator:
         try:
             with procs.signals_deferred(), procs.children_shielded():
                 self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
-                self.proc = ctx.Process(target=_worker, args=(scenario_dict, self.inbox, self.outbox),
+                self.proc = ctx.Process(target=target, args=(scenario_dict, self.inbox, self.outbox, *args),
                                         name="edgebed-evaluator", daemon=True)
                 self.proc.start()
         except BaseException:

@@ -1,6 +1,7 @@
 """The agents' fork server: one host process that has imported torch and the agent code, from which
 every forked agent starts (the local runtime's ``start_method: forkserver``, the docker runtime's
-``agents: forked``), so start-up costs a fork and torch's pages are shared copy-on-write.
+``agents: forked``), so start-up costs a fork and torch's pages are shared copy-on-write. The local
+runtime forks its evaluator there too (``ensure_server``).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ PRELOAD = ["torch", "numpy", "zmq", "edgebed.device_agent.agent", "edgebed.devic
            "edgebed.device_agent.policies", "edgebed.device_agent.trainer",
            "edgebed.device_agent.link", "edgebed.device_agent.forked",
            "edgebed.data", "edgebed.models", "edgebed.scenario", "edgebed.cli",
-           "edgebed.device_agent.pacing", "edgebed.timing",
+           "edgebed.device_agent.pacing", "edgebed.timing", "edgebed.ps.evaluator",
            "edgebed.procs", "edgebed.device_agent.cow"]   # last: freezes the GC so preloaded pages stay shared
 
 AGENT_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -35,15 +36,22 @@ def fork_agent(spec: AgentSpec, log_path: str, env: dict, prepare: Optional[tupl
     needs to be named here."""
     extra = [prepare[0].__module__] if prepare is not None else []
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload([*PRELOAD[:-1], *extra, PRELOAD[-1]])
     p = ctx.Process(target=agent_main, name=f"edgebed-agent-{spec.device}",
                     args=(spec.ps_address, spec.device, log_path,
                           {**AGENT_ENV, **env, **spec.environment()}, prepare))
+    ensure_server(extra)
+    p.start()
+    return p
+
+
+def ensure_server(extra: tuple = ()) -> None:
+    """Start the fork server with ``PRELOAD`` (and ``extra`` modules) unless it runs already (a
+    running one keeps what it preloaded: a process starts it once)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([*PRELOAD[:-1], *extra, PRELOAD[-1]])
     # The fork server (and the resource tracker) start with the group signals blocked and keep them
     # so: a Ctrl-C while it imports torch printed its traceback, a group SIGTERM/SIGHUP killed it —
     # and every agent with it. Its children unblock them (device_agent.forked.agent_main).
     from multiprocessing import forkserver
     with children_shielded():
         forkserver.ensure_running()
-    p.start()
-    return p
