@@ -120,8 +120,8 @@ def _shape_advice(w: Workload, ref, shape: str) -> str:
 
 def step_flops(ref, batch: int = 10, input_shape: tuple | None = None) -> int:
     """FLOPs of one SGD step (forward + backward) on a batch of ``batch`` inputs (of ``input_shape``,
-    default the workload's), as torch's FlopCounterMode counts them (matmuls, convolutions and LSTM
-    cells; element-wise ops are not counted)."""
+    default the workload's), as torch's FlopCounterMode counts them (matmuls, convolutions), plus the gate matmuls of
+    recurrent layers, which it does not count on the CPU; element-wise ops are not counted."""
     import torch
     import torch.nn.functional as F
     from torch.utils.flop_counter import FlopCounterMode
@@ -132,9 +132,30 @@ def step_flops(ref, batch: int = 10, input_shape: tuple | None = None) -> int:
     if w.channels_last and x.dim() == 4:
         x = x.contiguous(memory_format=torch.channels_last)
     y = torch.zeros(batch, dtype=torch.int64)
+    seen: list[tuple[str, torch.nn.Module, tuple]] = []
+    hooks = [m.register_forward_hook(lambda mod, args, out, name=name: seen.append((name, mod, tuple(args[0].shape))))
+             for name, m in model.named_modules() if isinstance(m, torch.nn.RNNBase)]
     with FlopCounterMode(display=False) as counter:
         F.cross_entropy(model(x), y).backward()
-    return int(counter.get_total_flops())
+    for h in hooks:
+        h.remove()
+    counted = counter.get_flop_counts()
+    extra = sum(_recurrent_flops(mod, shape) for name, mod, shape in seen
+                if not sum(counted.get(f"{type(model).__name__}.{name}", {}).values()))
+    return int(counter.get_total_flops()) + extra
+
+
+def _recurrent_flops(rnn, shape: tuple) -> int:
+    """FLOPs of one forward + backward pass of ``rnn`` (LSTM, GRU, RNN) on an input of ``shape``:
+    torch's FlopCounterMode counts no fused recurrent kernel on the CPU. Per layer, direction and time
+    step the gates' two matmuls, 2 · gates · hidden · (input + hidden); backward twice forward."""
+    gates = {"LSTM": 4, "GRU": 3}.get(rnn.mode, 1)
+    steps, batch = (shape[1], shape[0]) if rnn.batch_first else (shape[0], shape[1] if len(shape) > 2 else 1)
+    dirs = 2 if rnn.bidirectional else 1
+    h = rnn.hidden_size
+    forward = sum(2 * gates * h * ((rnn.input_size if layer == 0 else h * dirs) + h) * dirs
+                  for layer in range(rnn.num_layers)) * steps * batch
+    return 3 * forward
 
 
 def _paper_cnn():

@@ -135,3 +135,13 @@ def test_the_evaluator_reports_the_workloads_loss_and_metric():
     strict = dataclasses.replace(cnn, correct=lambda out, labels: 0,
                                  loss=lambda out, labels, reduction="mean": out.sum() * 0 + 7 * len(labels))
     assert evaluate(model, theta, x, y, workload=strict) == (0.0, 7.0)
+
+
+def test_a_recurrent_models_step_flops_count_its_gates():
+    """torch's FlopCounterMode counts no LSTM kernel on the CPU: the char-LSTM's step looked like its
+    output layer alone (0.15 MFLOP), so the virtual clock gave it a near-free step."""
+    hidden, embed, steps, batch, vocab = 32, 8, 80, 10, 80
+    gates = 2 * 4 * hidden * ((embed + hidden) + (hidden + hidden))     # two layers, per sample and step
+    recurrent = 3 * gates * steps * batch                               # forward + backward (2×)
+    output = 2 * batch * (2 * hidden * vocab + hidden * vocab)          # fc forward, weight and input gradients
+    assert step_flops({"name": "char-lstm", "args": {"hidden": hidden}}) == recurrent + output
