@@ -14,6 +14,8 @@ what its update rule makes it keep between its pull and its push (|Θ| parameter
 - options that keep a model-sized array per device add |Θ| each: error feedback's residual (and
   momentum), compressed pulls' delta copies (device and PS), batched gradients' pulled Θ.
 
+AdaComp's PS adds per-parameter state once, whatever the population (``PS_PER_PARAMETER_BYTES``).
+
 The constants were measured by benchmarks/bench_scale.py (benchmarks/results/scale.json): the model
 predicts each point's peak there within the margin the checks add (``MARGIN``).
 """
@@ -38,6 +40,12 @@ def base_bytes(model) -> int:
     if w.base_bytes is not None:
         return w.base_bytes
     return max(b.base_bytes for b in WORKLOADS.values() if b.base_bytes) + 16 * num_params(w)
+
+# AdaComp's per-parameter state at the PS, bytes per parameter: the touch log's heads (16) and its
+# pool's first room (MIN_CAP = 4 stamps of 4 bytes: 16), and the update counts (4) — ps/staleness.py,
+# ps/rules/adacomp.py. Measured: 28 bytes a parameter above ASGD at 25.6 M parameters after 8 updates
+# (benchmarks/results/model_memory-25m.json); the model takes the pool's full first room.
+PS_PER_PARAMETER_BYTES = 36
 
 # A device's Python objects (state machine, trainer, links, random streams, its Welcome config, the
 # PS's session record), without any array of its model's size; measured (bench_scale's slope).
@@ -75,6 +83,8 @@ def sim_memory(sc: Scenario) -> dict:
     if cp.pull_delta:
         per += 4 * size * (1 + (2 if cp.pull != "f32" else 1))
     base = base_bytes(sc.model)
+    if rule.policy == "gradient" and rule.staleness == "per-parameter":
+        base += PS_PER_PARAMETER_BYTES * size           # AdaComp's state at the PS, whatever n is
     return {"base": base, "per_device": per, "total": base + sc.workers.n * per}
 
 
