@@ -17,6 +17,7 @@ clock's, so the same scenario and seed give both runtimes the same schedule (``s
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable, Optional
 
@@ -111,37 +112,80 @@ class LiveChurn:
                        f"took_s={time.monotonic() - t0:.3f}")
 
 
+class LiveRecovery:
+    """Crash recovery (``dynamics.availability.recover_after``) on the docker runtime: a device frozen by
+    a fail-stop crash (``docker pause``) is, after its drawn delay, killed, started again and re-shaped
+    (``ContainerChurn.recover_device``); its agent says hello afresh and pulls Θ. Delays come from the
+    stream (seed, device, 0xC2), the virtual clock's. ``crashed`` is called on the PS thread (the
+    handle's freeze), ``tick`` from the runtime's drive."""
+
+    def __init__(self, runtime):
+        self.rt = runtime
+        self.spec = runtime.scenario.dynamics.availability.recover_after
+        self._rng: dict[int, np.random.Generator] = {}
+        self.todo: list[tuple[float, int]] = []       # (emulated time due, device), sorted
+        self._lock = threading.Lock()
+
+    def _now(self) -> float:
+        clock = self.rt.clock
+        return clock.elapsed() / (clock.dilation or 1.0)
+
+    def crashed(self, device: int) -> None:
+        rng = self._rng.setdefault(device, np.random.default_rng([self.rt.scenario.seed, device, 0xC2]))
+        with self._lock:
+            self.todo.append((self._now() + draw(self.spec, rng), device))
+            self.todo.sort()
+
+    def seconds_to_next(self) -> Optional[float]:
+        clock = self.rt.clock
+        with self._lock:
+            if not self.todo or clock.t_running is None:
+                return None
+            return max(0.0, self.todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
+
+    def tick(self, ps, record: Callable[[int, str, str], None]) -> None:
+        if ps.stopped is not None or self.rt.clock.t_running is None:
+            return
+        while True:
+            with self._lock:
+                if not self.todo or self._now() < self.todo[0][0]:
+                    return
+                t, d = self.todo.pop(0)
+            t0 = time.monotonic()
+            if self.rt.recover_device(d, ps):
+                record(d, "recover", f"after a fail-stop crash scheduled_s={t:.4f} applied_s={self._now():.4f} "
+                       f"took_s={time.monotonic() - t0:.3f}")
+
+
 class ContainerChurn:
     """DockerRuntime's part of availability churn (mixin): what the scenario may ask, and a device's
     container going offline and coming back. Uses the runtime's ``handles``, ``record``, ``gate_dir``,
     ``_specs``, counters and ``_reshaped`` (restart_device's second half)."""
 
     def _churn_problems(self) -> list[str]:
-        """Availability on docker: containers stopped and started (docker/churn.py), so the agent must
-        live in its container, the trace may only say when a device is online, and the rule must be a
-        gradient rule (a round-based one would wait for devices that are away)."""
+        """Availability and crash recovery on docker: containers stopped and started (docker/churn.py),
+        so the agent must live in its container and the rule must be a gradient rule (a round-based one
+        would wait for devices that are away); a trace's columns as docker/tracelive.py can apply them."""
         dyn, out = self.scenario.dynamics, []
-        if not {"availability", "trace"} & set(dyn.parts()):
+        parts = set(dyn.parts())
+        if not {"availability", "recovery", "trace"} & parts:
             return out
         if self.spec.agents != "container":
-            out.append("dynamics.availability / trace on docker stop and start the devices' containers: "
-                       "set runtime.docker.agents: container (forked agents are not restarted)")
+            out.append("dynamics.availability / recover_after / trace on docker stop and start the devices' "
+                       "containers: set runtime.docker.agents: container (forked agents are not restarted)")
         from ....algorithms import ALGORITHMS
         if ALGORITHMS[self.scenario.algorithm.name].policy != "gradient":
-            out.append(f"dynamics.availability / trace with algorithm {self.scenario.algorithm.name}: churn "
-                       "needs a gradient rule (asgd, comp-asgd, adacomp); a round-based rule would wait "
+            out.append(f"dynamics.availability / recover_after / trace with algorithm {self.scenario.algorithm.name}: "
+                       "churn needs a gradient rule (asgd, comp-asgd, adacomp); a round-based rule would wait "
                        "for devices that are away")
         if dyn.trace is not None:
             from ....traces import TraceError, read_trace
+            from .tracelive import problems
             try:
                 trace = read_trace(dyn.trace.path, self.scenario.workers.n)
             except TraceError as err:
                 return out + [f"dynamics.trace.path: {err}"]
-            cols = ("slowdown", "ms_per_sample", "uplink_kbit_s", "downlink_kbit_s")
-            used = sorted({c for pts in trace.values() for p in pts for c in cols if getattr(p, c) is not None})
-            if used:
-                out.append(f"dynamics.trace.path: the docker runtime applies a trace's online column only, "
-                           f"and this trace sets {', '.join(used)}; drop those columns or use runtime sim")
+            out += problems(self.scenario, trace)
         return out
 
     def go_offline(self, device: int, ps) -> bool:
@@ -161,6 +205,36 @@ class ContainerChurn:
         ps.leave(device)
         entry = self.record["containers"][str(device)]
         entry["offline"] = entry.get("offline", 0) + 1
+        return True
+
+    def on_frozen(self, device: int) -> None:
+        """The device's container was paused (a fail-stop crash): its recovery is scheduled, if any."""
+        if self.recovery is not None:
+            self.recovery.crashed(device)
+
+    def recover_device(self, device: int, ps) -> bool:
+        """Crash recovery: the paused container is killed (its work in progress and socket lost), started
+        again and its links shaped again (qdiscs on the new veth; its CPU quota, a container setting,
+        stays); the PS lets it say hello afresh. → done (False: the device had ended)."""
+        h = self.handle_of(device)
+        if h is None or not h.frozen or h.returncode is not None:
+            return False
+        self.sample_counters(force=True)      # its veth goes with its namespace: keep what it counted
+        self._counter_base[device] = dict(self._counters.get(device, {}))
+        gate = self.gate_dir / str(device)
+        gate.unlink(missing_ok=True)          # the new agent waits until its links are shaped again
+        h.away = True                         # stopped, yet not ended (poll() must not report an exit)
+        try:
+            h.container.kill()                # docker delivers SIGKILL to a paused container and thaws it
+        except Exception as err:  # noqa: BLE001 — it ended meanwhile
+            self.record["warnings"].append(f"device {device}: recovering: {err}")
+        h.container.wait(timeout=30)
+        h.frozen = False
+        ps.recover(device)
+        h.container.start()
+        self._reshaped(self._specs[device], h, gate)
+        entry = self.record["containers"][str(device)]
+        entry["recovered"] = entry.get("recovered", 0) + 1
         return True
 
     def start_again(self, device: int) -> bool:
