@@ -39,7 +39,7 @@ def test_bad_dynamics_are_refused_with_the_key(dynamics, says):
     assert "dynamics" in str(err.value)
 
 
-@pytest.mark.parametrize("runtime", ["local", "spark"])
+@pytest.mark.parametrize("runtime", ["spark"])
 def test_a_runtime_that_cannot_apply_dynamics_refuses_them_at_validate(runtime, tmp_path):
     sc = _sc(CHURN, runtime={"name": runtime})
     try:
