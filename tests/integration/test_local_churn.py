@@ -40,6 +40,10 @@ def test_local_devices_leave_come_back_and_recover_with_new_agent_processes(tmp_
     assert 0.5 <= recover.iloc[0] - crash.iloc[0] <= 0.8
     hellos = events[(events.device.isin([0, 1])) & (events.event == "hello")]
     assert list(hellos.groupby("device").size()) == [2, 2]        # a new agent process each time
+    back = {0: churn["wall_time"].iloc[1], 1: recover.iloc[0]}
+    print("hello s after the new agent process started:",
+          {d: round(hellos[hellos.device == d]["wall_time"].iloc[1] - t, 3) for d, t in back.items()},
+          "late s:", {r["event"]: r["late_s"] for r in res.summary["fidelity"]["dynamics"]["events"]})
     assert (updates[updates["device"] == 1]["wall_time"] > recover.iloc[0]).any()
     dyn = res.summary["fidelity"]["dynamics"]
     assert all(r["on_time"] for r in dyn["events"]) and dyn["availability"][0]["within_tolerance"]

@@ -193,3 +193,11 @@ def test_realised_availability_of_a_real_time_runtime_reads_applied_s():
                        "detail": ["attempt=0", "scheduled_s=10 applied_s=10.5 took_s=0.5",
                                   "scheduled_s=20 applied_s=20.5 took_s=0.5"]})
     assert realised_online(ev, 0, 40.0) == pytest.approx(30 / 40)
+
+
+def test_docker_counts_a_leaving_devices_unacknowledged_bytes_as_wasted():
+    """The Send-Q of the agent's established sockets (ss in its netns) at the kill: bytes it sent that
+    the PS never got, lost with it (the offline row's wasted_bytes=, docker.json's wasted_uplink_bytes)."""
+    from edgebed.emulator.runtimes.docker.churn import send_queue_bytes
+    ss = "0      16088  172.18.0.3:41234 172.18.0.1:40001\n0      0      172.18.0.3:41240 172.18.0.1:40001\n"
+    assert send_queue_bytes(ss) == 16088 and send_queue_bytes("") == 0

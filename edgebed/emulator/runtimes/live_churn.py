@@ -102,9 +102,10 @@ class LiveChurn:
                 if ok:
                     self.away.add(d)
             if ok:
+                wasted = getattr(self.rt, "last_wasted", None) if not online else None   # docker: unacked bytes
                 record(d, "online" if online else "offline",
                        f"scheduled_s={t:g} applied_s={clock.elapsed() / dilation:.4f} "
-                       f"took_s={time.monotonic() - t0:.3f}")
+                       f"took_s={time.monotonic() - t0:.3f}" + (f" wasted_bytes={wasted}" if wasted is not None else ""))
 
 
 class LiveRecovery:

@@ -16,7 +16,27 @@ afresh). When each change is due, and its row of the events table, is ``runtimes
 """
 from __future__ import annotations
 
+import subprocess
+from typing import Optional
+
 from ..live_churn import LiveChurn, LiveRecovery, churn_changes, schedule  # noqa: F401 — docker's, re-exported
+
+
+def send_queue_bytes(ss_output: str) -> int:
+    """Bytes written to TCP sockets and not yet acknowledged by the peer: the Send-Q column of
+    ``ss -tnH state established`` (columns Recv-Q, Send-Q, local, peer)."""
+    return sum(int(line.split()[1]) for line in ss_output.splitlines() if len(line.split()) >= 4)
+
+
+def unsent_uplink_bytes(pid: int) -> Optional[int]:
+    """The agent's uplink bytes in flight in container ``pid``'s network namespace: what its sockets
+    hold unacknowledged (in its socket buffer or its link's queue). None: not readable."""
+    try:
+        out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ss", "-tnH", "state", "established"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return send_queue_bytes(out.stdout) if out.returncode == 0 else None
 
 
 class ContainerChurn:
@@ -59,14 +79,21 @@ class ContainerChurn:
             return False
         self.sample_counters(force=True)      # its veth goes with its namespace: keep what it counted
         self._counter_base[device] = dict(self._counters.get(device, {}))
+        entry = self.record["containers"][str(device)]
+        # the bytes it had sent that the PS has not got, lost with it (the virtual clock's wasted bytes:
+        # there the whole message in flight; here what its socket held unacknowledged — a lower bound)
+        wasted = unsent_uplink_bytes(entry["pid"])
         h.away = True
         try:
             h.container.kill()
         except Exception as err:  # noqa: BLE001 — it ended meanwhile: away all the same
             self.record["warnings"].append(f"device {device}: going offline: {err}")
         ps.leave(device)
-        entry = self.record["containers"][str(device)]
         entry["offline"] = entry.get("offline", 0) + 1
+        if wasted is not None:
+            entry["wasted_uplink_bytes"] = entry.get("wasted_uplink_bytes", 0) + wasted
+            self.record["wasted_uplink_bytes"] = self.record.get("wasted_uplink_bytes", 0) + wasted
+        self.last_wasted = wasted   # read by live_churn for the offline row
         return True
 
     def on_frozen(self, device: int) -> None:

@@ -9,11 +9,13 @@ are refused at validate (``problems``).
 
 Rows at t ≤ 0 set the device's start values (its first shaping and quota); later rows are applied at
 their time (emulated seconds since the agents started, × ``timing.dilation`` on the wall clock) and
-recorded as ``trace`` rows of the events table with ``scheduled_s=`` and ``applied_s=``. The values in
+recorded as ``trace`` rows of the events table with ``scheduled_s=``, ``applied_s=`` (when the new
+rates were in force; the quota, a docker API call, follows within ``took_s=``). The values in
 force are kept (``now``), so a container started again (churn, crash recovery) is shaped with them.
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Optional
 
 from . import links
@@ -80,18 +82,25 @@ class LiveTrace:
         while self.todo and clock.elapsed() / dilation >= self.todo[0][0]:
             t, d, values = self.todo.pop(0)
             self.now.setdefault(d, {}).update(values)
-            applied = self._apply(d, values)
-            record(d, "trace", f"scheduled_s={t:g} applied_s={clock.elapsed() / dilation:.4f} "
-                   + " ".join(f"{k}={v:g}" for k, v in values.items()) + ("" if applied else " (away: at its return)"))
+            t0 = time.monotonic()
+            shaped = self._shape(d, values)
+            applied = clock.elapsed() / dilation    # the link's new rate is in force from here
+            if "slowdown" in values:                 # then the quota (a docker API call: slower)
+                self.rt.set_speed(d, values["slowdown"])
+                if shaped is None:
+                    applied = clock.elapsed() / dilation
+            record(d, "trace", f"scheduled_s={t:g} applied_s={applied:.4f} took_s={time.monotonic() - t0:.3f} "
+                   + " ".join(f"{k}={v:g}" for k, v in values.items())
+                   + (" (away: at its return)" if shaped is False else ""))
 
-    def _apply(self, d: int, values: dict) -> bool:
-        """The new values on the device's link and quota now. → applied (False: its container is away or
-        ended; a restart shapes it with ``now``)."""
+    def _shape(self, d: int, values: dict) -> Optional[bool]:
+        """The new rates on the device's link now. → True: changed; False: its container is away or
+        ended (a restart shapes it with ``now``); None: no rate in these values."""
+        if "uplink_kbit_s" not in values and "downlink_kbit_s" not in values:
+            return None
         rt = self.rt
         rec = rt.record["containers"].get(str(d))
         h = rt.handle_of(d)
-        if "slowdown" in values:
-            rt.set_speed(d, values["slowdown"])
         if not rec or "eth0" not in rec or h is None or h.away or h.returncode is not None:
             return False
         klass = rt.scenario.class_of(d)
