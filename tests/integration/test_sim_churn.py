@@ -192,13 +192,13 @@ def test_the_live_churn_scenario_runs_on_the_virtual_clock_too(tmp_path):
     result = Engine(sc, out=tmp_path).run()
     events = read_table(result.path, "events")
     assert result.summary["status"] == "complete"
-    assert _at(events, "offline", 0) == [27.0] and _at(events, "online", 0) == [33.0]
-    assert _at(events, "offline", 3) == [33.0] and _at(events, "online", 3) == [38.0]   # class phone's churn
-    assert _at(events, "trace", 1) == [22.0]
-    assert _at(events, "net-link") == [24.0] and _at(events, "ps-link-set") == [30.0]
+    assert _at(events, "offline", 0) == [32.0] and _at(events, "online", 0) == [38.0]
+    assert _at(events, "offline", 3) == [42.0] and _at(events, "online", 3) == [47.0]   # class phone's churn
+    assert _at(events, "trace", 1) == [28.0]
+    assert _at(events, "net-link") == [30.0] and _at(events, "ps-link-set") == [35.0]
     crash, recover = _at(events, "crash", 2), _at(events, "recover", 2)
-    assert len(crash) >= 1 and recover[0] == pytest.approx(crash[0] + 8.0)   # recover_after: 8s
+    assert len(crash) >= 1 and recover[0] == pytest.approx(crash[0] + 6.0)   # recover_after: 6s
     dyn = result.summary["fidelity"]["dynamics"]
     rows = {r["class"]: r for r in dyn["availability"]}
-    assert dyn["verdict"]["faithful"] and rows["edge"]["expected_online"] == pytest.approx((2 + 38 / 44) / 3, abs=1e-3)
-    assert rows["phone"]["expected_online"] == pytest.approx(33 / 38, abs=1e-3)
+    assert dyn["verdict"]["faithful"] and rows["edge"]["expected_online"] == pytest.approx((2 + 44 / 50) / 3, abs=1e-3)
+    assert rows["phone"]["expected_online"] == pytest.approx(42 / 47, abs=1e-3)

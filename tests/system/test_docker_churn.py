@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.root, pytest.mark.slow, pytest.mar
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "churn-live.yaml"
 TRACE = ROOT / "scenarios" / "traces" / "churn-live-trace.csv"
-END = 44.0                       # stop.wall_time
-AWAY = {0: (27.0, 33.0), 3: (33.0, 38.0)}   # device 0 from the trace, device 3 (class phone) from its churn
-CRASHED, CRASH_RATE, RECOVER_AFTER = 2, 100e3, 8.0   # seed 3790 crashes device 2 at its first push; its trace uplink: 100 kbit
-TOLERANCE = 0.03                 # of the run: the kill and the start (docker API, re-shaping) took ≤ 0.95 s
+END = 50.0                       # stop.wall_time
+AWAY = {0: (32.0, 38.0), 3: (42.0, 47.0)}   # device 0 from the trace, device 3 (class phone) from its churn
+CRASHED, CRASH_RATE, RECOVER_AFTER = 2, 100e3, 6.0   # seed 3790 crashes device 2 at its first push; its trace uplink: 100 kbit
+TOLERANCE = 0.05                 # of the run: a start (docker API, re-shaping, the gate) took up to 2.5 s at load 6
 
 
 def _applied(rows: pd.DataFrame) -> pd.DataFrame:
@@ -78,16 +78,16 @@ def test_the_churn_scenario_runs_live_on_docker_with_every_change_on_time(tmp_pa
     assert (updates[updates["device"] == 0]["wall_time"] > back).any(), "device 0 pushed nothing after it came back"
     assert all(r["within_tolerance"] for r in s["fidelity"]["dynamics"]["availability"])
 
-    # the trace's speed and bandwidth: device 1's quota and rates changed live at 22 s
+    # the trace's speed and bandwidth: device 1's quota and rates changed live at 28 s
     t0 = events[events.event == "start"]["wall_time"].iloc[0]       # emulated time = wall_time − t0
     first = (updates[updates.device == 1]["wall_time"] - t0).min()
     rate = {w: round(((updates.device == 1) & (updates.wall_time - t0).between(*w)).sum() / (w[1] - w[0]), 3)
-            for w in ((first, 22), (24, END))}
+            for w in ((first, 28), (30, END))}
     print("device 1 updates/s before/after its slowdown 3 (CPU quota 1/3) and 1 mbit:", rate)
     dev1 = record["containers"]["1"]
     assert dev1["cpus"] == pytest.approx(1 / 3) and dev1["uplink_rate_bps"] == 1e6 and dev1["downlink_rate_bps"] == 5e6
 
-    # crash and recovery: device 2 frozen at its first push, 8 s later killed, started, re-shaped, hello afresh
+    # crash and recovery: device 2 frozen at its first push, 6 s later killed, started, re-shaped, hello afresh
     crash = events[(events.event == "crash") & (events.device == CRASHED)]["wall_time"]
     recover = events[(events.event == "recover") & (events.device == CRASHED)]
     assert len(crash) == 1 and len(recover) == 1, events[events.event.isin(["crash", "recover"])]
@@ -105,12 +105,12 @@ def test_the_churn_scenario_runs_live_on_docker_with_every_change_on_time(tmp_pa
     ceiling = 1.05 * CRASH_RATE + 8 * tbf_burst(CRASH_RATE)
     assert len(peaks) == 2 and all(0.85 * CRASH_RATE <= p <= ceiling for p in peaks), (peaks, ceiling)
 
-    # the shared PS link: 2 mbit ingress, 500 kbit from 30 s to 36 s
+    # the shared PS link: 2 mbit ingress, 500 kbit from 35 s to 41 s
     samples = pd.DataFrame([dict(x.split("=") for x in d.split()) for d in
                             events[events["event"] == "ps-link"]["detail"]])
     ing = samples[samples["direction"] == "ingress"].astype({"at_s": float, "bytes": float, "window_s": float})
     mbit = ing["bytes"] * 8 / ing["window_s"] / 1e6
-    during, outside = mbit[ing["at_s"].between(31.5, 36)], mbit[ing["at_s"].between(16, 29.5)]
+    during, outside = mbit[ing["at_s"].between(36.5, 41)], mbit[ing["at_s"].between(20, 34.5)]
     print("PS ingress Mbit/s outside/during the event:", outside.mean(), during.mean())
     # capped at its rate; no stall when the rate drops (a packet queued under 2 mbit's bucket still leaves)
     assert outside.max() <= 2.2 and during.max() <= 0.6 and (during > 0.05).all(), during
