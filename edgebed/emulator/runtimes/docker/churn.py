@@ -138,3 +138,21 @@ class ContainerChurn:
         h.container.start()
         self._reshaped(self._specs[device], h, gate)
         return True
+
+    def _with_restart_peaks(self, out: dict) -> dict:
+        """``fidelity()``'s ``out``, where the peak uplink rate of a restarted device is the highest of
+        its starts'; the record keeps each start's (``containers.<d>.uplink_peaks_bps``: shaped again
+        after a restart, or not)."""
+        for d, entry in self.record["containers"].items():
+            earlier = [p for p in entry.get("uplink_peaks_bps", []) if p is not None]
+            if earlier:
+                now = out["uplink_peak_bps"].get(int(d), 0.0)
+                out["uplink_peak_bps"][int(d)] = max(earlier + [now])
+        return out
+
+    def _note_peaks(self) -> None:
+        """The last start's peak joins the earlier ones in the record of a restarted device."""
+        for d, entry in self.record["containers"].items():
+            if "uplink_peaks_bps" in entry and len(entry["uplink_peaks_bps"]) == entry.get("restarts", 0):
+                p = self._uplink_peaks.get(int(d))
+                entry["uplink_peaks_bps"].append(round(p.peak_bps) if p is not None else None)

@@ -5,7 +5,8 @@ gateway address), one container per device running ``python -m edgebed.device_ag
 on each container's ``eth0`` (uplink) and on its host-side veth (downlink), netem where the kernel has
 it (else delay/jitter/loss stay in the agent: "app"), a CPU quota per speed class applied once the
 device's first push arrived (a throttled start-up is ~11x slower), and ``docker pause`` (cgroup
-freezer) for a fail-stop crash. Everything carries the label ``edgebed.run=<run id>`` and is listed
+freezer) for a fail-stop crash (killed and started again after ``dynamics.availability.recover_after``:
+docker/churn.py; a trace's rates and slowdown: docker/tracelive.py). Everything carries the label ``edgebed.run=<run id>`` and is listed
 in ``run_dir/docker.json``, so ``edgebed clean <run-dir>`` removes exactly this run's objects.
 Kernel interface counters (veth per device, bridge for the PS) go to ``run_dir/kernel_traffic.json``.
 
@@ -43,7 +44,7 @@ from .quotas import QuotaOnFirstPush
 from .churn import ContainerChurn, LiveChurn, LiveRecovery
 from .live import LiveLinkEvents
 from .pslink import PSLink
-from .tracelive import LiveTrace
+from .tracelive import LiveTrace, TracedDevices
 from .runstate import ContainerRunState, cpus_for  # noqa: F401 — cpus_for: also this module's (kubernetes)
 
 LABEL = images.LABEL
@@ -85,7 +86,7 @@ class DockerSpec(BaseModel):
         "needed for hundreds of devices)")
 
 
-class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime):
+class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, TracedDevices, Runtime):
     name = "docker"
     Spec = DockerSpec
 
@@ -262,33 +263,6 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
         self._quota_pending[spec.device] = self.cpus_now(spec.device)
         return handle
 
-    def link_profile(self, device: int, direction: str):
-        """Device ``device``'s link profile now in ``direction`` (uplink, downlink): its speed class's,
-        with a trace's rate where one is in force (docker/tracelive.py)."""
-        klass = self.scenario.class_of(device)
-        return self.trace.profile(device, direction, klass) if self.trace is not None else getattr(klass, direction)
-
-    def cpus_now(self, device: int) -> float:
-        """Device ``device``'s CPU quota now: its class's, scaled by a trace's slowdown in force."""
-        klass = self.scenario.class_of(device)
-        cpus = self.cpus_of(klass.name)
-        slowdown = self.trace.slowdown(device) if self.trace is not None else None
-        return cpus if slowdown is None else cpus * klass.slowdown / slowdown
-
-    def set_speed(self, device: int, slowdown: float) -> None:
-        """A trace's new slowdown: the CPU quota follows (at the first push if not applied yet)."""
-        cpus = self.cpus_now(device)
-        if device in self._quota_pending:
-            self._quota_pending[device] = cpus
-            return
-        h = self.handle_of(device)
-        if h is None or h.returncode is not None:
-            return
-        try:
-            self._set_quota(h, device, cpus)
-        except Exception as err:  # noqa: BLE001 — an engine error on one device is a warning
-            self.record["warnings"].append(f"device {device}: CPU quota (trace slowdown {slowdown:g}) not applied: {err}")
-
     def handle_of(self, device: int) -> Optional[ContainerHandle]:
         return next((h for h in self.handles if h.device == device), None)
 
@@ -417,22 +391,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
                 "classes": per_class, "ps": ps, "host_cpu": self.host_cpu()}
 
     def fidelity(self) -> dict:
-        """The peak uplink rate of a restarted device is the highest of its starts'; the record keeps
-        each start's (``containers.<d>.uplink_peaks_bps``: shaped again after a restart, or not)."""
-        out = super().fidelity()
-        for d, entry in self.record["containers"].items():
-            earlier = [p for p in entry.get("uplink_peaks_bps", []) if p is not None]
-            if earlier:
-                now = out["uplink_peak_bps"].get(int(d), 0.0)
-                out["uplink_peak_bps"][int(d)] = max(earlier + [now])
-        return out
-
-    def _note_peaks(self) -> None:
-        """The last start's peak joins the earlier ones in the record of a restarted device."""
-        for d, entry in self.record["containers"].items():
-            if "uplink_peaks_bps" in entry and len(entry["uplink_peaks_bps"]) == entry.get("restarts", 0):
-                p = self._uplink_peaks.get(int(d))
-                entry["uplink_peaks_bps"].append(round(p.peak_bps) if p is not None else None)
+        return self._with_restart_peaks(super().fidelity())
 
     # -- teardown -----------------------------------------------------------------------------
     def cleanup(self) -> None:

@@ -116,3 +116,36 @@ class LiveTrace:
         except links.LinkError:
             return False
         return True
+
+
+class TracedDevices:
+    """DockerRuntime's part (mixin): a device's link profile and CPU quota with a trace's values in
+    force. Uses the runtime's ``scenario``, ``trace`` (a LiveTrace or None), ``cpus_of``,
+    ``_quota_pending``, ``handle_of``, ``_set_quota`` and ``record``."""
+
+    def link_profile(self, device: int, direction: str):
+        """Device ``device``'s link profile now in ``direction`` (uplink, downlink): its speed class's,
+        with a trace's rate where one is in force (docker/tracelive.py)."""
+        klass = self.scenario.class_of(device)
+        return self.trace.profile(device, direction, klass) if self.trace is not None else getattr(klass, direction)
+
+    def cpus_now(self, device: int) -> float:
+        """Device ``device``'s CPU quota now: its class's, scaled by a trace's slowdown in force."""
+        klass = self.scenario.class_of(device)
+        cpus = self.cpus_of(klass.name)
+        slowdown = self.trace.slowdown(device) if self.trace is not None else None
+        return cpus if slowdown is None else cpus * klass.slowdown / slowdown
+
+    def set_speed(self, device: int, slowdown: float) -> None:
+        """A trace's new slowdown: the CPU quota follows (at the first push if not applied yet)."""
+        cpus = self.cpus_now(device)
+        if device in self._quota_pending:
+            self._quota_pending[device] = cpus
+            return
+        h = self.handle_of(device)
+        if h is None or h.returncode is not None:
+            return
+        try:
+            self._set_quota(h, device, cpus)
+        except Exception as err:  # noqa: BLE001 — an engine error on one device is a warning
+            self.record["warnings"].append(f"device {device}: CPU quota (trace slowdown {slowdown:g}) not applied: {err}")
