@@ -39,7 +39,7 @@ def test_bad_dynamics_are_refused_with_the_key(dynamics, says):
     assert "dynamics" in str(err.value)
 
 
-@pytest.mark.parametrize("runtime", ["spark"])
+@pytest.mark.parametrize("runtime", ["spark", "swarm"])
 def test_a_runtime_that_cannot_apply_dynamics_refuses_them_at_validate(runtime, tmp_path):
     sc = _sc(CHURN, runtime={"name": runtime})
     try:
@@ -47,7 +47,8 @@ def test_a_runtime_that_cannot_apply_dynamics_refuses_them_at_validate(runtime, 
     except Exception as err:   # an optional backend that isn't installed here
         pytest.skip(f"{runtime}: {err}")
     problems = rt.check()
-    assert any("dynamics: 'availability' is not applied by the" in p for p in problems), problems
+    assert any("dynamics: 'availability' is not applied by the" in p and "docker" in p and "local" in p
+               for p in problems), problems    # it says which runtimes do
 
 
 def test_sim_applies_every_part(tmp_path):
