@@ -17,7 +17,8 @@ import pandas as pd
 
 from ..traces.format import online_windows
 
-TIMED = ("net-link", "net-link-end", "partition", "partition-end", "ps-link-set", "ps-link-end", "trace")
+TIMED = ("net-link", "net-link-end", "partition", "partition-end", "ps-link-set", "ps-link-end", "trace",
+         "recover")
 ON_TIME = 0.1   # an event is on time within this fraction of its scheduled time (the 10 %)
 
 

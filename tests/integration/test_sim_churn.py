@@ -181,3 +181,24 @@ def test_docker_draws_the_same_churn_schedule_as_the_virtual_clock(run):
         want = churn_changes(churn, sc.seed, d, float(events["virtual_time"].max()))
         assert len(got) >= 2 and [on for _, on in got] == [on for _, on in want[:len(got)]], d
         assert [t for t, _ in got] == pytest.approx([t for t, _ in want[:len(got)]], abs=1e-9), d
+
+
+def test_the_live_churn_scenario_runs_on_the_virtual_clock_too(tmp_path):
+    """scenarios/churn-live.yaml (the docker system test's) with runtime.name=sim: the same trace, crash,
+    recovery and events, at their virtual times."""
+    live = ROOT / "scenarios" / "churn-live.yaml"
+    sc = parse_scenario(read_yaml(live), str(live), ("runtime.name=sim",
+                        f"dynamics.trace.path={ROOT / 'scenarios' / 'traces' / 'churn-live-trace.csv'}"))
+    result = Engine(sc, out=tmp_path).run()
+    events = read_table(result.path, "events")
+    assert result.summary["status"] == "complete"
+    assert _at(events, "offline", 0) == [32.0] and _at(events, "online", 0) == [38.0]
+    assert _at(events, "offline", 3) == [42.0] and _at(events, "online", 3) == [47.0]   # class phone's churn
+    assert _at(events, "trace", 1) == [28.0]
+    assert _at(events, "net-link") == [30.0] and _at(events, "ps-link-set") == [35.0]
+    crash, recover = _at(events, "crash", 2), _at(events, "recover", 2)
+    assert len(crash) >= 1 and recover[0] == pytest.approx(crash[0] + 6.0)   # recover_after: 6s
+    dyn = result.summary["fidelity"]["dynamics"]
+    rows = {r["class"]: r for r in dyn["availability"]}
+    assert dyn["verdict"]["faithful"] and rows["edge"]["expected_online"] == pytest.approx((2 + 44 / 50) / 3, abs=1e-3)
+    assert rows["phone"]["expected_online"] == pytest.approx(42 / 47, abs=1e-3)

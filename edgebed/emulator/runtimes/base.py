@@ -192,7 +192,9 @@ class Runtime(ABC):
         for part in self.scenario.dynamics.parts():
             if part not in caps.dynamics:
                 problems.append(f"dynamics: {part!r} is not applied by the {self.name} runtime (it applies "
-                                f"{', '.join(sorted(caps.dynamics)) or 'none'}); use runtime sim or remove it "
+                                f"{', '.join(sorted(caps.dynamics)) or 'none'}); use runtime sim (every part), docker (all "
+                                "but a trace's ms_per_sample) or local (availability, recovery, a trace's online "
+                                "column), or remove it "
                                 "(docs/churn.md says which runtime applies what)")
         problems += cuda_problems(self.scenario.device, self.name, caps.cuda)
         if caps.max_agents is not None and self.scenario.workers.n > caps.max_agents:

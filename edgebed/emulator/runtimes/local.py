@@ -3,6 +3,12 @@
 Links are emulated in the agent's send path (``device_agent/link.py``): rate, delay, jitter and loss
 at application level. Speed classes sleep in the agent. Fail-stop = SIGSTOP from here.
 
+Availability churn and crash recovery (``dynamics.availability``, a trace's ``online`` column; when: the
+shared ``live_churn.py``): a device going offline is its agent process killed (SIGKILL: its work in
+progress, its messages and its socket are lost) and its PS session ended; coming back — or recovering
+after a crash, the stopped process killed first — is a new agent process for the device, which says
+hello afresh and pulls Θ.
+
 Agents are forked from a fork server that has already imported torch and the agent code
 (``start_method: forkserver``, the default): start-up costs a fork instead of a 1–2 s interpreter +
 torch import per agent, and pages of torch are shared copy-on-write. ``start_method: exec`` starts
@@ -32,15 +38,20 @@ class LocalSpec(BaseModel):
 class ProcessHandle(AgentHandle):
     """Popen-like handle over either a subprocess.Popen or a multiprocessing.Process."""
 
-    def __init__(self, device: int, proc):
+    def __init__(self, device: int, proc, on_frozen=None):
         self.device = device
         self.proc = proc
+        self.away = False           # offline (availability churn): killed, yet not ended
+        self.frozen = False
+        self.on_frozen = on_frozen  # the runtime's crash recovery, if any
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
     def poll(self) -> Optional[int]:
+        if self.away:
+            return None
         if isinstance(self.proc, subprocess.Popen):
             return self.proc.poll()
         return self.proc.exitcode
@@ -67,28 +78,64 @@ class ProcessHandle(AgentHandle):
 
     def freeze(self) -> None:
         self.send_signal(signal.SIGSTOP)
+        self.frozen = True
+        if self.on_frozen is not None:
+            self.on_frozen(self.device)
 
 
 class LocalRuntime(Runtime):
     name = "local"
     Spec = LocalSpec
     capabilities = Capabilities(link_rate="app", link_delay="app", link_jitter="app", link_loss="app",
-                                cpu_quota=False, freeze="signal", curve=True, cuda=True)
+                                cpu_quota=False, freeze="signal", curve=True, cuda=True,
+                                dynamics=frozenset({"availability", "recovery", "trace"}))
 
     def __init__(self, scenario, run_dir):
         super().__init__(scenario, run_dir)
         self.handles: list[ProcessHandle] = []
         self.log_dir = self.run_dir / "logs"
         self.startup_seconds: Optional[float] = None
+        self._specs: dict[int, AgentSpec] = {}
+        self.timed: list = []      # live_churn.LiveChurn / LiveRecovery, made in start()
+        self.recovery = None
+
+    def check(self) -> list[str]:
+        """Churn and recovery restart agent processes: a gradient rule only, and of a trace only its
+        ``online`` column (links and speed are the agent's, set once from its Welcome)."""
+        problems = super().check()
+        dyn = self.scenario.dynamics
+        if not {"availability", "recovery", "trace"} & set(dyn.parts()):
+            return problems
+        from ...algorithms import ALGORITHMS
+        if ALGORITHMS[self.scenario.algorithm.name].policy != "gradient":
+            problems.append(f"dynamics.availability / recover_after / trace with algorithm "
+                            f"{self.scenario.algorithm.name}: churn needs a gradient rule (asgd, comp-asgd, "
+                            "adacomp); a round-based rule would wait for devices that are away")
+        if dyn.trace is not None:
+            from ...traces import TraceError, read_trace
+            try:
+                trace = read_trace(dyn.trace.path, self.scenario.workers.n)
+            except TraceError as err:
+                return problems + [f"dynamics.trace.path: {err}"]
+            cols = ("slowdown", "ms_per_sample", "uplink_kbit_s", "downlink_kbit_s")
+            used = sorted({c for pts in trace.values() for p in pts for c in cols if getattr(p, c) is not None})
+            if used:
+                problems.append(f"dynamics.trace.path: the local runtime applies a trace's online column only "
+                                f"(its agents' links and speed are set once, at hello), and this trace sets "
+                                f"{', '.join(used)}: drop those columns, or use runtime docker or sim")
+        return problems
 
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
         self.log_dir.mkdir(exist_ok=True)
+        self._specs = {s.device: s for s in specs}
+        self._start_dynamics()
         t0 = time.monotonic()
+        on_frozen = self.recovery.crashed if self.recovery is not None else None
         for spec in specs:
             # Ctrl-C/SIGTERM wait until the child is in handles and pids.json: never an agent that
             # runs but that neither cleanup() nor `edgebed clean` knows of.
             with procs.signals_deferred():
-                self.handles.append(ProcessHandle(spec.device, self._spawn(spec)))
+                self.handles.append(ProcessHandle(spec.device, self._spawn(spec), on_frozen))
                 self._record()
         self.startup_seconds = time.monotonic() - t0
         return list(self.handles)
@@ -117,8 +164,79 @@ class LocalRuntime(Runtime):
 
     def _record(self) -> None:
         """pids.json: PID and start time of every agent, so `edgebed clean` ends exactly these processes."""
-        write_json_atomic(self.run_dir / "pids.json", {"pids": [h.pid for h in self.handles],
-                                                       "procs": [procs.identity(h.pid) for h in self.handles]})
+        live = [h for h in self.handles if not h.away]
+        write_json_atomic(self.run_dir / "pids.json", {"pids": [h.pid for h in live],
+                                                       "procs": [procs.identity(h.pid) for h in live]})
+
+    # -- availability churn and crash recovery (when: live_churn.py) -------------------------------
+    def _start_dynamics(self) -> None:
+        dyn = self.scenario.dynamics
+        parts = set(dyn.parts())
+        from .live_churn import LiveChurn, LiveRecovery
+        if "recovery" in parts:
+            self.recovery = LiveRecovery(self)
+            self.timed.append(self.recovery)
+        if {"availability", "trace"} & parts:
+            from ...traces import read_trace
+            trace = read_trace(dyn.trace.path, self.scenario.workers.n) if dyn.trace is not None else None
+            horizon = (self.scenario.stop.wall_time or 86400.0) / (self.clock.dilation or 1.0)
+            self.timed.append(LiveChurn(self, trace, horizon))
+
+    def handle_of(self, device: int) -> Optional[ProcessHandle]:
+        return next((h for h in self.handles if h.device == device), None)
+
+    def drive(self, ps, seconds: float) -> None:
+        """Engine tick: churn and recoveries now due, else sleep until the next one or ``seconds``."""
+        if not self.timed:
+            time.sleep(seconds)
+            return
+        end = time.monotonic() + seconds
+        for t in self.timed:
+            t.tick(ps, ps.event)
+            if (wait := t.seconds_to_next()) is not None:
+                end = min(end, time.monotonic() + wait)
+        if (left := end - time.monotonic()) > 0:
+            time.sleep(left)
+        for t in self.timed:
+            t.tick(ps, ps.event)
+
+    def _end_process(self, h: ProcessHandle) -> None:
+        h.away = True                      # killed on purpose: not an exit the engine should see
+        try:
+            os.kill(h.pid, signal.SIGKILL)   # a SIGSTOPped (crashed) process too
+        except ProcessLookupError:
+            pass
+        h.wait(5)
+
+    def go_offline(self, device: int, ps) -> bool:
+        """The device leaves: its agent is killed (its work in progress and socket lost), its session ends."""
+        h = self.handle_of(device)
+        if h is None or h.away or h.frozen or h.poll() is not None:
+            return False
+        self._end_process(h)
+        ps.leave(device)
+        return True
+
+    def start_again(self, device: int) -> bool:
+        """The device returns: a new agent process, which says hello afresh and pulls Θ."""
+        h = self.handle_of(device)
+        if h is None or not h.away:
+            return False
+        with procs.signals_deferred():
+            h.proc = self._spawn(self._specs[device])
+            h.away = False
+            self._record()
+        return True
+
+    def recover_device(self, device: int, ps) -> bool:
+        """Crash recovery: the stopped agent is killed and a new one started; the PS lets it say hello."""
+        h = self.handle_of(device)
+        if h is None or not h.frozen or h.away or h.poll() is not None:
+            return False
+        self._end_process(h)
+        h.frozen = False
+        ps.recover(device)
+        return self.start_again(device)
 
     def cleanup(self) -> None:
         for h in self.handles:

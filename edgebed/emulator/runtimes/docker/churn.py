@@ -10,105 +10,33 @@ links are shaped again (``DockerRuntime.start_again``: the qdiscs, its CPU quota
 passes the gate; the agent then says hello afresh and pulls Θ — the virtual clock's semantics, plus the
 agent's start-up (interpreter, torch, data), measured as the time from ``online`` to its ``hello``.
 
-Times are emulated seconds since the agents started (× ``timing.dilation`` on the wall clock); each
-change is a row of the events table, ``offline``/``online`` with ``scheduled_s=`` and ``applied_s=``.
-Draws: device d's alternating online/offline periods come from the stream (seed, d, 0xC1), the virtual
-clock's, so the same scenario and seed give both runtimes the same schedule (``schedule``).
+A fail-stop crash is ``docker pause``; with ``dynamics.availability.recover_after`` the paused container
+is, after the drawn delay, killed and started again the same way (``recover_device``: re-shaped, hello
+afresh). When each change is due, and its row of the events table, is ``runtimes/live_churn.py``'s.
 """
 from __future__ import annotations
 
-import time
-from typing import Callable, Optional
+import subprocess
+from typing import Optional
 
-import numpy as np
-
-from ..sim_dynamics import diurnal_factor, draw
+from ..live_churn import LiveChurn, LiveRecovery, churn_changes, schedule  # noqa: F401 — docker's, re-exported
 
 
-def churn_changes(churn, seed: int, device: int, horizon_s: float) -> list[tuple[float, bool]]:
-    """(emulated time, online?) changes of one churning device up to ``horizon_s``, starting online —
-    the sequence ``SimDynamics`` draws from the same stream (seed, device, 0xC1)."""
-    rng = np.random.default_rng([seed, device, 0xC1])
-    t, out = draw(churn.online, rng), []
-    while t < horizon_s:
-        out.append((t, False))
-        t += draw(churn.offline, rng, diurnal_factor(churn.diurnal, t))
-        if t >= horizon_s:
-            break
-        out.append((t, True))
-        t += draw(churn.online, rng)
-    return out
+def send_queue_bytes(ss_output: str) -> int:
+    """Bytes written to TCP sockets and not yet acknowledged by the peer: the Send-Q column of
+    ``ss -tnH state established`` (columns Recv-Q, Send-Q, local, peer)."""
+    return sum(int(line.split()[1]) for line in ss_output.splitlines() if len(line.split()) >= 4)
 
 
-def trace_changes(points) -> list[tuple[float, bool]]:
-    """(time, online?) changes of a trace device after t = 0 (its ``online`` rows)."""
-    return [(p.time_s, bool(p.online)) for p in points if p.time_s > 0 and p.online is not None]
-
-
-def schedule(scenario, trace: Optional[dict], horizon_s: float) -> tuple[dict, set]:
-    """→ ({device: [(t, online?), ...]}, devices away at t = 0) for the whole run: a trace device follows
-    its trace, any other device of a churning class its draws."""
-    trace = trace or {}
-    classes = scenario.dynamics.availability.classes
-    out, away = {}, set()
-    for d in range(scenario.workers.n):
-        if d in trace and any(p.online is not None for p in trace[d]):
-            first = [p for p in trace[d] if p.time_s <= 0 and p.online is not None]
-            if first and first[-1].online is False:
-                away.add(d)
-            out[d] = trace_changes(trace[d])
-        elif (churn := classes.get(scenario.class_of(d).name)) is not None:
-            out[d] = churn_changes(churn, scenario.seed, d, horizon_s)
-    return out, away
-
-
-class LiveChurn:
-    """Applies the schedule from the runtime's drive (``tick``), as ``LiveLinkEvents`` does the link
-    events. ``runtime``: a DockerRuntime (``go_offline``, ``start_again``, ``clock``, ``handles``)."""
-
-    def __init__(self, runtime, trace: Optional[dict], horizon_s: float):
-        self.rt = runtime
-        per_device, self.away_at_start = schedule(runtime.scenario, trace, horizon_s)
-        self.todo = sorted((t, d, on) for d, changes in per_device.items() for t, on in changes)
-        self.away: set[int] = set()
-        self.ended = False
-
-    def seconds_to_next(self) -> Optional[float]:
-        clock = self.rt.clock
-        if not self.todo or clock.t_running is None or self.ended:
-            return None
-        return max(0.0, self.todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
-
-    def tick(self, ps, record: Callable[[int, str, str], None]) -> None:
-        """Apply every change now due. Once the run stops nothing changes, and devices away are let go
-        (their handles report their stopped containers, so the teardown does not wait for them)."""
-        clock = self.rt.clock
-        if ps.stopped is not None:
-            if not self.ended:
-                self.ended = True
-                for d in self.away:
-                    self.rt.handle_of(d).away = False
-            return
-        if clock.t_running is None:
-            return
-        dilation = clock.dilation or 1.0
-        while self.todo and clock.elapsed() / dilation >= self.todo[0][0]:
-            t, d, online = self.todo.pop(0)
-            if online == (d not in self.away):
-                continue   # already so (a trace repeating itself)
-            t0 = time.monotonic()
-            if online:
-                ok = self.rt.start_again(d)
-                if ok:
-                    self.away.discard(d)
-            else:
-                ok = self.rt.go_offline(d, ps)
-                if ok:
-                    self.away.add(d)
-            if ok:
-                record(d, "online" if online else "offline",
-                       f"scheduled_s={t:g} applied_s={clock.elapsed() / dilation:.4f} "
-                       f"took_s={time.monotonic() - t0:.3f}")
+def unsent_uplink_bytes(pid: int) -> Optional[int]:
+    """The agent's uplink bytes in flight in container ``pid``'s network namespace: what its sockets
+    hold unacknowledged (in its socket buffer or its link's queue). None: not readable."""
+    try:
+        out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ss", "-tnH", "state", "established"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return send_queue_bytes(out.stdout) if out.returncode == 0 else None
 
 
 class ContainerChurn:
@@ -117,31 +45,29 @@ class ContainerChurn:
     ``_specs``, counters and ``_reshaped`` (restart_device's second half)."""
 
     def _churn_problems(self) -> list[str]:
-        """Availability on docker: containers stopped and started (docker/churn.py), so the agent must
-        live in its container, the trace may only say when a device is online, and the rule must be a
-        gradient rule (a round-based one would wait for devices that are away)."""
+        """Availability and crash recovery on docker: containers stopped and started (docker/churn.py),
+        so the agent must live in its container and the rule must be a gradient rule (a round-based one
+        would wait for devices that are away); a trace's columns as docker/tracelive.py can apply them."""
         dyn, out = self.scenario.dynamics, []
-        if not {"availability", "trace"} & set(dyn.parts()):
+        parts = set(dyn.parts())
+        if not {"availability", "recovery", "trace"} & parts:
             return out
         if self.spec.agents != "container":
-            out.append("dynamics.availability / trace on docker stop and start the devices' containers: "
-                       "set runtime.docker.agents: container (forked agents are not restarted)")
+            out.append("dynamics.availability / recover_after / trace on docker stop and start the devices' "
+                       "containers: set runtime.docker.agents: container (forked agents are not restarted)")
         from ....algorithms import ALGORITHMS
         if ALGORITHMS[self.scenario.algorithm.name].policy != "gradient":
-            out.append(f"dynamics.availability / trace with algorithm {self.scenario.algorithm.name}: churn "
-                       "needs a gradient rule (asgd, comp-asgd, adacomp); a round-based rule would wait "
+            out.append(f"dynamics.availability / recover_after / trace with algorithm {self.scenario.algorithm.name}: "
+                       "churn needs a gradient rule (asgd, comp-asgd, adacomp); a round-based rule would wait "
                        "for devices that are away")
         if dyn.trace is not None:
             from ....traces import TraceError, read_trace
+            from .tracelive import problems
             try:
                 trace = read_trace(dyn.trace.path, self.scenario.workers.n)
             except TraceError as err:
                 return out + [f"dynamics.trace.path: {err}"]
-            cols = ("slowdown", "ms_per_sample", "uplink_kbit_s", "downlink_kbit_s")
-            used = sorted({c for pts in trace.values() for p in pts for c in cols if getattr(p, c) is not None})
-            if used:
-                out.append(f"dynamics.trace.path: the docker runtime applies a trace's online column only, "
-                           f"and this trace sets {', '.join(used)}; drop those columns or use runtime sim")
+            out += problems(self.scenario, trace)
         return out
 
     def go_offline(self, device: int, ps) -> bool:
@@ -153,14 +79,51 @@ class ContainerChurn:
             return False
         self.sample_counters(force=True)      # its veth goes with its namespace: keep what it counted
         self._counter_base[device] = dict(self._counters.get(device, {}))
+        entry = self.record["containers"][str(device)]
+        # the bytes it had sent that the PS has not got, lost with it (the virtual clock's wasted bytes:
+        # there the whole message in flight; here what its socket held unacknowledged — a lower bound)
+        wasted = unsent_uplink_bytes(entry["pid"])
         h.away = True
         try:
             h.container.kill()
         except Exception as err:  # noqa: BLE001 — it ended meanwhile: away all the same
             self.record["warnings"].append(f"device {device}: going offline: {err}")
         ps.leave(device)
-        entry = self.record["containers"][str(device)]
         entry["offline"] = entry.get("offline", 0) + 1
+        if wasted is not None:
+            entry["wasted_uplink_bytes"] = entry.get("wasted_uplink_bytes", 0) + wasted
+            self.record["wasted_uplink_bytes"] = self.record.get("wasted_uplink_bytes", 0) + wasted
+        self.last_wasted = wasted   # read by live_churn for the offline row
+        return True
+
+    def on_frozen(self, device: int) -> None:
+        """The device's container was paused (a fail-stop crash): its recovery is scheduled, if any."""
+        if self.recovery is not None:
+            self.recovery.crashed(device)
+
+    def recover_device(self, device: int, ps) -> bool:
+        """Crash recovery: the paused container is killed (its work in progress and socket lost), started
+        again and its links shaped again (qdiscs on the new veth; its CPU quota, a container setting,
+        stays); the PS lets it say hello afresh. → done (False: the device had ended)."""
+        h = self.handle_of(device)
+        if h is None or not h.frozen or h.returncode is not None:
+            return False
+        self.sample_counters(force=True)      # its veth goes with its namespace: keep what it counted
+        self._counter_base[device] = dict(self._counters.get(device, {}))
+        gate = self.gate_dir / str(device)
+        gate.unlink(missing_ok=True)          # the new agent waits until its links are shaped again
+        h.away = True                         # stopped, yet not ended (poll() must not report an exit)
+        try:
+            h.container.kill()                # docker delivers SIGKILL to a paused container and thaws it
+        except Exception as err:  # noqa: BLE001 — it ended meanwhile
+            self.record["warnings"].append(f"device {device}: recovering: {err}")
+        h.container.wait(timeout=30)
+        h.frozen = False
+        ps.recover(device)
+        h.container.start()
+        self._reshaped(self._specs[device], h, gate)
+        entry = self.record["containers"][str(device)]
+        entry["recovered"] = entry.get("recovered", 0) + 1
         return True
 
     def start_again(self, device: int) -> bool:
@@ -175,3 +138,21 @@ class ContainerChurn:
         h.container.start()
         self._reshaped(self._specs[device], h, gate)
         return True
+
+    def _with_restart_peaks(self, out: dict) -> dict:
+        """``fidelity()``'s ``out``, where the peak uplink rate of a restarted device is the highest of
+        its starts'; the record keeps each start's (``containers.<d>.uplink_peaks_bps``: shaped again
+        after a restart, or not)."""
+        for d, entry in self.record["containers"].items():
+            earlier = [p for p in entry.get("uplink_peaks_bps", []) if p is not None]
+            if earlier:
+                now = out["uplink_peak_bps"].get(int(d), 0.0)
+                out["uplink_peak_bps"][int(d)] = max(earlier + [now])
+        return out
+
+    def _note_peaks(self) -> None:
+        """The last start's peak joins the earlier ones in the record of a restarted device."""
+        for d, entry in self.record["containers"].items():
+            if "uplink_peaks_bps" in entry and len(entry["uplink_peaks_bps"]) == entry.get("restarts", 0):
+                p = self._uplink_peaks.get(int(d))
+                entry["uplink_peaks_bps"].append(round(p.peak_bps) if p is not None else None)

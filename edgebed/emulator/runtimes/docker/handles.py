@@ -73,6 +73,9 @@ class ContainerHandle(PolledHandle):
                     raise
                 time.sleep(0.2 * (attempt + 1))
         self.frozen = True
+        hook = getattr(self.runtime, "on_frozen", None)
+        if hook is not None:            # docker: a recovery may follow (dynamics.availability.recover_after)
+            hook(self.device)
 
 
 class ForkedAgentHandle(ContainerHandle):

@@ -101,15 +101,17 @@ class LiveLinkEvents:
         rec = self.rt.record["containers"].get(str(d))
         if not rec or "eth0" not in rec:
             return False   # not started (or gone)
-        klass = self.rt.scenario.class_of(d)   # the executed scenario: its rates are dilated already
+        # the link in force: the executed scenario's class (rates dilated already) or a trace's rate;
+        # at the event's end that is what comes back
+        up, down = self.rt.link_profile(d, "uplink"), self.rt.link_profile(d, "downlink")
         rate = None if end else e.set.rate / (self.rt.clock.dilation or 1.0)
         try:
             if e.direction in ("uplink", "both"):
-                prof = klass.uplink.model_copy(update={"rate": rate or klass.uplink.rate})
-                change_rate(rec["eth0"], prof, netns=rec["pid"], base_rate=klass.uplink.rate)
+                prof = up.model_copy(update={"rate": rate or up.rate})
+                change_rate(rec["eth0"], prof, netns=rec["pid"], base_rate=up.rate)
             if e.direction in ("downlink", "both") and "host_veth" in rec and self.rt.spec.shape_downlink:
-                prof = klass.downlink.model_copy(update={"rate": rate or klass.downlink.rate})
-                change_rate(rec["host_veth"], prof, base_rate=klass.downlink.rate)
+                prof = down.model_copy(update={"rate": rate or down.rate})
+                change_rate(rec["host_veth"], prof, base_rate=down.rate)
         except links.LinkError:
             return False   # its container ended meanwhile
         return True

@@ -5,7 +5,8 @@ gateway address), one container per device running ``python -m edgebed.device_ag
 on each container's ``eth0`` (uplink) and on its host-side veth (downlink), netem where the kernel has
 it (else delay/jitter/loss stay in the agent: "app"), a CPU quota per speed class applied once the
 device's first push arrived (a throttled start-up is ~11x slower), and ``docker pause`` (cgroup
-freezer) for a fail-stop crash. Everything carries the label ``edgebed.run=<run id>`` and is listed
+freezer) for a fail-stop crash (killed and started again after ``dynamics.availability.recover_after``:
+docker/churn.py; a trace's rates and slowdown: docker/tracelive.py). Everything carries the label ``edgebed.run=<run id>`` and is listed
 in ``run_dir/docker.json``, so ``edgebed clean <run-dir>`` removes exactly this run's objects.
 Kernel interface counters (veth per device, bridge for the PS) go to ``run_dir/kernel_traffic.json``.
 
@@ -40,9 +41,10 @@ from .clean import clean_docker, leak_advice
 from ..base import AgentHandle, AgentSpec, Runtime, RuntimeError_, unknown_classes
 from .handles import ContainerHandle, ForkedAgentHandle
 from .quotas import QuotaOnFirstPush
-from .churn import ContainerChurn, LiveChurn
+from .churn import ContainerChurn, LiveChurn, LiveRecovery
 from .live import LiveLinkEvents
 from .pslink import PSLink
+from .tracelive import LiveTrace, TracedDevices
 from .runstate import ContainerRunState, cpus_for  # noqa: F401 — cpus_for: also this module's (kubernetes)
 
 LABEL = images.LABEL
@@ -60,7 +62,7 @@ GATE = ("import os, signal, sys, time\n"
         "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
         "os.execvp(sys.argv[2], sys.argv[2:])\n")
 HOLDER = "/usr/bin/sleep"   # ``agents: forked``: the container's only process (coreutils, in every image)
-DYNAMICS = ("event:link", "event:partition", "availability", "trace", "ps-link", "event:ps-link")
+DYNAMICS = ("event:link", "event:partition", "availability", "recovery", "trace", "ps-link", "event:ps-link")
 COUNTER_EVERY = 0.25     # seconds between kernel counter samples (one netlink dump each)
 
 
@@ -84,7 +86,7 @@ class DockerSpec(BaseModel):
         "needed for hundreds of devices)")
 
 
-class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime):
+class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, TracedDevices, Runtime):
     name = "docker"
     Spec = DockerSpec
 
@@ -106,7 +108,12 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
         self.capabilities = dataclasses.replace(self.capabilities, dynamics=frozenset(DYNAMICS))
         self.live = LiveLinkEvents(self) if scenario.dynamics.events else None
         self.churn: Optional[LiveChurn] = None   # made in start(), once the trace is read
+        self.trace: Optional[LiveTrace] = None   # a trace's speed and bandwidth columns (docker/tracelive.py)
         self.timed: list = [self.live] if self.live is not None else []
+        # crash recovery (docker/churn.py): a paused container killed, started and re-shaped
+        self.recovery = LiveRecovery(self) if "recovery" in scenario.dynamics.parts() else None
+        if self.recovery is not None:
+            self.timed.append(self.recovery)
         self._specs: dict[int, AgentSpec] = {}
         self._counter_base: dict[int, dict] = {}   # device → counts of its veths before a restart
 
@@ -131,7 +138,9 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
                          "agents": self.spec.agents}
         live = {"event:link": "kernel, live (rate only)", "event:partition": "kernel, live (eth0 down)",
                 "availability": "container killed (offline), started and re-shaped (online)",
-                "trace": "online column: container killed / started",
+                "recovery": "paused container killed, started and re-shaped after the delay",
+                "trace": "online: container killed / started; bandwidth: tbf rate changed live; "
+                         "slowdown: CPU quota changed live",
                 "ps-link": "kernel: tbf on the bridge (egress), bridge ingress → ifb with tbf (ingress)",
                 "event:ps-link": "kernel, live (rate)"}
         if parts := [p for p in self.scenario.dynamics.parts() if p in live]:
@@ -195,6 +204,9 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
             horizon = (self.scenario.stop.wall_time or 86400.0) / (self.clock.dilation or 1.0)
             self.churn = LiveChurn(self, trace, horizon)
             self.timed.append(self.churn)
+            if trace is not None:
+                self.trace = LiveTrace(self, trace)
+                self.timed.append(self.trace)
         self.image = images.resolve(self.spec.image, self.client)
         self.record["image"] = {"name": self.image.name, "kind": self.image.kind}
         self.gate_dir.mkdir(exist_ok=True)
@@ -248,7 +260,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
             handle = ContainerHandle(self, spec.device, container)
             procs.wait_blocked(pid, signal.SIGTERM)   # the gate holds SIGTERM: from here none is lost
             (self.gate_dir / str(spec.device)).touch()
-        self._quota_pending[spec.device] = self.cpus_of(spec.speed_class)
+        self._quota_pending[spec.device] = self.cpus_now(spec.device)
         return handle
 
     def handle_of(self, device: int) -> Optional[ContainerHandle]:
@@ -263,7 +275,9 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
         if not pid:
             raise RuntimeError_(f"device {spec.device}: container {entry['name']} did not restart; "
                                 f"see `docker logs {entry['name']}`")
+        peak = self._uplink_peaks.pop(spec.device, None)   # measured again on the new veth
         with self._lock:
+            entry.setdefault("uplink_peaks_bps", []).append(round(peak.peak_bps) if peak is not None else None)
             entry["pid"] = pid
             entry["restarts"] = entry.get("restarts", 0) + 1
             entry.update(self._shape(spec, pid))
@@ -302,19 +316,21 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
         self._save()
 
     def _shape(self, spec: AgentSpec, pid: int) -> dict:
-        klass = self.scenario.class_of(spec.device)
         inner, peer, peer_name = links.veth_peer(pid)
         out = {"eth0": inner, "host_veth": peer, "host_ifname": peer_name, "qdiscs": []}
-        up = links.shape(inner, klass.uplink, netns=pid)
+        uplink, downlink = self.link_profile(spec.device, "uplink"), self.link_profile(spec.device, "downlink")
+        up = links.shape(inner, uplink, netns=pid)
         out["uplink"] = up.levels
         if up.qdisc:
             out["qdiscs"].append({"where": "container eth0", "netns_pid": pid, "ifindex": inner, "kind": up.qdisc})
         if self.spec.shape_downlink:
-            down = links.shape(peer, klass.downlink)
+            down = links.shape(peer, downlink)
             out["downlink"] = down.levels
             if down.qdisc:
                 out["qdiscs"].append({"where": "host veth", "ifname": peer_name, "ifindex": peer,
                                       "kind": down.qdisc})
+        if self.trace is not None:   # the rates in force (a trace's), as live changes record them
+            out["uplink_rate_bps"], out["downlink_rate_bps"] = uplink.rate, downlink.rate
         return out
 
     # -- during the run -----------------------------------------------------------------------
@@ -374,11 +390,15 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, Runtime
                 "devices": {str(d): c for d, c in sorted(self._counters.items())},
                 "classes": per_class, "ps": ps, "host_cpu": self.host_cpu()}
 
+    def fidelity(self) -> dict:
+        return self._with_restart_peaks(super().fidelity())
+
     # -- teardown -----------------------------------------------------------------------------
     def cleanup(self) -> None:
         if self.network is None and not self.handles:
             return
         self._write_kernel_traffic()
+        self._note_peaks()
         for h in self.handles:           # forked agents are host processes: end them first
             if isinstance(h, ForkedAgentHandle) and h.poll() is None:
                 h.kill()

@@ -1,0 +1,62 @@
+"""Availability churn and crash recovery on the local runtime (runtimes/local.py, live_churn.py): a device
+offline is its agent process killed, coming back or recovering is a new agent process that says hello
+afresh and pulls; each change lands on time and is recorded."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from edgebed.emulator.engine import Engine
+from edgebed.emulator.runtimes import get_runtime
+from edgebed.scenario import parse_scenario
+
+pytestmark = pytest.mark.timeout(120)
+
+# seed 1977: device 1's crash stream fails its 18th push, nobody else's within 800 pushes
+SCENARIO = {"name": "local-churn", "seed": 1977, "model": {"name": "mlp"},
+            "algorithm": {"name": "adacomp", "lr": 0.05, "c": 0.01}, "eval": {"every": 100000, "test_samples": 100},
+            "workers": {"n": 3, "classes": [{"name": "edge", "share": 1}]},
+            "failures": {"crash_probability": 0.002},
+            "stop": {"wall_time": "4s"}, "runtime": {"name": "local"}}
+
+
+def test_local_devices_leave_come_back_and_recover_with_new_agent_processes(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("device,time_s,online\n0,0,1\n0,1.5,0\n0,2.5,1\n")
+    sc = parse_scenario({**SCENARIO, "dynamics": {"trace": {"path": str(trace)},
+                                                  "availability": {"recover_after": "0.5s"}}})
+    res = Engine(sc, out=tmp_path / "out").run()
+    assert res.summary["status"] == "complete", res.summary
+    events = pd.read_csv(res.path / "events.csv")
+    updates = pd.read_csv(res.path / "updates.csv")
+    churn = events[events["event"].isin(["offline", "online"])]
+    assert [(r.device, r.event) for r in churn.itertuples()] == [(0, "offline"), (0, "online")]
+    off, on = churn["wall_time"]
+    mine = updates[updates["device"] == 0]["wall_time"]
+    assert (mine < off).any() and not mine.between(off + 0.1, on).any() and (mine > on).any()
+    crash = events[(events.event == "crash") & (events.device == 1)]["wall_time"]
+    recover = events[(events.event == "recover") & (events.device == 1)]["wall_time"]
+    assert len(crash) == 1 and len(recover) == 1
+    assert 0.5 <= recover.iloc[0] - crash.iloc[0] <= 1.0    # recover_after 0.5 s, applied from the engine's tick
+    hellos = events[(events.device.isin([0, 1])) & (events.event == "hello")]
+    assert list(hellos.groupby("device").size()) == [2, 2]        # a new agent process each time
+    back = {0: churn["wall_time"].iloc[1], 1: recover.iloc[0]}
+    print("hello s after the new agent process started:",
+          {d: round(hellos[hellos.device == d]["wall_time"].iloc[1] - t, 3) for d, t in back.items()},
+          "late s:", {r["event"]: r["late_s"] for r in res.summary["fidelity"]["dynamics"]["events"]})
+    assert (updates[updates["device"] == 1]["wall_time"] > recover.iloc[0]).any()
+    dyn = res.summary["fidelity"]["dynamics"]
+    # (the recovery, due ~1 s into the run, is judged above: 10 % of its time is one engine tick)
+    assert dyn["availability"][0]["within_tolerance"] and [r["event"] for r in dyn["events"]] == ["recover"]
+
+
+def test_local_refuses_what_it_cannot_apply_saying_what_to_do(tmp_path):
+    speeds = tmp_path / "speeds.csv"
+    speeds.write_text("device,time_s,online,uplink_kbit_s\n0,0,1,800\n")
+    sc = parse_scenario({**SCENARIO, "dynamics": {"trace": {"path": str(speeds)}}})
+    problems = get_runtime("local")(sc, tmp_path).check()
+    assert any("online column only" in p and "uplink_kbit_s" in p and "runtime docker or sim" in p for p in problems)
+    sc = parse_scenario({**SCENARIO, "dynamics": {"events": [{"at": "1s", "kind": "link", "devices": [0],
+                                                               "set": {"rate": "1mbit"}}]}})
+    assert any("'event:link' is not applied by the local runtime" in p
+               for p in get_runtime("local")(sc, tmp_path).check())
