@@ -11,8 +11,8 @@ import numpy as np
 # Every function the PS calls on the compiled path. A module built from an older _fastpush.c (an
 # editable install whose extension was not rebuilt after a pull) lacks some: it is not used, and
 # the PS says so once, instead of failing at the first push that needs the missing one.
-FUNCTIONS = ("check_sparse", "sgd_sparse", "adacomp", "touch_sigma", "adacomp_touch_from", "touch_append",
-             "touch_compact")
+FUNCTIONS = ("check_sparse", "max_abs", "sgd_sparse", "adacomp", "touch_sigma", "adacomp_touch_from",
+             "touch_append", "touch_compact")
 try:
     from . import _fastpush as _fast
 except ImportError:   # not built (no C compiler at install time): numpy
@@ -81,6 +81,17 @@ def _values_in_range(v: np.ndarray, limit: float) -> bool:
             if float(np.dot(v, v)) <= 0.25 * limit * limit:
                 return True
     return -limit <= float(v.min()) and float(v.max()) <= limit
+
+
+def max_abs(values: np.ndarray) -> float:
+    """max |v| of a push's values (0.0 for none), as the PS notes it per push for the divergence check's
+    blame: one compiled pass for float32, else two numpy reductions. The same number either way for the
+    finite values the PS applies (tests/unit/ps/test_fastpush.py)."""
+    if not values.size:
+        return 0.0
+    if _fast is not None and values.dtype == np.float32 and values.flags.c_contiguous:
+        return _fast.max_abs(values)
+    return max(float(values.max()), -float(values.min()))
 
 
 def as_index(indices: np.ndarray) -> np.ndarray:

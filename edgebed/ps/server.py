@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import wire
 from ..advice import MAX_STEP
-from .aggregate import ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries
+from .aggregate import ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries, max_abs
 from .rules import UpdateRule
 from .traffic import TrafficMeter
 
@@ -290,13 +290,7 @@ class ParameterServer:
         st.last_seq = msg.seq
         st.pushes += 1
         self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
-        wall, virt = self._now()
-        self.hooks.record("updates", {
-            "update": self.version, "wall_time": wall, "virtual_time": virt, "device": d,
-            "speed_class": self.config.class_of(d), "staleness": staleness,
-            "sigma_mean": applied.sigma_mean, "sigma_max": applied.sigma_max,
-            "entries": int(msg.values.size), "bytes_in": nbytes,
-            "loss": msg.loss if msg.loss is not None else math.nan})
+        self._record_update(d, msg, applied, staleness, nbytes)
         if self._eval_step and self.version % self._eval_step == 0:
             self.snapshot()
         if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
@@ -315,6 +309,16 @@ class ParameterServer:
             return _HOLD
         return self._push_reply(d, freeze)
 
+    def _record_update(self, d: int, msg: wire.Push, applied, staleness: int, nbytes: int) -> None:
+        """The ``updates`` row of the push just applied (Θ is at ``self.version`` now)."""
+        wall, virt = self._now()
+        self.hooks.record("updates", {
+            "update": self.version, "wall_time": wall, "virtual_time": virt, "device": d,
+            "speed_class": self.config.class_of(d), "staleness": staleness,
+            "sigma_mean": applied.sigma_mean, "sigma_max": applied.sigma_max,
+            "entries": int(msg.values.size), "bytes_in": nbytes,
+            "loss": msg.loss if msg.loss is not None else math.nan})
+
     def _note_step(self, d: int, values: np.ndarray) -> float:
         """How far this push moved an entry of Θ at most (|value| × the rule's step scale), kept per
         device until the next look at Θ, which blames the largest mover if Θ diverged."""
@@ -322,7 +326,7 @@ class ParameterServer:
             values = values[:values.size - self.config.statistics]
         if not values.size:
             return 0.0
-        step = max(float(values.max()), -float(values.min())) * self.rule.step_scale()
+        step = max_abs(values) * self.rule.step_scale()
         largest, pushes = self._window.get(d, (0.0, 0))
         self._window[d] = (max(largest, step), pushes + 1)
         return step
