@@ -20,6 +20,9 @@ from collections import deque
 import numpy as np
 
 LOOK = 8   # buffers handed back that ``take`` looks at, oldest first (pushes are answered roughly in order)
+KEEP = 1 << 17   # buffers handed back that the pool remembers at most: beyond, the oldest is forgotten (not
+#                  reused, freed as usual), so one array handed back again and again (a compressor's own
+#                  buffer sent as the push) cannot grow the pool without bound
 _FREE = 3  # sys.getrefcount of a buffer only this pool holds: the deque's slot, ``take``'s name, the argument
 
 
@@ -27,7 +30,7 @@ class GradientBuffers:
     """A process's pool of dense gradient buffers, shared by its trainers (one thread)."""
 
     def __init__(self):
-        self._given: deque = deque()
+        self._given: deque = deque(maxlen=KEEP)
 
     def give(self, arr: np.ndarray) -> None:
         """``arr`` was pushed: its memory may be reused once nothing references it."""

@@ -48,3 +48,14 @@ def test_gradients_into_reused_buffers_are_the_same_bits():
         assert g2.dtype == np.float32 and np.array_equal(g1.view(np.uint32), g2.view(np.uint32)) and l1 == l2
         pooled.buffers.give(g2)
         del g2
+
+
+@pytest.mark.timeout(30)
+def test_an_array_handed_back_again_and_again_does_not_grow_the_pool(monkeypatch):
+    from edgebed.device_agent import gradbuf
+    monkeypatch.setattr(gradbuf, "KEEP", 16)
+    pool = GradientBuffers()
+    kept = np.zeros(4, np.float32)   # e.g. a compressor's own buffer, sent as every push
+    for _ in range(100):
+        pool.give(kept)
+    assert len(pool) == 16 and pool.take(4) is not kept
