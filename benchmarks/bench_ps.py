@@ -632,7 +632,7 @@ def main(argv=None) -> int:
         return 0
     pushes = 400 if args.quick else 3000
     seconds = 1.0 if args.quick else 3.0
-    res = {"machine": {"cores": os.cpu_count()}, "date": time.strftime("%Y-%m-%d %H:%M"),
+    res = {"machine": {"cores": os.cpu_count(), "cpu_model": _host()["cpu_model"]}, "date": time.strftime("%Y-%m-%d %H:%M"),
            "load_average_start": os.getloadavg(), "apply": [], "ingest": []}
     for rule in ("asgd", "comp-asgd", "adacomp"):
         for n in (10, 50, 200):
@@ -658,7 +658,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ps.json").write_text(json.dumps(res, indent=2))
-    lines = [f"{res['date']}, {res['machine']['cores']} cores, load average at start / end: "
+    lines = [f"{res['date']}, {res['machine']['cpu_model']}, {res['machine']['cores']} cores, load average at start / end: "
              f"{res['load_average_start'][0]:.1f} / {res['load_average_end'][0]:.1f}", "",
              "| rule | n outstanding | mean µs | median µs | p90 µs | CPU µs |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['rule']} | {r['n']} | {r['mean_us']:.1f} | {r['median_us']:.1f} | {r['p90_us']:.1f} "
