@@ -5,6 +5,10 @@ against raw pyzmq loopback throughput measured in the same run.
     python -m benchmarks.bench_ps --parts FILE             → µs of process()'s parts (ps-process-parts.json)
     python -m benchmarks.bench_ps --budget FILE            → ratio to raw for a process() of fixed cost
                                                               (ps-process-budget.json)
+    python -m benchmarks.bench_ps --breakdown FILE         → µs per push of each phase of process(), AdaComp
+                                                              and ASGD (benchmarks/ps_breakdown.py), + .md
+    python -m benchmarks.bench_ps --ingest FILE            → only the ingest runs (AdaComp, ASGD; shared, pinned)
+                                                              against raw pyzmq, alternating rounds, + .md
     python -m benchmarks.bench_ps --sizes FILE             → ingest per model size, 0.2 M / 1 M / 11 M
                                                               parameters, vs raw pyzmq (ps-sizes.json)
 
@@ -343,7 +347,7 @@ def ingest(rule: str, seconds: float, sockets: int = 8, rounds: int = 3, pinned:
 
 def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy_path: bool = False,
               busy_us: float = 0.0, pinned: bool = False, null: bool = False,
-              model: str = "cnn") -> tuple[float, float, int]:
+              model: str = "cnn", timers: Optional[dict] = None) -> tuple[float, float, int]:
     """(pushes/s, CPU µs per push of this process, pushes applied) through the real ZmqServer.
 
     Every device has a pull on record (AdaComp keeps a snapshot of its counters for each, as in a
@@ -354,7 +358,9 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy
     the numpy code it falls back to. ``busy_us`` (with ``stub``): the canned Ack after spinning that
     long on the serve thread, a ``process`` that costs exactly that much. ``null``: ``NullPS``, no
     work at all, the clients skip hello (the raw baseline). ``pinned``: see SERVER_CPUS. ``model``: the
-    workload whose Θ the PS holds and the clients push for."""
+    workload whose Θ the PS holds and the clients push for. ``timers``: (acc, clock): a timer around each
+    phase of ``process`` (ps_breakdown.PHASES), around ``process`` itself and the loop's receive and
+    send, their [ns, calls] added to acc's entries (``ps_breakdown.in_serve_loop``)."""
     from edgebed.ps import aggregate
     from edgebed.ps.serve import ZmqServer
     ctx = mp.get_context("spawn")
@@ -382,8 +388,17 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy
     fast, cpus = aggregate._fast, os.sched_getaffinity(0)
     if numpy_path:
         aggregate._fast = None
+    remove = None
     try:
-        server = ZmqServer(ps, "tcp://127.0.0.1:0").start()
+        server = ZmqServer(ps, "tcp://127.0.0.1:0")
+        if timers is not None:
+            from benchmarks.ps_breakdown import _timed, install
+            acc, clock = timers
+            remove = install(ps, acc, clock)
+            ps.process = _timed(ps.process, acc["process"], clock)
+            server._recv = _timed(server._recv, acc["receive"], clock)
+            server._send = _timed(server._send, acc["send"], clock)
+        server.start()
         if pinned:
             _pin(SERVER_CPUS)
         q = ctx.Queue()
@@ -396,6 +411,8 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy
         cpu = (_cpu_s() - cpu0) / max(ps.version, 1)   # this process: serve + ZeroMQ threads, main idle
         server.stop()
     finally:
+        if remove is not None:
+            remove()
         aggregate._fast = fast
         if pinned:
             _pin(cpus)
@@ -514,6 +531,36 @@ def write_sizes(path: Path, seconds: float, rounds: int) -> None:
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
+def write_ingest(path: Path, seconds: float, rounds: int) -> None:
+    """``--ingest``: the ingest runs alone (what the main run measures after its apply costs) → ``path``
+    (json) and the same with ``.md``; the host's CPU model and load recorded."""
+    res = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": _host(), "seconds_each": seconds, "rounds": rounds,
+           "ingest": []}
+    for pinned in (False, True):
+        for rule in ("adacomp", "asgd"):
+            r = ingest(rule, seconds, rounds=rounds, pinned=pinned)
+            r["load_average_after"] = os.getloadavg()
+            res["ingest"].append(r)
+            print(f"ingest {rule}{' pinned' if pinned else ''}: PS {r['ps_pushes_per_s']:.0f}/s vs raw "
+                  f"{r['raw_zmq_msgs_per_s']:.0f}/s = {r['ps_over_raw']:.2f} [{_ratios(r)}], stub "
+                  f"{r['stub_over_raw']:.2f}", flush=True)
+    res["load_average_end"] = os.getloadavg()
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    h = res["host"]
+    lines = [f"{res['date']}, {h['cpu_model']}, {h['cores']} cores, load average at start / end: "
+             f"{h['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}; medians of {rounds} alternating rounds "
+             f"of {seconds:g} s (PS, its numpy path, the canned-Ack stub, raw: see bench_ps's docstring); "
+             "per-round ratios in brackets", "",
+             "| rule | CPUs | PS pushes/s | raw msgs/s | PS/raw (goal) | PS CPU µs/push | raw CPU µs/msg "
+             "| stub/raw | numpy path/raw |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['rule']} | {'pinned' if r['pinned'] else 'shared'} | {r['ps_pushes_per_s']:.0f} "
+              f"| {r['raw_zmq_msgs_per_s']:.0f} | {r['ps_over_raw']:.2f} (≥ {r['goal_ratio']:.1f}) [{_ratios(r)}] "
+              f"| {r['ps_cpu_us_per_push']:.1f} | {r['raw_cpu_us_per_msg']:.1f} "
+              f"| {r['stub_over_raw']:.2f} [{_ratios(r, 'stub_over_raw')}] "
+              f"| {r['numpy_over_raw']:.2f} [{_ratios(r, 'numpy_over_raw')}] |" for r in res["ingest"]]
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
 def _ratios(r: dict, key: str = "ps_over_raw") -> str:
     return ", ".join(f"{x[key]:.2f}" for x in r["rounds"])
 
@@ -529,8 +576,29 @@ def main(argv=None) -> int:
     ap.add_argument("--memory", metavar="FILE", help="only the PS's memory per outstanding pull, to FILE (json)")
     ap.add_argument("--sizes", metavar="FILE", help="only ingest per model size (0.2 M, 1 M, 11 M), ASGD and "
                     "AdaComp beside raw pyzmq, to FILE (json) and FILE with .md")
+    ap.add_argument("--breakdown", metavar="FILE", help="only process()'s phases per push (decode, check, apply, "
+                    "step, record, reply, bookkeeping), AdaComp and ASGD, to FILE (json) and FILE with .md")
+    ap.add_argument("--ingest", metavar="FILE", help="only the ingest runs (AdaComp and ASGD, CPUs shared and "
+                    "pinned, --rounds alternating rounds of --seconds each) to FILE (json) and FILE with .md")
     ap.add_argument("--seconds", type=float, default=2.0, help="--sizes: seconds of each PS or raw run")
     args = ap.parse_args(argv)
+    if args.breakdown:
+        from benchmarks import ps_breakdown
+        res = {"what": "bench_ps --breakdown: µs per push of each phase of ParameterServer.process (decode, check, "
+                       "apply, step, record, reply, bookkeeping), AdaComp and dense ASGD, warm and in the serve loop",
+               "date": time.strftime("%Y-%m-%d %H:%M"), "host": _host(),
+               "rows": [ps_breakdown.breakdown(rule, per=50 if rule == "adacomp" else 5)
+                        for rule in ("adacomp", "asgd")]}
+        res["in_serve_loop"] = [ps_breakdown.in_serve_loop_median(rule, pinned) for pinned in (False, True)
+                                for rule in ("adacomp", "asgd")]
+        res["load_average_end"] = os.getloadavg()
+        Path(args.breakdown).write_text(json.dumps(res, indent=2) + "\n")
+        Path(args.breakdown).with_suffix(".md").write_text(ps_breakdown.markdown(res))
+        print(ps_breakdown.markdown(res))
+        return 0
+    if args.ingest:
+        write_ingest(Path(args.ingest), args.seconds, args.rounds)
+        return 0
     if args.sizes:
         write_sizes(Path(args.sizes), args.seconds, args.rounds)
         return 0
@@ -564,7 +632,7 @@ def main(argv=None) -> int:
         return 0
     pushes = 400 if args.quick else 3000
     seconds = 1.0 if args.quick else 3.0
-    res = {"machine": {"cores": os.cpu_count()}, "date": time.strftime("%Y-%m-%d %H:%M"),
+    res = {"machine": {"cores": os.cpu_count(), "cpu_model": _host()["cpu_model"]}, "date": time.strftime("%Y-%m-%d %H:%M"),
            "load_average_start": os.getloadavg(), "apply": [], "ingest": []}
     for rule in ("asgd", "comp-asgd", "adacomp"):
         for n in (10, 50, 200):
@@ -590,7 +658,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ps.json").write_text(json.dumps(res, indent=2))
-    lines = [f"{res['date']}, {res['machine']['cores']} cores, load average at start / end: "
+    lines = [f"{res['date']}, {res['machine']['cpu_model']}, {res['machine']['cores']} cores, load average at start / end: "
              f"{res['load_average_start'][0]:.1f} / {res['load_average_end'][0]:.1f}", "",
              "| rule | n outstanding | mean µs | median µs | p90 µs | CPU µs |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['rule']} | {r['n']} | {r['mean_us']:.1f} | {r['median_us']:.1f} | {r['p90_us']:.1f} "

@@ -13,7 +13,8 @@ at a time, niced, so one point's memory never counts in another's. Per point:
   before the run (imports done), and ``bytes_per_device`` = (peak − before) / n;
 - the update rate in steady state: applied updates per wall second between the first and the last
   update (every update then costs one gradient, one compression and one apply), and set-up seconds
-  until the first update (every device says hello, pulls and computes its first gradient);
+  until the first update (every device says hello, pulls and computes its first gradient); the minor
+  page faults per update over the same span;
 - what ``edgebed validate``'s memory model (``emulator/capacity.py``) predicted for the point.
 
 A point whose predicted memory exceeds ``--max-gb`` (the shared host's budget) is skipped and recorded
@@ -58,6 +59,11 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _cpu_model() -> str:
+    return next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), "unknown")
+
+
 def point(model: str, rule: str, n: int, updates: int) -> dict:
     """Run one point in this process; returns its measurements."""
     from edgebed.emulator.capacity import sim_memory
@@ -69,11 +75,13 @@ def point(model: str, rule: str, n: int, updates: int) -> dict:
     predicted = sim_memory(sc)
     before = _rss_bytes()
     cpu = []   # process CPU seconds at each applied update: a rate a busy shared host inflates little
+    faults = []   # minor page faults so far, at each applied update
     append = rundir.RunWriter.append
 
     def timed_append(self, table, row):
         if table == "updates":
             cpu.append(time.process_time())
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
         return append(self, table, row)
     rundir.RunWriter.append = timed_append
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,6 +102,7 @@ def point(model: str, rule: str, n: int, updates: int) -> dict:
             "updates_per_s": round((len(up) - 1) / float(last - first), 1) if last > first else None,
             "updates_per_cpu_s": round((len(cpu) - 1) / (cpu[-1] - cpu[0]), 1) if len(cpu) > 1 else None,
             "setup_cpu_s": round(cpu[0] - c0, 2) if cpu else None,
+            "minor_faults_per_update": round((faults[-1] - faults[0]) / (len(faults) - 1), 1) if len(faults) > 1 else None,
             "peak_rss_bytes": peak, "rss_before_bytes": before,
             "bytes_per_device": round((peak - before) / n), "predicted_bytes": predicted["total"],
             "predicted_per_device": predicted["per_device"],
@@ -142,7 +151,7 @@ def main(argv=None) -> int:
 
     def save() -> None:   # after every point: a long grid interrupted keeps what it measured
         rec = {"date": time.strftime("%Y-%m-%d %H:%M"),
-               "machine": {"cores": os.cpu_count(),
+               "machine": {"cores": os.cpu_count(), "cpu_model": _cpu_model(),
                            "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")},
                "scenario": "scenarios/population-10k.yaml (model, algorithm.name, workers.n, stop, eval changed)",
                "samples_per_device": SAMPLES,
@@ -179,7 +188,8 @@ def main(argv=None) -> int:
 
 
 def markdown(rec: dict) -> str:
-    lines = [f"Scale benchmark ({rec['date']}, {rec['machine']['cores']} cores, "
+    lines = [f"Scale benchmark ({rec['date']}, {rec['machine'].get('cpu_model', 'CPU model not recorded')}, "
+             f"{rec['machine']['cores']} cores, "
              f"{rec['machine']['memory_bytes'] / 2**30:.0f} GiB shared): `python -m benchmarks.bench_scale`; "
              f"the virtual clock, {rec['samples_per_device']} samples per device, each point in its own process. "
              "Rates: applied updates per CPU second of the process, and per wall second, from the first to the last "

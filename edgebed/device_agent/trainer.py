@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ..data import normalize
+from .gradbuf import GradientBuffers
 from ..models import build_model, get_flat, grad_flat, layers_of, set_flat, trainable
 from ..workload import resolve
 
@@ -32,11 +33,14 @@ class Trainer:
     ``x``, ``y``: the shard's images and labels. Or, for many trainers in one process, ``data`` (a
     ``SharedData``) and ``index`` (this device's rows in it), and ``module``: a model shared by trainers
     that only compute gradients at a Θ they are given (set in full before each one, so sharing changes
-    no bit); without it the trainer builds its own, which local SGD steps (averaging rules) need."""
+    no bit); without it the trainer builds its own, which local SGD steps (averaging rules) need.
+    ``buffers``: a ``GradientBuffers`` pool of the process, whose handed-back buffers the gradients
+    are written into (on the CPU; the same bits as without)."""
 
     def __init__(self, model: str, x: Optional[np.ndarray], y: Optional[np.ndarray], batch_size: int,
                  seed: int, device: int, torch_device: str = "cpu", *, data: Optional[SharedData] = None,
-                 index: Optional[np.ndarray] = None, module: Optional[torch.nn.Module] = None):
+                 index: Optional[np.ndarray] = None, module: Optional[torch.nn.Module] = None,
+                 buffers: Optional[GradientBuffers] = None):
         if data is None:
             data, index = SharedData(x, y, model, torch_device), None
         size = len(data.y) if index is None else len(index)
@@ -46,6 +50,8 @@ class Trainer:
         self.workload = resolve(model)   # its loss is what the device differentiates
         self.model = module if module is not None else build_model(model, seed).to(self.dev)
         self.layers = layers_of(self.model)
+        self.buffers = buffers if self.dev.type == "cpu" else None
+        self._entries = sum(layer.size for layer in self.layers)
         self.data, self.index, self.size = data, index, size
         self.b = batch_size
         self.rng = np.random.default_rng([seed, device, 0xBA7C])
@@ -84,6 +90,12 @@ class Trainer:
         """∇loss at Θ on the next batch, as a flat float32 vector in Θ order, and the batch loss."""
         set_flat(self.model, theta)
         loss = self._backward()
+        if self.buffers is not None:
+            grads = [p.grad for _, p in trainable(self.model)]
+            if all(g.dtype == torch.float32 for g in grads):
+                out = self.buffers.take(self._entries)
+                torch.cat([g.reshape(-1) for g in grads], out=torch.from_numpy(out))
+                return out, loss
         return grad_flat(self.model).astype(np.float32, copy=False), loss
 
     def _backward(self) -> float:

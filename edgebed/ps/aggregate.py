@@ -11,8 +11,8 @@ import numpy as np
 # Every function the PS calls on the compiled path. A module built from an older _fastpush.c (an
 # editable install whose extension was not rebuilt after a pull) lacks some: it is not used, and
 # the PS says so once, instead of failing at the first push that needs the missing one.
-FUNCTIONS = ("check_sparse", "sgd_sparse", "adacomp", "touch_sigma", "adacomp_touch_from", "touch_append",
-             "touch_compact")
+FUNCTIONS = ("check_sparse", "max_abs", "sgd_sparse", "adacomp", "touch_sigma", "adacomp_touch_from",
+             "touch_append", "touch_compact")
 try:
     from . import _fastpush as _fast
 except ImportError:   # not built (no C compiler at install time): numpy
@@ -24,6 +24,9 @@ if _fast is not None and not all(hasattr(_fast, f) for f in FUNCTIONS):
                   "`make setup` (or pip install -e .)", RuntimeWarning, stacklevel=2)
     _fast = None
 FAST = _fast is not None
+# dtype instances: comparing an array's dtype with one is ~2.5× faster than with the scalar type (which
+# numpy converts on every comparison); a few of these per push. Same answers.
+F32, U32 = np.dtype(np.float32), np.dtype(np.uint32)
 PUSH_PATH = "compiled" if FAST else "numpy"   # for the manifest (rundir.host_facts)
 
 
@@ -54,7 +57,7 @@ def check_entries(indices: np.ndarray | None, values: np.ndarray, n: int, limit:
     increasing (so unique) and < n (None: a dense push); ``values``: finite and within ±``limit``.
     Returns the first failing test as ENTRIES_OK … TOO_LARGE (a NaN anywhere is NOT_FINITE, even next
     to a too large value). Sparse float32 pushes take one C pass; dense ones one BLAS pass (Σv²)."""
-    if (_fast is not None and indices is not None and values.dtype == np.float32 and indices.dtype == np.uint32
+    if (_fast is not None and indices is not None and values.dtype == F32 and indices.dtype == U32
             and values.flags.c_contiguous and indices.flags.c_contiguous):
         return _fast.check_sparse(indices, values, n, limit)
     if indices is not None:
@@ -76,11 +79,22 @@ def _values_in_range(v: np.ndarray, limit: float) -> bool:
     Otherwise the exact test, min and max without temporaries (NaN fails every comparison, so it
     catches NaN, ±Inf and too large). The BLAS sum's last bits follow the host's OpenBLAS kernel, but
     not the verdict: the fast path answers True only where the exact test does too."""
-    if v.dtype == np.float32 and v.size <= 1 << 22:
+    if v.dtype == F32 and v.size <= 1 << 22:
         with np.errstate(over="ignore"):   # a huge value overflows Σv² to Inf: the exact test words it
             if float(np.dot(v, v)) <= 0.25 * limit * limit:
                 return True
     return -limit <= float(v.min()) and float(v.max()) <= limit
+
+
+def max_abs(values: np.ndarray) -> float:
+    """max |v| of a push's values (0.0 for none), as the PS notes it per push for the divergence check's
+    blame: one compiled pass for float32, else two numpy reductions. The same number either way for the
+    finite values the PS applies (tests/unit/ps/test_fastpush.py)."""
+    if not values.size:
+        return 0.0
+    if _fast is not None and values.dtype == F32 and values.flags.c_contiguous:
+        return _fast.max_abs(values)
+    return max(float(values.max()), -float(values.min()))
 
 
 def as_index(indices: np.ndarray) -> np.ndarray:
@@ -95,8 +109,8 @@ def apply_sparse(theta: np.ndarray, indices: np.ndarray, values: np.ndarray, lr)
     entry, the same bits as ``Θ[ix] -= step``, in 3.4 instead of 5.7 µs for 2,122 entries (numpy 2.4).
     With any other dtype — even ``<f4``, which equals the native float32 but is spelled apart —
     numpy takes a slow path (68 µs; the 285 µs measured here once), so the step is made exact first."""
-    if (_fast is not None and not isinstance(lr, np.ndarray) and theta.dtype == np.float32
-            and indices.dtype == np.uint32 and values.dtype == np.float32
+    if (_fast is not None and not isinstance(lr, np.ndarray) and theta.dtype == F32
+            and indices.dtype == U32 and values.dtype == F32
             and indices.flags.c_contiguous and values.flags.c_contiguous):
         _fast.sgd_sparse(theta, indices, values, lr)   # rounds lr to float32 like np.float32(lr)
         return
@@ -134,8 +148,8 @@ def adacomp_apply(theta: np.ndarray, counts: np.ndarray, snapshot: np.ndarray | 
     since the device's pull; the global ``staleness`` for every k without a snapshot), Θ_k ← Θ_k −
     (α/max(σ_k, 1))·v_k, counts[k] += 1. ``indices``: the wire's uint32 indices, unique (None: dense,
     every entry); ``table``: ``lr_table(alpha)``. Returns (Σσ_k, max σ_k), both 0 for an empty push."""
-    if (_fast is not None and theta.dtype == np.float32 and counts.dtype == np.uint32 and values.dtype == np.float32
-            and values.flags.c_contiguous and (indices is None or (indices.dtype == np.uint32
+    if (_fast is not None and theta.dtype == F32 and counts.dtype == U32 and values.dtype == F32
+            and values.flags.c_contiguous and (indices is None or (indices.dtype == U32
                                                                  and indices.flags.c_contiguous))):
         return _fast.adacomp(theta, counts, snapshot, indices, values, alpha, staleness, table)
     ix = np.arange(theta.size) if indices is None else as_index(indices)

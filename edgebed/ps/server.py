@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import wire
 from ..advice import MAX_STEP
-from .aggregate import ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries
+from .aggregate import ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries, max_abs
 from .rules import UpdateRule
 from .traffic import TrafficMeter
 
@@ -86,6 +86,7 @@ MAX_MODELS_IN_FLIGHT = 2   # per connection; an honest device has one (two right
 THETA_CHECK_EVERY = 64   # updates between two looks at ‖Θ‖∞ (≈50 µs for 200k entries: <1 µs an update)
 _EXCLUDED = "this device's pushes made the model diverge: it is refused for the rest of the run"
 _HOLD = object()   # a handler's answer when the rule holds the reply until its round closes
+_F32, _U32 = np.dtype(np.float32), np.dtype(np.uint32)
 
 
 def max_peers_for(config: PSConfig) -> int:
@@ -281,7 +282,9 @@ class ParameterServer:
         if problem:
             return self._err("bad-payload", problem, d)
         staleness = self.version - msg.version
-        values = msg.values if msg.values.dtype == np.float32 else msg.values.astype(np.float32)
+        values = msg.values
+        if values.dtype is not _F32:   # float16 pushes (a float32 the wire decoded is this very dtype)
+            values = values.astype(np.float32)
         applied = self.rule.apply(d, staleness, values, msg.indices)
         self.version += 1
         step = self._note_step(d, values)
@@ -290,18 +293,12 @@ class ParameterServer:
         st.last_seq = msg.seq
         st.pushes += 1
         self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
-        wall, virt = self._now()
-        self.hooks.record("updates", {
-            "update": self.version, "wall_time": wall, "virtual_time": virt, "device": d,
-            "speed_class": self.config.class_of(d), "staleness": staleness,
-            "sigma_mean": applied.sigma_mean, "sigma_max": applied.sigma_max,
-            "entries": int(msg.values.size), "bytes_in": nbytes,
-            "loss": msg.loss if msg.loss is not None else math.nan})
+        self._record_update(d, msg, applied, staleness, nbytes)
         if self._eval_step and self.version % self._eval_step == 0:
             self.snapshot()
         if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
             self.request_stop(f"reached {self.config.stop_updates} updates")
-        freeze = self._draw_crash(d)
+        freeze = self.config.crash_probability > 0 and self._draw_crash(d)
         if freeze:
             st.frozen = True
             self.event(d, "crash", f"fail-stop after push {st.pushes}")
@@ -315,6 +312,16 @@ class ParameterServer:
             return _HOLD
         return self._push_reply(d, freeze)
 
+    def _record_update(self, d: int, msg: wire.Push, applied, staleness: int, nbytes: int) -> None:
+        """The ``updates`` row of the push just applied (Θ is at ``self.version`` now)."""
+        wall, virt = self._now()
+        self.hooks.record("updates", {
+            "update": self.version, "wall_time": wall, "virtual_time": virt, "device": d,
+            "speed_class": self.config.class_of(d), "staleness": staleness,
+            "sigma_mean": applied.sigma_mean, "sigma_max": applied.sigma_max,
+            "entries": int(msg.values.size), "bytes_in": nbytes,
+            "loss": msg.loss if msg.loss is not None else math.nan})
+
     def _note_step(self, d: int, values: np.ndarray) -> float:
         """How far this push moved an entry of Θ at most (|value| × the rule's step scale), kept per
         device until the next look at Θ, which blames the largest mover if Θ diverged."""
@@ -322,7 +329,7 @@ class ParameterServer:
             values = values[:values.size - self.config.statistics]
         if not values.size:
             return 0.0
-        step = max(float(values.max()), -float(values.min())) * self.rule.step_scale()
+        step = max_abs(values) * self.rule.step_scale()
         largest, pushes = self._window.get(d, (0.0, 0))
         self._window[d] = (max(largest, step), pushes + 1)
         return step
@@ -379,7 +386,7 @@ class ParameterServer:
         else:
             if idx.ndim != 1 or idx.size != v.size:
                 return f"{idx.size} indices for {v.size} values"
-            if idx.dtype != np.uint32:   # int32 could be negative, floats are no indices
+            if idx.dtype is not _U32 and idx.dtype != _U32:   # int32 could be negative, floats are no indices
                 return f"indices must be uint32, got {idx.dtype}"
         limit = self._limit if self._limit_at + THETA_CHECK_EVERY > self.version else self.value_limit()
         if self.config.statistics and idx is None:   # the weights are bounded; the statistics finite
@@ -420,7 +427,7 @@ class ParameterServer:
         """‖Θ‖∞ of the weights: running statistics Θ carries (model.buffers average) are left out, a
         variance may legitimately be far above the weights' scale (NaN/Inf there still counts)."""
         theta = self.theta[:self.theta.size - self.config.statistics]
-        norm = max(float(theta.max()), -float(theta.min())) if theta.size else 0.0
+        norm = max_abs(theta)   # NaN if Θ holds one (one compiled pass over Θ, where built)
         if self.config.statistics and not np.isfinite(self.theta[theta.size:]).all():
             return math.inf
         return norm

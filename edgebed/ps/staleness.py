@@ -30,6 +30,7 @@ from typing import Optional
 import numpy as np
 
 from . import aggregate
+from .aggregate import F32, U32
 
 MIN_CAP = 4          # the room a list gets at its first touch (as in _fastpush.c)
 MIN_POOL = 1 << 16   # entries
@@ -41,7 +42,7 @@ def _fast():
 
 
 def _simple(indices) -> bool:
-    return indices is None or (indices.dtype == np.uint32 and indices.flags.c_contiguous)
+    return indices is None or (indices.dtype == U32 and indices.flags.c_contiguous)
 
 
 def _upper(pool: np.ndarray, start: np.ndarray, length: np.ndarray, value: int) -> np.ndarray:
@@ -119,8 +120,8 @@ class TouchLog:
         """AdaComp's step for a device that pulled at stamp ``since`` (σ from the lists), and the
         append of the new stamp to every sent k: one compiled pass, or numpy. (Σσ, max σ)."""
         f = _fast()
-        if (f is None or not _simple(indices) or theta.dtype != np.float32 or counts.dtype != np.uint32
-                or values.dtype != np.float32 or not values.flags.c_contiguous):
+        if (f is None or not _simple(indices) or theta.dtype != F32 or counts.dtype != U32
+                or values.dtype != F32 or not values.flags.c_contiguous):
             total = adacomp_sigma(theta, counts, self.sigma(indices, since), indices, values, alpha, table)
             self.append(indices)
             return total

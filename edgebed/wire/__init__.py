@@ -43,8 +43,10 @@ later table write fail.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import operator
 import re
 import struct
 from dataclasses import MISSING, dataclass, field, fields
@@ -261,22 +263,34 @@ def _header(msg: Message, version: int, specs: list, **extra) -> bytes:
 
 
 def _flat_header(cls: type[Message]):
-    """For a message of int and bool fields only (Ack, Sync: one per push): its header by string
-    formatting, byte for byte what ``_header`` writes, in a third of the time; None (→ ``_header``) when
-    a field holds anything but a plain int / bool."""
+    """For a message of int and bool fields only (Ack, Sync: one per push): its header by one bytes
+    formatting, byte for byte what ``_header`` writes, in a fraction of the time; None (→ ``_header``)
+    when a field holds anything but a plain int / bool. The bools are spelled into the format (one per
+    combination of their values), the ints go through ``%d`` (an int's decimal, as JSON writes it)."""
     names = _NAMES[cls]
     kinds = tuple(f[1] for f in _SCALARS[cls])
+    get = operator.attrgetter(*names)
+    bools = [i for i, k in enumerate(kinds) if k is bool]
+    ints = [i for i, k in enumerate(kinds) if k is int]
     prefix = _PREFIX.pack(MAGIC, 1, cls.TYPE)
-    fmt = "{" + "".join(f'"{n}":%s,' for n in names) + '"arrays":[]}'
+    formats = {}
+    for combo in itertools.product((False, True), repeat=len(bools)):
+        spelled = dict(zip(bools, combo))
+        body = "".join(f'"{n}":' + (("true" if spelled[i] else "false") if i in spelled else "%d") + ","
+                       for i, n in enumerate(names))
+        formats[combo] = prefix + ("{" + body + '"arrays":[]}').encode()
+    # attrgetter/itemgetter of one name return the value itself, of several a tuple
+    as_tuple = (lambda v: (v,)) if len(names) == 1 else (lambda v: v)
+    bool_key = operator.itemgetter(*bools) if len(bools) > 1 else (
+        (lambda v: (v[bools[0]],)) if bools else (lambda v: ()))
+    int_values = (lambda v: tuple(v[i] for i in ints)) if len(ints) > 1 else (
+        operator.itemgetter(ints[0]) if ints else (lambda v: ()))
 
     def header(msg: Message) -> Optional[bytes]:
-        values = []
-        for name, kind in zip(names, kinds):
-            v = getattr(msg, name)
-            if type(v) is not kind:
-                return None
-            values.append(("true" if v else "false") if kind is bool else int.__repr__(v))
-        return prefix + (fmt % tuple(values)).encode()
+        values = as_tuple(get(msg))
+        if tuple(map(type, values)) != kinds:
+            return None
+        return formats[bool_key(values)] % int_values(values)
     return header
 
 

@@ -35,6 +35,7 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...device_agent.gradbuf import GradientBuffers
 from ...device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Send, Wait
 from ... import wire
 from ...ps.evaluator import InlineEvaluator
@@ -171,6 +172,7 @@ class SimRuntime(Runtime):
         self.dyn = None   # sim_dynamics.SimDynamics when the scenario has dynamics
         self._void_reply = False   # the message being handled was sent before its device went away
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
+        self._buffers = GradientBuffers()   # dense gradients' memory, reused (see _send)
 
     def check(self) -> list[str]:
         problems = super().check()
@@ -242,7 +244,8 @@ class SimRuntime(Runtime):
                     module = shared["module"]
                 index = shards[d]
                 return Trainer(cfg.workload, None, None, cfg.algorithm["batch_size"], seed, d, data=data,
-                               index=index.astype(np.int32) if len(ds.train_y) < 2**31 else index, module=module)
+                               index=index.astype(np.int32) if len(ds.train_y) < 2**31 else index, module=module,
+                               buffers=self._buffers)
             return make
         handles = []
         for spec in specs:
@@ -376,7 +379,10 @@ class SimRuntime(Runtime):
         return total
 
     def _send(self, dev: _Device, msg: wire.Message) -> None:
-        """The device sends ``msg`` over its uplink."""
+        """The device sends ``msg`` over its uplink. A dense push's gradient goes back to the gradient
+        buffers, reused once the PS applied it and the device let go of it (device_agent/gradbuf.py)."""
+        if type(msg) is wire.Push and msg.indices is None:
+            self._buffers.give(msg.values)
         frames = wire.encode(msg)
         nbytes = wire.frames_nbytes(frames)
         if self.dyn is not None:   # link_model network (check): after a partition heals, then the PS's queue

@@ -290,3 +290,27 @@ def test_large_adacomp_steps_same_bits_when_the_pool_fills_midway(numpy_path, mo
     assert ta.tobytes() == tb.tobytes() and np.array_equal(ca, cb)
     for since in (0, 30, 59):
         assert np.array_equal(a.sigma(None, since), numpy_path(b.sigma, None, since))
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 2_122, 211_690])
+def test_max_abs_same_number_as_numpy(size, numpy_path):
+    """The largest |value| of a push (the PS's divergence blame) in one compiled pass: the same float as
+    numpy's two reductions, for lengths around its 8-lane blocks, the largest value's sign either way."""
+    _require_compiled()
+    rng = np.random.default_rng(size)
+    for scale in (1e-3, 1.0, 1e37):
+        v = (rng.standard_normal(size) * scale).astype(np.float32)
+        if size:
+            v[rng.integers(size)] = -np.float32(scale) * 4   # the largest is negative, then positive
+        for values in (v, -v):
+            assert aggregate.max_abs(values) == numpy_path(aggregate.max_abs, values)
+            assert type(aggregate.max_abs(values)) is float
+
+
+def test_max_abs_says_nan_and_refuses_bad_buffers():
+    _require_compiled()
+    v = np.ones(20, np.float32)
+    v[13] = np.nan
+    assert np.isnan(aggregate._fast.max_abs(v))
+    with pytest.raises(ValueError):
+        aggregate._fast.max_abs(b"abc")   # not a whole number of float32
