@@ -51,41 +51,46 @@ static float *workspace(int slot, size_t n) {
     return work[slot];
 }
 
-/* One MR×NR tile: c[i*NR + j] = fold_k fma(ap[k*MR + i], bp[k*NR + j], c0[i*NR + j] or 0). */
-static void tile_scalar(Py_ssize_t K, const float *ap, const float *bp, const float *c0, float *c) {
+/* One MR×NR tile: c[i*ldc + j] = fold_k fma(ap[i*ars + k*lda], bp[k*ldb + j], c0[i*NR + j] or 0). A packed
+ * panel has ars 1, lda MR; a row-major A read in place has its row stride and lda 1. */
+static void tile_scalar(Py_ssize_t K, const float *ap, Py_ssize_t ars, Py_ssize_t lda, const float *bp, Py_ssize_t ldb,
+                        const float *c0, float *c, Py_ssize_t ldc) {
     for (int i = 0; i < MR; i++)
         for (int j = 0; j < NR; j++) {
             float acc = c0 ? c0[i * NR + j] : 0.0f;
             for (Py_ssize_t k = 0; k < K; k++)
-                acc = fmaf(ap[k * MR + i], bp[k * NR + j], acc);
-            c[i * NR + j] = acc;
+                acc = fmaf(ap[i * ars + k * lda], bp[k * ldb + j], acc);
+            c[i * ldc + j] = acc;
         }
 }
 
 #if HAVE_X86
 #define LOAD0(r, off) (c0 ? _mm256_loadu_ps(c0 + (r) * NR + (off)) : _mm256_setzero_ps())
 __attribute__((target("avx2,fma")))
-static void tile_avx2(Py_ssize_t K, const float *ap, const float *bp, const float *c0, float *c) {
+static void tile_avx2(Py_ssize_t K, const float *ap, Py_ssize_t ars, Py_ssize_t lda, const float *bp, Py_ssize_t ldb,
+                      const float *c0, float *c, Py_ssize_t ldc) {
+    const float *aq = ap + 3 * ars;
     __m256 c00 = LOAD0(0, 0), c01 = LOAD0(0, 8), c10 = LOAD0(1, 0), c11 = LOAD0(1, 8);
     __m256 c20 = LOAD0(2, 0), c21 = LOAD0(2, 8), c30 = LOAD0(3, 0), c31 = LOAD0(3, 8);
     __m256 c40 = LOAD0(4, 0), c41 = LOAD0(4, 8), c50 = LOAD0(5, 0), c51 = LOAD0(5, 8);
     for (Py_ssize_t k = 0; k < K; k++) {
-        __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8), a;
+        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8), a;
         a = _mm256_broadcast_ss(ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
-        a = _mm256_broadcast_ss(ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
-        a = _mm256_broadcast_ss(ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
-        a = _mm256_broadcast_ss(ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
-        a = _mm256_broadcast_ss(ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
-        a = _mm256_broadcast_ss(ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
-        ap += MR;
-        bp += NR;
+        a = _mm256_broadcast_ss(ap + ars); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(ap + 2 * ars); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(aq + 0); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(aq + ars); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(aq + 2 * ars); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+        ap += lda;
+        aq += lda;
+        bp += ldb;
     }
-    _mm256_storeu_ps(c + 0 * NR, c00); _mm256_storeu_ps(c + 0 * NR + 8, c01);
-    _mm256_storeu_ps(c + 1 * NR, c10); _mm256_storeu_ps(c + 1 * NR + 8, c11);
-    _mm256_storeu_ps(c + 2 * NR, c20); _mm256_storeu_ps(c + 2 * NR + 8, c21);
-    _mm256_storeu_ps(c + 3 * NR, c30); _mm256_storeu_ps(c + 3 * NR + 8, c31);
-    _mm256_storeu_ps(c + 4 * NR, c40); _mm256_storeu_ps(c + 4 * NR + 8, c41);
-    _mm256_storeu_ps(c + 5 * NR, c50); _mm256_storeu_ps(c + 5 * NR + 8, c51);
+    _mm256_storeu_ps(c + 0 * ldc, c00); _mm256_storeu_ps(c + 0 * ldc + 8, c01);
+    _mm256_storeu_ps(c + 1 * ldc, c10); _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+    _mm256_storeu_ps(c + 2 * ldc, c20); _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+    _mm256_storeu_ps(c + 3 * ldc, c30); _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+    _mm256_storeu_ps(c + 4 * ldc, c40); _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+    _mm256_storeu_ps(c + 5 * ldc, c50); _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 #undef LOAD0
 
@@ -97,6 +102,41 @@ static int host_has_avx2_fma(void) {
 static int host_has_avx2_fma(void) { return 0; }
 #endif
 
+/* One tile into C at out (row stride crs, column stride ccs), mr×nr of it real: computed in place when whole
+ * and row-major, else through ``tile`` and copied. */
+static void store_tile(Py_ssize_t K, const float *pa, Py_ssize_t pars, Py_ssize_t plda, const float *bi, Py_ssize_t ldb,
+                       const float *ci, float *out, Py_ssize_t crs, Py_ssize_t ccs, int mr, int nr, float *tile) {
+    int full = ccs == 1 && mr == MR && nr == NR;
+    float *dst = full ? out : tile;
+    Py_ssize_t ldd = full ? crs : NR;
+#if HAVE_X86
+    if (use_avx2)
+        tile_avx2(K, pa, pars, plda, bi, ldb, ci, dst, ldd);
+    else
+#endif
+        tile_scalar(K, pa, pars, plda, bi, ldb, ci, dst, ldd);
+    if (full)
+        return;
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            out[i * crs + j * ccs] = tile[i * NR + j];
+}
+
+/* A rough cost, in cycles, of tiling an M×N product over K with A[m][k] at a[m*ars + k*acs] and B[k][n] at
+ * b[k*brs + n*bcs]: kernel steps, packing, and re-reading whichever operand the loops sweep again where it is
+ * too large to stay in a core's cache. Decides only the orientation (C or Cᵀ): both give the same bits. */
+static double plan_cost(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, Py_ssize_t ars, Py_ssize_t acs, Py_ssize_t bcs) {
+    double mp = (double)((M + MR - 1) / MR), np_ = (double)((N + NR - 1) / NR), k = (double)K;
+    int whole = acs > ars, direct_a = !whole && acs == 1, direct_b = bcs == 1 && N % NR == 0;
+    double cost = mp * np_ * k * 6.0;
+    cost += whole ? 2.0 * (double)M * k : direct_a ? 0.0 : (double)M * k;
+    cost += direct_b ? 0.0 : (double)N * k;
+    double again = whole ? mp * MR * k * 4.0 : np_ * NR * k * 4.0;   /* the operand swept once per panel of the other */
+    if (again > 512 * 1024)
+        cost += (whole ? np_ : mp) * again / 16.0;
+    return cost;
+}
+
 /* C[m][n] = c[m*crs + n*ccs] = fold_k fma(A[m][k], B[k][n], init) with A[m][k] = a[m*ars + k*acs],
  * B[k][n] = b[k*brs + n*bcs], init = init[n] (init_rows 0) or init[m] (init_rows 1) or 0 (init NULL).
  * Which of C and Cᵀ = Bᵀ·Aᵀ is tiled follows the shapes (the smaller operand packed whole, the larger
@@ -104,7 +144,7 @@ static int host_has_avx2_fma(void) { return 0; }
 static int gemm(const float *a, Py_ssize_t ars, Py_ssize_t acs, const float *b, Py_ssize_t brs, Py_ssize_t bcs,
                 float *c, Py_ssize_t crs, Py_ssize_t ccs, Py_ssize_t M, Py_ssize_t N, Py_ssize_t K,
                 const float *init, int init_rows) {
-    if (N > M && K >= 32) {   /* tile Cᵀ = Bᵀ·Aᵀ (with a short K the output's layout matters more) */
+    if (K >= 32 && plan_cost(N, M, K, bcs, brs, acs) < plan_cost(M, N, K, ars, acs, bcs)) {   /* tile Cᵀ = Bᵀ·Aᵀ (short K: keep the output's layout) */
         const float *t = a; a = b; b = t;
         Py_ssize_t s;
         s = ars; ars = bcs; bcs = s;
@@ -115,7 +155,7 @@ static int gemm(const float *a, Py_ssize_t ars, Py_ssize_t acs, const float *b, 
     }
     Py_ssize_t np_ = (N + NR - 1) / NR, mp = (M + MR - 1) / MR;
     int whole = acs > ars;
-    size_t nb = (size_t)(np_ * NR * K + 15) / 16 * 16, na = (size_t)(MR * K * (whole ? mp : 1) + 15) / 16 * 16;
+    size_t nb = (size_t)((bcs == 1 && N % NR == 0 ? 0 : np_ * NR * K) + 15) / 16 * 16, na = (size_t)(MR * K * (whole ? mp : 1) + 15) / 16 * 16;
     float *bp = workspace(0, nb + na + (size_t)(np_ + 1) * MR * NR);
     if (!bp)
         return -1;
@@ -125,8 +165,11 @@ static int gemm(const float *a, Py_ssize_t ars, Py_ssize_t acs, const float *b, 
             for (int i = 0; i < MR; i++)
                 for (int j = 0; j < NR; j++)
                     c0[(p * MR + i) * NR + j] = p * NR + j < N ? init[p * NR + j] : 0.0f;
-    /* B in panels of NR columns, each K×NR row-major, zero columns past N; read along b's short stride. */
-    for (Py_ssize_t p = 0; p < np_; p++) {
+    /* B in panels of NR columns, each K×NR row-major, zero columns past N; read along b's short stride.
+     * Rows already contiguous and whole panels wide: read in place. */
+    int direct = bcs == 1 && N % NR == 0;
+    Py_ssize_t ldb = direct ? brs : NR;
+    for (Py_ssize_t p = 0; p < (direct ? 0 : np_); p++) {
         float *dst = bp + p * NR * K;
         int nr = N - p * NR < NR ? (int)(N - p * NR) : NR;
         const float *src = b + p * NR * bcs;
@@ -160,11 +203,33 @@ static int gemm(const float *a, Py_ssize_t ars, Py_ssize_t acs, const float *b, 
         }
     }
     float tile[MR * NR];
+    if (whole) {   /* every A panel packed: sweep them under each B panel, which stays in cache */
+        for (Py_ssize_t p = 0; p < np_; p++) {
+            int nr = N - p * NR < NR ? (int)(N - p * NR) : NR;
+            const float *bi = direct ? b + p * NR : bp + p * NR * K;
+            for (Py_ssize_t m0 = 0; m0 < M; m0 += MR) {
+                int mr = M - m0 < MR ? (int)(M - m0) : MR;
+                if (init && init_rows)
+                    for (int i = 0; i < MR; i++)
+                        for (int j = 0; j < NR; j++)
+                            c0[i * NR + j] = i < mr ? init[m0 + i] : 0.0f;
+                const float *ci = !init ? NULL : init_rows ? c0 : c0 + p * MR * NR;
+                store_tile(K, ap + (m0 / MR) * MR * K, 1, MR, bi, ldb, ci, c + m0 * crs + p * NR * ccs, crs, ccs,
+                           mr, nr, tile);
+            }
+        }
+        return 0;
+    }
     for (Py_ssize_t m0 = 0; m0 < M; m0 += MR) {
         int mr = M - m0 < MR ? (int)(M - m0) : MR;
         const float *src = a + m0 * ars;
         const float *pa = whole ? ap + (m0 / MR) * MR * K : ap;
-        if (!whole) {
+        Py_ssize_t pars = 1, plda = MR;
+        if (!whole && mr == MR && acs == 1) {   /* whole rows, contiguous: read in place */
+            pa = src;
+            pars = ars;
+            plda = 1;
+        } else if (!whole) {
             for (int i = 0; i < MR; i++)
                 for (Py_ssize_t k = 0; k < K; k++)
                     ap[k * MR + i] = i < mr ? src[i * ars + k * acs] : 0.0f;
@@ -175,22 +240,8 @@ static int gemm(const float *a, Py_ssize_t ars, Py_ssize_t acs, const float *b, 
                     c0[i * NR + j] = i < mr ? init[m0 + i] : 0.0f;
         for (Py_ssize_t p = 0; p < np_; p++) {
             int nr = N - p * NR < NR ? (int)(N - p * NR) : NR;
-            const float *bi = bp + p * NR * K, *ci = !init ? NULL : init_rows ? c0 : c0 + p * MR * NR;
-#if HAVE_X86
-            if (use_avx2)
-                tile_avx2(K, pa, bi, ci, tile);
-            else
-#endif
-                tile_scalar(K, pa, bi, ci, tile);
-            float *out = c + m0 * crs + p * NR * ccs;
-            if (ccs == 1) {
-                for (int i = 0; i < mr; i++)
-                    memcpy(out + i * crs, tile + i * NR, (size_t)nr * sizeof(float));
-            } else {
-                for (int j = 0; j < nr; j++)
-                    for (int i = 0; i < mr; i++)
-                        out[i * crs + j * ccs] = tile[i * NR + j];
-            }
+            const float *bi = direct ? b + p * NR : bp + p * NR * K, *ci = !init ? NULL : init_rows ? c0 : c0 + p * MR * NR;
+            store_tile(K, pa, pars, plda, bi, ldb, ci, c + m0 * crs + p * NR * ccs, crs, ccs, mr, nr, tile);
         }
     }
     return 0;

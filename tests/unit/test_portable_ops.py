@@ -21,7 +21,8 @@ SHAPES = [(1, 1, 1, False, False, False), (7, 0, 5, False, False, True), (5, 3, 
           (13, 40, 37, False, True, True), (37, 40, 13, True, False, False), (10, 1568, 128, False, True, True),
           (10, 128, 1568, False, False, False), (128, 10, 1568, True, False, False),
           (32, 1960, 288, True, False, False), (1960, 288, 32, False, True, True), (32, 7840, 9, True, False, False),
-          (6, 33, 16, True, True, True), (100, 64, 100, False, False, False)]
+          (6, 33, 16, True, True, True), (100, 64, 100, False, False, False), (50, 40, 32, False, False, True),
+          (9, 7840, 32, True, False, False)]
 
 
 def _operands(M, K, N, ta, tb, init, seed=0):
