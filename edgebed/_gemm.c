@@ -41,6 +41,18 @@ static int use_avx2 = 0;
 static __thread float *work[2] = {NULL, NULL};
 static __thread size_t work_cap[2] = {0, 0};
 
+/* Working space beyond this many floats (64 MiB) is given back after each call instead of kept. */
+#define KEEP_FLOATS ((size_t)16 << 20)
+
+static void trim(void) {
+    for (int slot = 0; slot < 2; slot++)
+        if (work_cap[slot] > KEEP_FLOATS) {
+            free(work[slot]);
+            work[slot] = NULL;
+            work_cap[slot] = 0;
+        }
+}
+
 static float *workspace(int slot, size_t n) {
     n = (n + 15) / 16 * 16;
     if (n > work_cap[slot]) {
@@ -144,7 +156,8 @@ static double plan_cost(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, Py_ssize_t ars
 static int gemm(const float *a, Py_ssize_t ars, Py_ssize_t acs, const float *b, Py_ssize_t brs, Py_ssize_t bcs,
                 float *c, Py_ssize_t crs, Py_ssize_t ccs, Py_ssize_t M, Py_ssize_t N, Py_ssize_t K,
                 const float *init, int init_rows) {
-    if (K >= 32 && plan_cost(N, M, K, bcs, brs, acs) < plan_cost(M, N, K, ars, acs, bcs)) {   /* tile Cᵀ = Bᵀ·Aᵀ (short K: keep the output's layout) */
+    /* Tile Cᵀ = Bᵀ·Aᵀ where that is cheaper (with a short K, keep the output's layout). */
+    if (K >= 32 && plan_cost(N, M, K, bcs, brs, acs) < plan_cost(M, N, K, ars, acs, bcs)) {
         const float *t = a; a = b; b = t;
         Py_ssize_t s;
         s = ars; ars = bcs; bcs = s;
@@ -155,7 +168,8 @@ static int gemm(const float *a, Py_ssize_t ars, Py_ssize_t acs, const float *b, 
     }
     Py_ssize_t np_ = (N + NR - 1) / NR, mp = (M + MR - 1) / MR;
     int whole = acs > ars;
-    size_t nb = (size_t)((bcs == 1 && N % NR == 0 ? 0 : np_ * NR * K) + 15) / 16 * 16, na = (size_t)(MR * K * (whole ? mp : 1) + 15) / 16 * 16;
+    size_t nb = (size_t)((bcs == 1 && N % NR == 0 ? 0 : np_ * NR * K) + 15) / 16 * 16;
+    size_t na = (size_t)(MR * K * (whole ? mp : 1) + 15) / 16 * 16;
     float *bp = workspace(0, nb + na + (size_t)(np_ + 1) * MR * NR);
     if (!bp)
         return -1;
@@ -223,13 +237,13 @@ static int gemm(const float *a, Py_ssize_t ars, Py_ssize_t acs, const float *b, 
     for (Py_ssize_t m0 = 0; m0 < M; m0 += MR) {
         int mr = M - m0 < MR ? (int)(M - m0) : MR;
         const float *src = a + m0 * ars;
-        const float *pa = whole ? ap + (m0 / MR) * MR * K : ap;
+        const float *pa = ap;
         Py_ssize_t pars = 1, plda = MR;
-        if (!whole && mr == MR && acs == 1) {   /* whole rows, contiguous: read in place */
+        if (mr == MR && acs == 1) {   /* whole rows, contiguous: read in place */
             pa = src;
             pars = ars;
             plda = 1;
-        } else if (!whole) {
+        } else {
             for (int i = 0; i < MR; i++)
                 for (Py_ssize_t k = 0; k < K; k++)
                     ap[k * MR + i] = i < mr ? src[i * ars + k * acs] : 0.0f;
@@ -260,6 +274,7 @@ static PyObject *py_gemm(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     rc = gemm((const float *)(uintptr_t)a, ars, acs, (const float *)(uintptr_t)b, brs, bcs, (float *)(uintptr_t)c,
               ldc, 1, M, N, K, init ? (const float *)(uintptr_t)init : NULL, 0);
+    trim();
     Py_END_ALLOW_THREADS
     if (rc)
         return PyErr_NoMemory();
@@ -340,6 +355,7 @@ static PyObject *py_conv(PyObject *self, PyObject *args) {
         rc = gemm(cols, kc, 1, (const float *)(uintptr_t)wa, 1, kc, (float *)(uintptr_t)oa, O, 1, P, O, kc,
                   ia ? (const float *)(uintptr_t)ia : NULL, 0);
     }
+    trim();
     Py_END_ALLOW_THREADS
     if (rc)
         return PyErr_NoMemory();
@@ -362,6 +378,7 @@ static PyObject *py_conv_wgrad(PyObject *self, PyObject *args) {
         im2col((const float *)(uintptr_t)xa, cols, g);
         rc = gemm((const float *)(uintptr_t)da, 1, O, cols, kc, 1, (float *)(uintptr_t)wa, kc, 1, O, kc, P, NULL, 0);
     }
+    trim();
     Py_END_ALLOW_THREADS
     if (rc)
         return PyErr_NoMemory();

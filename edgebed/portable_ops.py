@@ -12,9 +12,9 @@ patchesᵀ · output gradient, summed over positions in increasing order; input:
 then col2im) and the bias's column sum. Parameters, their order and their gradients' shapes are those of
 the torch modules (Θ does not change); only the bits of the results do. Modules keep their class's
 behaviour for what this path does not cover (CUDA tensors, dtypes other than float32, grouped or dilated
-convolutions, padding modes other than zeros, and inside ``torch.func`` transforms: the virtual clock's
-batched gradients, ``device_agent/batched.py``, stay on torch's portable-pinned kernels) and whenever the
-profile in force is not portable.
+convolutions, padding modes other than zeros, inside ``torch.func`` transforms — the virtual clock's
+batched gradients, ``device_agent/batched.py``, stay on torch's portable-pinned kernels — and under a
+dispatch mode such as the FLOP counter) and whenever the profile in force is not portable.
 
 ``EDGEBED_GEMM_PATH=scalar`` in the environment (before the first product) forces the scalar path: the
 test that the two paths agree uses it. ``PATH`` says which path runs; ``AVAILABLE`` whether the compiled
@@ -158,9 +158,10 @@ def _conv_input_grad(d2: torch.Tensor, w2: torch.Tensor, geo: tuple, wshape: tup
 
 
 def _ours(*tensors) -> bool:
-    """Portable in force, plain CPU float32 tensors, and no torch.func transform (vmap, grad) running:
-    the kernels read raw memory, which a transform's batched tensors are not."""
-    return (_active and _functorch.peek_interpreter_stack() is None
+    """Portable in force, plain CPU float32 tensors, no torch.func transform (vmap, grad) running — the
+    kernels read raw memory, which a transform's batched tensors are not — and no dispatch mode, such as
+    the FLOP counter (``workload.step_flops``), which must see torch's own operations."""
+    return (_active and _functorch.peek_interpreter_stack() is None and torch._C._len_torch_dispatch_stack() == 0
             and all(t is None or (t.device.type == "cpu" and t.dtype == torch.float32) for t in tensors))
 
 

@@ -185,3 +185,23 @@ def test_inside_torch_func_transforms_the_layers_run_torchs_kernels(active):
     xs = torch.randn(2, 5, 4)
     g = vmap(grad(lambda w, x: functional_call(lin, {"weight": w, "bias": lin.bias}, (x,)).sum()))(ws, xs)
     torch.testing.assert_close(g, xs.sum(1, keepdim=True).expand(2, 3, 4))
+
+
+def test_flop_count_of_a_step_is_the_same_with_the_layers_on(active):
+    """The virtual clock scales step times by torch's FLOP counter, which must still see the products."""
+    from edgebed.workload import step_flops
+    on = step_flops("cnn"), step_flops("mlp")
+    po.activate(False)
+    assert on == (step_flops("cnn"), step_flops("mlp")) and min(on) > 0
+
+
+@pytest.mark.parametrize("geo", [(1, 5, 4, 1, 3, 3, 1, 1, 1, 1), (3, 8, 7, 2, 3, 2, 2, 0, 2, 3), (2, 5, 7, 3, 1, 3, 0, 2, 1, 2)])
+def test_im2col_takes_the_patches_torch_unfold_takes(geo):
+    c, h, w, n, kh, kw, ph, pw, sh, sw = geo
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    x = torch.randn(n, c, h, w)
+    xh = x.permute(0, 2, 3, 1).contiguous()   # NHWC, held while the kernel reads it
+    cols = torch.full((n * oh * ow, kh * kw * c), 7.0)
+    po._gemm.im2col(xh.data_ptr(), cols.data_ptr(), n, h, w, c, kh, kw, ph, pw, sh, sw, oh, ow)
+    ref = F.unfold(x, (kh, kw), padding=(ph, pw), stride=(sh, sw)).view(n, c, kh, kw, oh * ow)
+    assert torch.equal(cols, ref.permute(0, 4, 2, 3, 1).reshape(n * oh * ow, -1))
