@@ -11,7 +11,9 @@ WORKDIR /opt/edgebed
 RUN pip install --no-cache-dir "${TORCH_SPEC}"
 COPY pyproject.toml setup.py ./
 COPY edgebed ./edgebed
-# No C compiler in the slim image: the optional compiled push path is skipped, the PS runs its numpy path.
+# No C compiler in the slim image: the optional compiled push path is skipped, the PS runs its numpy path,
+# and portable numerics' own products (edgebed/_gemm.c) too: agents here compute Linear/Conv2d with torch's
+# portable-pinned kernels (real-time runs are not bit-reproducible in any case, docs/reproducibility.md).
 RUN pip install --no-cache-dir ".[docker]"
 
 LABEL edgebed="1" edgebed.image="dockerfile"

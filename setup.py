@@ -1,5 +1,6 @@
 """Only for the optional C extensions (the PS's compiled push path, edgebed/ps/_fastpush.c, and its
-discard of oversized messages, edgebed/ps/_discard.c); everything else is in pyproject.toml.
+discard of oversized messages, edgebed/ps/_discard.c, and the portable numerics profile's products,
+edgebed/_gemm.c); everything else is in pyproject.toml.
 ``optional=True``: without a C compiler the install still succeeds and the PS uses its numpy / Python
 paths (same results, slower; ``edgebed.ps.aggregate.FAST`` and ``edgebed.ps.discard.FAST`` say which)."""
 from setuptools import Extension, setup
@@ -8,5 +9,8 @@ setup(ext_modules=[
     Extension("edgebed.ps._fastpush", ["edgebed/ps/_fastpush.c"], optional=True,
               # No FMA contraction: θ − v·lr stays two float32 roundings, the same bits as numpy's path.
               extra_compile_args=["-O3", "-ffp-contract=off"]),
+    # The portable numerics profile's fixed-order products (edgebed/portable_ops.py): explicit fmaf and
+    # AVX2 intrinsics only, no contraction, so the scalar and AVX2 paths round alike.
+    Extension("edgebed._gemm", ["edgebed/_gemm.c"], optional=True, extra_compile_args=["-O3", "-ffp-contract=off"]),
     Extension("edgebed.ps._discard", ["edgebed/ps/_discard.c"], optional=True, extra_compile_args=["-O2"]),
 ])

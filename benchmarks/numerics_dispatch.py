@@ -1,8 +1,9 @@
 """Same bits whatever numpy's SIMD dispatch: the 7 golden scenarios on two "hosts" of one machine.
 
 Host A is this machine as it is; host B is this machine with numpy's highest SIMD groups switched off
-(``NPY_DISABLE_CPU_FEATURES``), OpenBLAS on another kernel (``OPENBLAS_CORETYPE``) and ATen, MKL and
-oneDNN limited as ``tests/integration/test_numerics_hosts.py`` does. Every golden scenario runs under
+(``NPY_DISABLE_CPU_FEATURES``), OpenBLAS on another kernel (``OPENBLAS_CORETYPE``), ATen, MKL and
+oneDNN limited and edgebed's own products (``edgebed/_gemm.c``) on their scalar path instead of AVX2, as
+``tests/integration/test_numerics_hosts.py`` does. Every golden scenario runs under
 ``portable`` on both, once with today's top-k tie rule and once with the rule before it (argpartition's
 own pick among equal values); per scenario: whether the tables are identical, the columns that differ,
 and both hosts' fingerprints. Under the old rule every scenario's ``events`` table differs too: each

@@ -25,6 +25,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from . import portable_ops
+
 
 class PaperCNN(nn.Module):
     def __init__(self):
@@ -72,7 +74,7 @@ def build_model(name, seed: int = 0) -> nn.Module:
     model = w.factory()
     if w.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    return model
+    return portable_ops.adopt(model)   # fixed-order Linear/Conv2d under numerics: portable
 
 
 def trainable(model: nn.Module) -> list[tuple[str, nn.Parameter]]:

@@ -10,13 +10,15 @@ of ``ATEN_CPU_CAPABILITY=default``, ``MKL_CBWR=COMPATIBLE``, ``MKL_ENABLE_INSTRU
 Two profiles (``numerics:`` in the scenario):
 
 ``portable`` (the default)
-    ATen pinned to its AVX2 kernels; MKL in conditional numerical reproducibility mode on its
-    ``COMPATIBLE`` branch (SSE2 without the approximate ``rcpps``/``rsqrtps``, fixed cache sizes, the
-    one branch Intel documents as reproducible on Intel *and* non-Intel CPUs — its ``AVX2`` branch is
-    not, on AMD); oneDNN off (its kernels' blocking follows the host's caches, and oneDNN promises
-    bitwise repeatability on one platform only), so convolutions are ATen's im2col + MKL GEMM; one
-    thread. Same bits on every x86-64 host with AVX2, Intel or AMD, for the same torch and numpy.
-    Cost per CNN step: see ``benchmarks/results/numerics.json``.
+    Linear and Conv2d layers computed by edgebed's own fixed-order products (``edgebed/portable_ops.py``
+    over ``edgebed/_gemm.c``: each output element one sequence of fused multiply-adds in a fixed order,
+    an AVX2 kernel and a scalar fallback that give the same bits, tiles fixed at compile time); ATen
+    pinned to its AVX2 kernels for everything else (pooling, activations, the loss); MKL, for any
+    product left to torch (layers other than these two), in conditional numerical reproducibility mode
+    on its ``COMPATIBLE`` branch (SSE2, fixed cache sizes, the one branch Intel documents as
+    reproducible on Intel *and* non-Intel CPUs); oneDNN off (its kernels' blocking follows the host's
+    caches); one thread. Same bits on every x86-64 host with AVX2, Intel or AMD, with or without
+    AVX-512, for the same torch and numpy. Cost per CNN step: see ``benchmarks/results/numerics.json``.
 ``native``
     Whatever the host does fastest: no pins, oneDNN on. Repeatable on the same host type only.
 
@@ -69,10 +71,12 @@ PINS = {
 PORTABLE_CAPABILITY = "AVX2"
 
 # sha256[:16] of the reference gradients (``_reference_hash``) under ``portable``, by torch version.
-# Recorded with ``python -m edgebed.numerics --record`` on an Intel Xeon (Sapphire Rapids, AVX-512)
-# under portable; a host that computes another hash under portable can't reproduce portable tables.
+# Recorded with ``python -m edgebed.numerics --record`` on an AMD EPYC (Zen 4, AVX-512) under portable
+# when its products became edgebed's own (before: 60d213928781eb20, MKL's COMPATIBLE branch), and the
+# same with the scalar path forced (``EDGEBED_GEMM_PATH=scalar``); a host that computes another hash
+# under portable can't reproduce portable tables.
 PORTABLE_REFERENCE = {
-    "2.13.0": "60d213928781eb20",
+    "2.13.0": "26f3fc2fc131f0e3",
 }
 # sha256[:16] of ``_numpy_reference_hash`` by numpy version (the same under both profiles: numpy is not
 # pinned, it is kept off host-dependent kernels). Recorded with ``--record`` on an AMD EPYC (Zen 4,
@@ -115,7 +119,9 @@ def apply(profile: str) -> None:
         del os.environ[key]
     os.environ.update(env)
     import torch
+    from . import portable_ops
     torch.backends.mkldnn.enabled = profile != "portable"
+    portable_ops.activate(profile == "portable")
     if profile == "portable":
         torch.set_num_threads(1)
         have = torch.backends.cpu.get_cpu_capability()
@@ -154,7 +160,7 @@ def fingerprint(profile: str) -> dict:
         "onednn": bool(torch.backends.mkldnn.enabled), "threads": torch.get_num_threads(),
         "pins": {k: os.environ[k] for k in PINS if k in os.environ},
         "cpu": _cpu_model(), "machine": platform.machine(),
-        "numpy_simd": _numpy_simd(), "blas": _blas_kernel(),
+        "numpy_simd": _numpy_simd(), "blas": _blas_kernel(), "gemm": _gemm_path(profile),
         "reference_gradient": ref, "numpy_reference": nref,
         "reproducible": None if expected is None else (ref == expected and nref == nexpected),
         "problem": None,
@@ -164,6 +170,10 @@ def fingerprint(profile: str) -> dict:
             fp["problem"] = (f"this host ({fp['machine']}, {fp['cpu']}) has no AVX2: its gradients differ "
                              "from portable runs on x86-64 hosts with AVX2; its tables compare only "
                              "with runs on the same host type")
+        elif fp["gemm"] is None:
+            fp["problem"] = ("edgebed's compiled products (edgebed._gemm) are missing: portable falls back to "
+                             "torch's kernels, whose bits differ from other hosts'. Install with a C compiler "
+                             "(`make setup`, or `pip install -e .`) to build them")
         elif expected is None:
             fp["problem"] = (f"no portable reference recorded for torch {torch.__version__}: runs compare "
                              "bit for bit only with runs whose fingerprint id matches")
@@ -304,6 +314,13 @@ def _numpy_reference_hash() -> str:
         h.update(zstandard.ZstdCompressor(level=3).compress(np.arange(20_000, dtype=np.uint32).tobytes()))
     h.update(json.dumps([float(v) for v in rng.standard_normal(100)]).encode())
     return h.hexdigest()[:16]
+
+
+def _gemm_path(profile: str) -> Optional[str]:
+    """Which of edgebed's product paths runs under portable ("avx2" or "scalar": the same bits), None
+    when the compiled module is missing; "torch" under native."""
+    from . import portable_ops
+    return portable_ops.PATH if profile == "portable" else "torch"
 
 
 def _numpy_simd() -> dict:

@@ -5,8 +5,10 @@ differ, and the test can tell: under ``native``, or under the tie rule top-k sel
 One machine can't be two CPU types, but it can make its libraries behave like a smaller one. Host B is
 this machine with ATen limited to its baseline kernels, MKL to AVX2, oneDNN to SSE4.1, numpy's SIMD
 dispatch without its highest groups (AVX-512 where this host has it, else AVX2: numpy's
-``NPY_DISABLE_CPU_FEATURES``) and OpenBLAS on another kernel (``OPENBLAS_CORETYPE``): what an older or
-AVX2-only host picks on its own. Each run is a fresh process started with that environment, as
+``NPY_DISABLE_CPU_FEATURES``), OpenBLAS on another kernel (``OPENBLAS_CORETYPE``) and edgebed's own
+products (``edgebed/_gemm.c``, portable's Linear and Conv2d layers) on their scalar path instead of AVX2
+(``EDGEBED_GEMM_PATH``): what an older or AVX2-only host picks on its own, and what a host without AVX2
+computes for the products. Each run is a fresh process started with that environment, as
 `edgebed run` would be on such a host."""
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def _numpy_off() -> str:
 
 
 HOST_B = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "SSE41",
-          "NPY_DISABLE_CPU_FEATURES": _numpy_off(), "OPENBLAS_CORETYPE": "Sandybridge"}
+          "NPY_DISABLE_CPU_FEATURES": _numpy_off(), "OPENBLAS_CORETYPE": "Sandybridge", "EDGEBED_GEMM_PATH": "scalar"}
 
 # The selection as it was before the tie rule: argpartition's pick among entries equal to the k-th
 # largest (which one depends on the kernel numpy dispatched). Kept here to show the test can fail.
@@ -65,7 +67,7 @@ for name in sys.argv[1].split(","):
     with tempfile.TemporaryDirectory() as tmp:
         out[name] = run_tables(sc, Path(tmp))
 fp = numerics.fingerprint(sys.argv[2])
-out["_fingerprint"] = {k: fp[k] for k in ("id", "numpy_reference", "reference_gradient", "numpy_simd", "blas")}
+out["_fingerprint"] = {k: fp[k] for k in ("id", "numpy_reference", "reference_gradient", "numpy_simd", "blas", "gemm")}
 print(json.dumps(out))
 """
 
@@ -119,6 +121,7 @@ def test_portable_tables_identical_across_instruction_sets_native_and_old_ties_d
     port_a = {n: fixture[n] for n in GOLDEN}
     # The promise: equal fingerprints, identical tables, for every golden scenario.
     assert port_b["_fingerprint"]["id"] == fixture["_numerics"]["id"]
+    assert (fixture["_numerics"]["gemm"], port_b["_fingerprint"]["gemm"]) == ("avx2", "scalar")
     assert not any(_differ(port_a, port_b).values()), f"portable tables differ: {_differ(port_a, port_b)}"
     assert {n: port_a[n]["updates"] for n in GOLDEN} == {n: port_b[n]["updates"] for n in GOLDEN}
     # The test can fail: the old tie rule gives other tables on host B, and the fingerprint sees it.
