@@ -9,6 +9,7 @@ import pytest
 import zmq
 
 from edgebed import wire
+from edgebed.ps import frameguard
 from edgebed.ps.rules import RULES
 from edgebed.ps.serve import ZmqServer
 from edgebed.ps.server import MAX_MODELS_IN_FLIGHT, ParameterServer, PSConfig
@@ -157,13 +158,47 @@ def test_an_honest_request_reply_peer_is_never_busy(server):
     s.close()
 
 
-def test_a_message_of_too_many_frames_is_refused_with_its_real_count(server):
+def test_a_message_of_too_many_frames_is_refused_with_its_real_count(monkeypatch):
+    """Unguarded (an endpoint the frame guard can't take, or a CURVE stream it relays unparsed), the
+    PS refuses the message itself once libzmq has assembled it."""
+    monkeypatch.setattr(frameguard, "FAST", False)
+    srv = ZmqServer(capped_ps(), context=zmq.Context()).start()
+    s = peer(srv)
+    try:
+        assert srv.guard is None
+        reply = ask(s, [wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}'] + [b""] * 100_000, 20_000)
+        assert isinstance(reply, wire.Error) and reply.code == "frame-count"
+        assert reply.message.startswith("100001 frames"), reply.message
+        assert srv.ps.meter.by_kind["malformed"]["in_msgs"] == 1 and srv.ps.meter.rejected == 1
+    finally:
+        s.close()
+        srv.stop()
+        srv.ctx.term()
+
+
+def test_the_frame_guard_cuts_a_message_of_too_many_frames_before_the_ps_sees_it(server):
+    """Guarded, the connection is closed at the message's fifth frame: no reply, nothing received by
+    the PS, the cut in the run's events; the next connection is served."""
+    if server.guard is None:
+        pytest.skip("the frame guard (edgebed/ps/_frameguard.c) is not built here")
     s = peer(server)
-    reply = ask(s, [wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}'] + [b""] * 100_000, 20_000)
-    assert isinstance(reply, wire.Error) and reply.code == "frame-count"
-    assert reply.message.startswith("100001 frames"), reply.message
-    assert server.ps.meter.by_kind["malformed"]["in_msgs"] == 1 and server.ps.meter.rejected == 1
-    s.close()
+    try:
+        assert ask(s, [wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}'] + [b""] * 100_000,
+                   1000) is None
+        assert "malformed" not in server.ps.meter.by_kind
+        deadline = time.monotonic() + 5
+        while server.guard.stats()["cut_frames"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.guard.stats()["cut_frames"] == 1
+    finally:
+        s.close()
+    honest = peer(server)
+    try:
+        assert isinstance(ask(honest, wire.Hello(0)), wire.Welcome)
+    finally:
+        honest.close()
+    server.stop()
+    assert server.ps.errors["cut-frames"] == 1
 
 
 @pytest.mark.slow   # ~20 s: 150 servers started and stopped
