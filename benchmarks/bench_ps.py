@@ -299,15 +299,6 @@ class NullPS(ParameterServer):
         return self._ack
 
 
-def _host() -> str:
-    """CPU model and cores of this host."""
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        model = "unknown CPU"
-    return f"{os.cpu_count()} × {model}"
-
-
 def _cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime

@@ -249,8 +249,11 @@ def markdown(r: dict) -> str:
              f"({d['run']['reason']}), {d['run']['updates']} updates = {d['run']['rows_in_updates_table']} rows; "
              f"{'; '.join(d['run']['connection_events'])}.", "",
              "## Concurrent frame floods (4 × 1,000,000 frames)", "",
-             "guard: the frame guard cuts each connection at its fifth frame; compiled, python: no guard "
-             "(`EDGEBED_FRAME_GUARD=off`), libzmq assembles each message and the PS discards it.", "",
+             "guard: the frame guard cuts each connection at its 257th frame, before libzmq queues the "
+             "message; compiled, python: no guard (`EDGEBED_FRAME_GUARD=off`), libzmq assembles each message "
+             "and the PS discards it (in C, or its Python loop). \"until last\": honest updates/s from the "
+             "floods' start to the last cut or refusal (— where that is under 1 s: too few updates to "
+             "count); \"first window\": over the baseline's length from the floods' start.", "",
              "| PS | cut | refused | s to last cut or refusal | honest/s before | until last | ratio | "
              "first window | ratio | RSS before → peak → after (MiB) | run |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
@@ -258,7 +261,9 @@ def markdown(r: dict) -> str:
         u = f["honest_updates_per_s"]
         first = [k for k in u if k.startswith("first_")][0]
         m = f["engine_rss_mib"]
+        short = f["seconds_to_last_refusal"] < 1
+        until = ("—", "—") if short else (u["until_last_refusal"], u["ratio_until_last_refusal"])
         lines.append(f"| {f['discard']} | {f.get('cut', 0)} | {f['refused']} | {f['seconds_to_last_refusal']} | {u['before']} | "
-                     f"{u['until_last_refusal']} | {u['ratio_until_last_refusal']} | {u[first]} ({first[6:]}) | "
+                     f"{until[0]} | {until[1]} | {u[first]} ({first[6:]}) | "
                      f"{u['ratio_' + first]} | {m['before']} → {m['peak']} → {m['after']} | {f['run']['status']} |")
     return "\n".join(lines) + "\n"
