@@ -223,3 +223,33 @@ def test_every_server_gates_its_connections_however_soon_it_follows_another():
         finally:
             srv.stop()
     assert ungated == [], f"{len(ungated)} of 150 servers served without their gate: rounds {ungated}"
+
+
+def test_the_frame_guard_cuts_a_message_past_the_byte_cap_and_a_stream_that_is_not_zmtp_3(server):
+    """Frames each under ``MAXMSGSIZE`` whose sum passes the message cap: cut at the frame that passes
+    it (the PS never assembles 1.8 MB). A ZMTP 2.0 greeting, and bytes that are no greeting: cut too."""
+    if server.guard is None:
+        pytest.skip("the frame guard (edgebed/ps/_frameguard.c) is not built here")
+    import socket
+    cap = server.ps.config.max_message_bytes
+    s = peer(server)
+    try:
+        big = bytes(cap // 2 + 1)
+        assert ask(s, [wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}', big, big], 1000) is None
+    finally:
+        s.close()
+    host, port = server.endpoint[len("tcp://"):].rsplit(":", 1)
+    for greeting in (b"\xff" + bytes(8) + b"\x7f\x02\x05", b"GET / HTTP/1.1\r\n\r\n"):
+        raw = socket.create_connection((host, int(port)), timeout=5)
+        try:
+            raw.sendall(greeting)
+            assert raw.recv(4096) == b""   # closed by the guard (libzmq would answer a greeting)
+        except ConnectionResetError:
+            pass
+        finally:
+            raw.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (server.guard.stats()["cut_bytes"], server.guard.stats()["cut_protocol"]) != (1, 2):
+        time.sleep(0.05)
+    assert (server.guard.stats()["cut_bytes"], server.guard.stats()["cut_protocol"]) == (1, 2)
+    assert "malformed" not in server.ps.meter.by_kind and "too-large" not in server.ps.errors
