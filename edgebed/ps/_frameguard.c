@@ -15,7 +15,8 @@
  * signature within handshake_ms is cut. Descriptors: accept only while 3 per relayed connection + 1 per
  * pending one fit in cap_fds (set by Python from the process's descriptor budget, ps/fdbudget.py).
  *
- * Single thread, epoll, level-triggered; run() releases the GIL and returns after timeout_ms, so the
+ * Buffers are taken from malloc for a read and given back once their bytes are written, so idle
+ * connections hold none. Single thread, epoll, level-triggered; run() releases the GIL and returns after timeout_ms, so the
  * Python side (ps/frameguard.py) stops it and refreshes the cap between calls. Linux only.
  */
 #define PY_SSIZE_T_CLEAN
@@ -217,6 +218,8 @@ static int flush(pair_t *p, int d) {
         p->off[d] += w;
     }
     p->off[d] = p->len[d] = 0;
+    free(p->buf[d]);   /* an idle connection holds no buffer (a 256 kB one each way for 400 peers: 200 MB) */
+    p->buf[d] = NULL;
     return 0;
 }
 
