@@ -15,7 +15,9 @@ beyond the process's descriptor budget (ps/fdbudget.py).
 Frames: ``MAXMSGSIZE`` bounds each frame, not a message: libzmq queues a multipart message whole
 before the receiver sees its first frame, so a message of ten million empty frames is held in memory
 (~64 B a frame) before this loop can refuse it, and no socket option limits the frames of a message
-(docs/security.md). This loop keeps at most ``MAX_FRAMES`` + 1 frames of a message, frees the rest one
+(docs/security.md). Peers therefore reach the socket through the frame guard (ps/frameguard.py) where
+it is built and the endpoint is IPv4 TCP: it cuts a connection at a message's 257th frame, before
+libzmq queues it, and the socket itself is bound to a private ipc:// path. This loop keeps at most ``MAX_FRAMES`` + 1 frames of a message, frees the rest one
 by one without ``ps.lock`` (and without the GIL, in C: ps/discard.py), trims the heap after a large one
 and refuses it with its real frame count.
 
