@@ -1,8 +1,10 @@
-"""Only for the optional C extensions (the PS's compiled push path, edgebed/ps/_fastpush.c, and its
-discard of oversized messages, edgebed/ps/_discard.c, and the portable numerics profile's products,
-edgebed/_gemm.c); everything else is in pyproject.toml.
+"""Only for the optional C extensions (the PS's compiled push path, edgebed/ps/_fastpush.c, its
+discard of oversized messages, edgebed/ps/_discard.c, its frame guard, edgebed/ps/_frameguard.c, and
+the portable numerics profile's products, edgebed/_gemm.c); everything else is in pyproject.toml.
 ``optional=True``: without a C compiler the install still succeeds and the PS uses its numpy / Python
-paths (same results, slower; ``edgebed.ps.aggregate.FAST`` and ``edgebed.ps.discard.FAST`` say which)."""
+paths (same results, slower) and serves without the guard (``edgebed.ps.aggregate.FAST``,
+``edgebed.ps.discard.FAST`` and ``edgebed.ps.frameguard.FAST`` say which); portable numerics then
+runs torch's pinned kernels (other bits; the fingerprint's ``gemm`` says which)."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[
@@ -13,4 +15,5 @@ setup(ext_modules=[
     # AVX2 intrinsics only, no contraction, so the scalar and AVX2 paths round alike.
     Extension("edgebed._gemm", ["edgebed/_gemm.c"], optional=True, extra_compile_args=["-O3", "-ffp-contract=off"]),
     Extension("edgebed.ps._discard", ["edgebed/ps/_discard.c"], optional=True, extra_compile_args=["-O2"]),
+    Extension("edgebed.ps._frameguard", ["edgebed/ps/_frameguard.c"], optional=True, extra_compile_args=["-O2"]),
 ])

@@ -11,6 +11,8 @@ against raw pyzmq loopback throughput measured in the same run.
                                                               against raw pyzmq, alternating rounds, + .md
     python -m benchmarks.bench_ps --sizes FILE             → ingest per model size, 0.2 M / 1 M / 11 M
                                                               parameters, vs raw pyzmq (ps-sizes.json)
+    python -m benchmarks.bench_ps --guard FILE             → ingest with the frame guard vs without
+                                                              (ps/frameguard.py; ps-frameguard.json)
 
 Apply cost = wall time of ``ParameterServer.process`` on a pre-encoded push (decode + checks + rule +
 bookkeeping + record hook), with n devices each holding an outstanding pull, in a round-robin
@@ -239,6 +241,38 @@ def budget(costs=(0, 5, 10, 15, 20), rounds: int = 3, seconds: float = 3.0, sock
                                    "cpu_us_per_push": cpu * 1e6})
         out.append(row)
     return {"rounds": out}
+
+
+def guard_ab(rounds: int = 5, seconds: float = 3.0, sockets: int = 8) -> list[dict]:
+    """Ingest of the real PS with its frame guard in front (ps/frameguard.py) and without (peers straight
+    to the ROUTER socket), alternating for ``rounds`` rounds, for dense (ASGD) and AdaComp pushes, the
+    CPUs shared and pinned: medians and per-round ratios (guarded / unguarded)."""
+    from edgebed.ps import frameguard
+    fast, out = frameguard.FAST, []
+    try:
+        for pinned in (False, True):
+            for rule in ("asgd", "adacomp"):
+                runs = []
+                for _ in range(rounds):
+                    row = {}
+                    for guarded in (True, False):
+                        frameguard.FAST = guarded
+                        rate, cpu, _ = _serve_ps(rule, seconds, sockets, pinned=pinned)
+                        row["guarded" if guarded else "unguarded"] = {"pushes_per_s": rate, "cpu_us_per_push": cpu * 1e6}
+                    row["ratio"] = row["guarded"]["pushes_per_s"] / row["unguarded"]["pushes_per_s"]
+                    runs.append(row)
+                med = {k: {m: statistics.median(r[k][m] for r in runs) for m in ("pushes_per_s", "cpu_us_per_push")}
+                       for k in ("guarded", "unguarded")}
+                out.append({"rule": rule, "pinned": pinned, "seconds_each": seconds, "client_sockets": sockets,
+                            **med, "ratio_of_medians": med["guarded"]["pushes_per_s"] / med["unguarded"]["pushes_per_s"],
+                            "median_ratio": statistics.median(r["ratio"] for r in runs), "rounds": runs})
+                print(f"guard {rule}{' pinned' if pinned else ''}: {med['guarded']['pushes_per_s']:.0f} vs "
+                      f"{med['unguarded']['pushes_per_s']:.0f} pushes/s = {out[-1]['ratio_of_medians']:.3f} "
+                      f"(median of round ratios {out[-1]['median_ratio']:.3f}); CPU µs/push "
+                      f"{med['guarded']['cpu_us_per_push']:.0f} vs {med['unguarded']['cpu_us_per_push']:.0f}", flush=True)
+    finally:
+        frameguard.FAST = fast
+    return out
 
 
 def _raw_once(rule: str, seconds: float, sockets: int, pinned: bool = False, model: str = "cnn") -> tuple[float, float]:
@@ -581,6 +615,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ingest", metavar="FILE", help="only the ingest runs (AdaComp and ASGD, CPUs shared and "
                     "pinned, --rounds alternating rounds of --seconds each) to FILE (json) and FILE with .md")
     ap.add_argument("--seconds", type=float, default=2.0, help="--sizes: seconds of each PS or raw run")
+    ap.add_argument("--guard", metavar="FILE", help="only ingest with the frame guard vs without, to FILE (json)")
     args = ap.parse_args(argv)
     if args.breakdown:
         from benchmarks import ps_breakdown
@@ -598,6 +633,12 @@ def main(argv=None) -> int:
         return 0
     if args.ingest:
         write_ingest(Path(args.ingest), args.seconds, args.rounds)
+        return 0
+    if args.guard:
+        res = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": _host(), "load_average_start": os.getloadavg(),
+               "guard": guard_ab(args.rounds, args.seconds)}
+        res["load_average_end"] = os.getloadavg()
+        Path(args.guard).write_text(json.dumps(res, indent=2) + "\n")
         return 0
     if args.sizes:
         write_sizes(Path(args.sizes), args.seconds, args.rounds)

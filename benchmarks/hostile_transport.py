@@ -10,9 +10,11 @@ ended.
 - **descriptor exhaustion**: ``--raw`` TCP connections that never send a byte of ZMTP, held open for
   ``--hold`` s (libzmq holds each until its 30 s handshake timeout).
 - **concurrent frame floods**: 4 connections each send one message of 1,000,000 empty frames at once
-  (raw ZMTP bytes, built once: the senders cost ~nothing), until all four are refused ``frame-count``.
-  Measured twice, in two runs: the PS's compiled discard (ps/discard.py) and its Python loop
-  (``EDGEBED_DISCARD=python``), the baseline of the same benchmark.
+  (raw ZMTP bytes, built once: the senders cost ~nothing), until each is cut by the PS's frame guard
+  (ps/frameguard.py: the connection closed) or refused ``frame-count``. Measured three times, in three
+  runs: the guard (the default), and without it (``EDGEBED_FRAME_GUARD=off``) the PS's compiled
+  discard (ps/discard.py) and its Python loop (``EDGEBED_DISCARD=python``): the baselines of the same
+  benchmark.
 """
 from __future__ import annotations
 
@@ -169,14 +171,19 @@ def _closed(s: socket.socket) -> bool:
         return True
 
 
+PATHS = {"guard": {}, "compiled": {"EDGEBED_FRAME_GUARD": "off"},
+         "python": {"EDGEBED_FRAME_GUARD": "off", "EDGEBED_DISCARD": "python"}}
+
+
 def frame_floods(path: str, senders: int, frames: int, baseline: float) -> dict:
-    run = Run({"EDGEBED_DISCARD": "python"} if path == "python" else None)
+    run = Run(PATHS[path])
     try:
         b0, b1 = _settle(run, baseline)
         rss0, _ = _proc_stat(run.proc.pid)
         msg = zmtp_raw.many_frames(wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}', frames)
         socks = [zmtp_raw.connect(run.host, run.port) for _ in range(senders)]
         done: list[float] = []
+        how: list[str] = []
         peak = [rss0]
         stop = threading.Event()
 
@@ -186,9 +193,12 @@ def frame_floods(path: str, senders: int, frames: int, baseline: float) -> dict:
                 time.sleep(0.1)
 
         def flood(s):
-            s.sendall(msg)
-            if zmtp_raw.wait_for(s, b"frame-count", 300):
-                done.append(time.monotonic())
+            try:
+                s.sendall(msg)
+                how.append("refused" if zmtp_raw.wait_for(s, b"frame-count", 300) else "cut")
+            except OSError:   # the guard closed the connection while we sent
+                how.append("cut")
+            done.append(time.monotonic())
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -208,8 +218,8 @@ def frame_floods(path: str, senders: int, frames: int, baseline: float) -> dict:
             s.close()
         before = run.rate(b0, b1)
         during, over = run.rate(t0, t1), run.rate(t0, t0 + window)
-        return {"discard": path, "senders": senders, "frames_each": frames, "refused": len(done),
-                "seconds_to_last_refusal": round(t1 - t0, 2),
+        return {"discard": path, "senders": senders, "frames_each": frames, "refused": how.count("refused"),
+                "cut": how.count("cut"), "seconds_to_last_refusal": round(t1 - t0, 2),
                 "engine_rss_mib": {"before": _mib(rss0), "peak": _mib(peak[0]), "after": _mib(rss_after)},
                 "honest_updates_per_s": {"before": before, "until_last_refusal": during,
                                          f"first_{window:.0f}_s": over,
@@ -223,7 +233,7 @@ def frame_floods(path: str, senders: int, frames: int, baseline: float) -> dict:
 
 def transport(args) -> dict:
     return {"descriptor exhaustion": descriptor_exhaustion(args.raw, args.hold, args.baseline),
-            "concurrent frame floods": [frame_floods(p, 4, 1_000_000, args.baseline) for p in ("compiled", "python")]}
+            "concurrent frame floods": [frame_floods(p, 4, 1_000_000, args.baseline) for p in PATHS]}
 
 
 def markdown(r: dict) -> str:
@@ -239,14 +249,21 @@ def markdown(r: dict) -> str:
              f"({d['run']['reason']}), {d['run']['updates']} updates = {d['run']['rows_in_updates_table']} rows; "
              f"{'; '.join(d['run']['connection_events'])}.", "",
              "## Concurrent frame floods (4 × 1,000,000 frames)", "",
-             "| discard | refused | s to last refusal | honest/s before | until last refusal | ratio | "
+             "guard: the frame guard cuts each connection at its 257th frame, before libzmq queues the "
+             "message; compiled, python: no guard (`EDGEBED_FRAME_GUARD=off`), libzmq assembles each message "
+             "and the PS discards it (in C, or its Python loop). \"until last\": honest updates/s from the "
+             "floods' start to the last cut or refusal (— where that is under 1 s: too few updates to "
+             "count); \"first window\": over the baseline's length from the floods' start.", "",
+             "| PS | cut | refused | s to last cut or refusal | honest/s before | until last | ratio | "
              "first window | ratio | RSS before → peak → after (MiB) | run |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for f in r["concurrent frame floods"]:
         u = f["honest_updates_per_s"]
         first = [k for k in u if k.startswith("first_")][0]
         m = f["engine_rss_mib"]
-        lines.append(f"| {f['discard']} | {f['refused']} | {f['seconds_to_last_refusal']} | {u['before']} | "
-                     f"{u['until_last_refusal']} | {u['ratio_until_last_refusal']} | {u[first]} ({first[6:]}) | "
+        short = f["seconds_to_last_refusal"] < 1
+        until = ("—", "—") if short else (u["until_last_refusal"], u["ratio_until_last_refusal"])
+        lines.append(f"| {f['discard']} | {f.get('cut', 0)} | {f['refused']} | {f['seconds_to_last_refusal']} | {u['before']} | "
+                     f"{until[0]} | {until[1]} | {u[first]} ({first[6:]}) | "
                      f"{u['ratio_' + first]} | {m['before']} → {m['peak']} → {m['after']} | {f['run']['status']} |")
     return "\n".join(lines) + "\n"

@@ -15,7 +15,9 @@ beyond the process's descriptor budget (ps/fdbudget.py).
 Frames: ``MAXMSGSIZE`` bounds each frame, not a message: libzmq queues a multipart message whole
 before the receiver sees its first frame, so a message of ten million empty frames is held in memory
 (~64 B a frame) before this loop can refuse it, and no socket option limits the frames of a message
-(docs/security.md). This loop keeps at most ``MAX_FRAMES`` + 1 frames of a message, frees the rest one
+(docs/security.md). Peers therefore reach the socket through the frame guard (ps/frameguard.py) where
+it is built and the endpoint is IPv4 TCP: it cuts a connection at a message's 257th frame, before
+libzmq queues it, and the socket itself is bound to a private ipc:// path. This loop keeps at most ``MAX_FRAMES`` + 1 frames of a message, frees the rest one
 by one without ``ps.lock`` (and without the GIL, in C: ps/discard.py), trims the heap after a large one
 and refuses it with its real frame count.
 
@@ -37,6 +39,7 @@ from typing import Optional
 import zmq
 
 from .. import wire
+from . import frameguard
 from .discard import discard_rest
 from .gate import ConnectionGate
 from .server import ParameterServer, max_peers_for
@@ -108,7 +111,23 @@ class ZmqServer:
         self.gate = ConnectionGate(self.sock, self.ctx, max_peers_for(ps.config), zap=device_of is None)
         self._in_flight: dict[bytes, list] = {}   # peer → trackers of models ZeroMQ still holds for it
         ps.hooks.in_flight, ps.hooks.consumed = self._models_in_flight, self._in_flight.pop
-        if bind.endswith(":0"):
+        # Peers reach the socket through the frame guard where it is built and the endpoint is IPv4
+        # TCP: it cuts a message of too many frames or bytes before libzmq assembles it (ps/frameguard.py).
+        self.guard: Optional[frameguard.FrameGuard] = None
+        self._ipc_dir: Optional[str] = None
+        where = frameguard.guardable(bind) if frameguard.FAST else None
+        if where is not None:
+            self._ipc_dir, path = frameguard.private_ipc()
+            self.sock.bind(f"ipc://{path}")
+            try:
+                self.guard = frameguard.FrameGuard(*where, path, frameguard.CUT_FRAMES, ps.config.max_message_bytes)
+            except BaseException:
+                self.sock.close(0)
+                self.gate.stop()
+                frameguard.remove_ipc(self._ipc_dir)
+                raise
+            self.endpoint = self.guard.endpoint
+        elif bind.endswith(":0"):
             port = self.sock.bind_to_random_port(bind[: bind.rindex(":")])
             self.endpoint = f"{bind[: bind.rindex(':')]}:{port}"
         else:
@@ -150,8 +169,16 @@ class ZmqServer:
             self.error = err
             raise
         finally:
-            self.sock.close(0)
-            self.gate.stop()
+            self._close()
+
+    def _close(self) -> None:
+        """The guard, the socket and the gate, in that order (peers first lose the way in)."""
+        if self.guard is not None:
+            self.guard.stop()
+        self.sock.close(0)
+        self.gate.stop()
+        if self._ipc_dir is not None:
+            frameguard.remove_ipc(self._ipc_dir)
 
     def _recv(self) -> tuple[bytes, list | int, Optional[int]]:
         """One message: (peer, frames, device of its CURVE key or None). At most MAX_FRAMES frames are
@@ -250,8 +277,7 @@ class ZmqServer:
         if self._thread is not None:
             self._thread.join(timeout)
         else:   # never started: what serve() closes at its end
-            self.sock.close(0)
-            self.gate.stop()
+            self._close()
         if self._own_ctx and not self.alive and not self.gate.alive:   # no thread uses a socket of it
             self.ctx.destroy(linger=0)
         gate = self.gate.state()
@@ -261,6 +287,22 @@ class ZmqServer:
         if gate["shed"]:   # raw connections beyond the descriptor budget (ps/fdbudget.py)
             self.ps.event(-1, "connections", f"{gate['shed']} shut down at accept: the PS held as many as "
                            f"its descriptor budget allows (limit {gate['fd_limit']})")
+        if self.guard is not None:
+            self._guard_events(self.guard.stats())
+
+    def _guard_events(self, g: dict) -> None:
+        """What the frame guard cut or shed, in the run's events (and ``ps.errors``)."""
+        cut = {"cut_frames": f"a message of more than {frameguard.CUT_FRAMES} frames",
+               "cut_bytes": f"a message of more than {self.ps.config.max_message_bytes:,} bytes",
+               "cut_protocol": "not ZMTP 3 (greeting or frame header)",
+               "cut_slow": f"no ZMTP greeting within {frameguard.HANDSHAKE_S:g} s"}
+        for key, why in cut.items():
+            if g[key]:
+                self.ps.errors[key.replace("_", "-")] = g[key]
+                self.ps.event(-1, "connections", f"{g[key]} cut by the frame guard: {why}")
+        if g["shed"]:
+            self.ps.event(-1, "connections", f"{g['shed']} closed at accept by the frame guard: the PS held as "
+                           f"many as its descriptor budget allows (limit {self.guard.fds.limit})")
 
     @property
     def alive(self) -> bool:

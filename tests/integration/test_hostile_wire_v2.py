@@ -17,6 +17,7 @@ import pytest
 import zstandard
 
 from edgebed import wire
+from edgebed.ps import frameguard
 from edgebed.rundir import read_json, read_table
 from tests.integration.runproc import end_run, run_dir, start_run, wait_for
 from tests.hostile_v2 import CATEGORIES, zstd_declaring
@@ -152,16 +153,22 @@ def test_small_messages_do_not_expand_in_the_ps(live):
 def test_poison_is_refused_and_a_million_frames_are_counted(live):
     """Three dense pushes of −1e6 were applied under the constant ±1e6 range and then every honest
     gradient was refused (all devices exited, the run said "complete"): now refused as a step too
-    large for Θ. A million-frame message is refused with its real frame count (it said "4 frames")."""
+    large for Θ. A million-frame message is cut by the frame guard (ps/frameguard.py), or, unguarded,
+    refused with its real frame count (it said "4 frames")."""
     p = Peer(live.endpoint)
     try:
         for k in range(3):
             reply = _as_session(p, SLEEPER, lambda s, v: wire.encode(wire.Push(s, k, v, np.full(N_PARAMS, -1e6, np.float32))))
             assert isinstance(reply, wire.Error) and reply.code == "bad-payload" and "max_step" in reply.message
             live.refused["bad-payload"] = live.refused.get("bad-payload", 0) + 1
-        reply = refused(live, p, [_header(3, {"session": "x", "arrays": []})] + [b""] * 1_000_000, "frame-count",
-                        within=60)
-        assert reply.message.startswith("1000001 frames"), reply.message
+        flood = [_header(3, {"session": "x", "arrays": []})] + [b""] * 1_000_000
+        if frameguard.FAST:   # cut by the frame guard at frame 257, before libzmq assembles it: no reply
+            p.send(flood)
+            assert not p.sock.poll(3000)
+            live.cut = 1
+        else:
+            reply = refused(live, p, flood, "frame-count", within=60)
+            assert reply.message.startswith("1000001 frames"), reply.message
     finally:
         p.close()
 
@@ -231,6 +238,7 @@ def test_and_the_run_outlives_the_attacks_with_every_applied_update_recorded(liv
     assert np.isfinite(updates["loss"]).all()
     for code, n in live.refused.items():   # every refusal counted under its code
         assert summary["errors"].get(code, 0) >= n, (code, summary["errors"])
+    assert summary["errors"].get("cut-frames", 0) == getattr(live, "cut", 0)   # and every cut
     traffic = read_json(live.path, "traffic.json")
     assert traffic["rejected"] >= sum(live.refused.values())
 

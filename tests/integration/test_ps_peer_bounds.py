@@ -9,6 +9,7 @@ import pytest
 import zmq
 
 from edgebed import wire
+from edgebed.ps import frameguard
 from edgebed.ps.rules import RULES
 from edgebed.ps.serve import ZmqServer
 from edgebed.ps.server import MAX_MODELS_IN_FLIGHT, ParameterServer, PSConfig
@@ -157,13 +158,47 @@ def test_an_honest_request_reply_peer_is_never_busy(server):
     s.close()
 
 
-def test_a_message_of_too_many_frames_is_refused_with_its_real_count(server):
+def test_a_message_of_too_many_frames_is_refused_with_its_real_count(monkeypatch):
+    """Unguarded (an endpoint the frame guard can't take, or a CURVE stream it relays unparsed), the
+    PS refuses the message itself once libzmq has assembled it."""
+    monkeypatch.setattr(frameguard, "FAST", False)
+    srv = ZmqServer(capped_ps(), context=zmq.Context()).start()
+    s = peer(srv)
+    try:
+        assert srv.guard is None
+        reply = ask(s, [wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}'] + [b""] * 100_000, 20_000)
+        assert isinstance(reply, wire.Error) and reply.code == "frame-count"
+        assert reply.message.startswith("100001 frames"), reply.message
+        assert srv.ps.meter.by_kind["malformed"]["in_msgs"] == 1 and srv.ps.meter.rejected == 1
+    finally:
+        s.close()
+        srv.stop()
+        srv.ctx.term()
+
+
+def test_the_frame_guard_cuts_a_message_of_too_many_frames_before_the_ps_sees_it(server):
+    """Guarded, the connection is closed at the message's fifth frame: no reply, nothing received by
+    the PS, the cut in the run's events; the next connection is served."""
+    if server.guard is None:
+        pytest.skip("the frame guard (edgebed/ps/_frameguard.c) is not built here")
     s = peer(server)
-    reply = ask(s, [wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}'] + [b""] * 100_000, 20_000)
-    assert isinstance(reply, wire.Error) and reply.code == "frame-count"
-    assert reply.message.startswith("100001 frames"), reply.message
-    assert server.ps.meter.by_kind["malformed"]["in_msgs"] == 1 and server.ps.meter.rejected == 1
-    s.close()
+    try:
+        assert ask(s, [wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}'] + [b""] * 100_000,
+                   1000) is None
+        assert "malformed" not in server.ps.meter.by_kind
+        deadline = time.monotonic() + 5
+        while server.guard.stats()["cut_frames"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.guard.stats()["cut_frames"] == 1
+    finally:
+        s.close()
+    honest = peer(server)
+    try:
+        assert isinstance(ask(honest, wire.Hello(0)), wire.Welcome)
+    finally:
+        honest.close()
+    server.stop()
+    assert server.ps.errors["cut-frames"] == 1
 
 
 @pytest.mark.slow   # ~20 s: 150 servers started and stopped
@@ -188,3 +223,33 @@ def test_every_server_gates_its_connections_however_soon_it_follows_another():
         finally:
             srv.stop()
     assert ungated == [], f"{len(ungated)} of 150 servers served without their gate: rounds {ungated}"
+
+
+def test_the_frame_guard_cuts_a_message_past_the_byte_cap_and_a_stream_that_is_not_zmtp_3(server):
+    """Frames each under ``MAXMSGSIZE`` whose sum passes the message cap: cut at the frame that passes
+    it (the PS never assembles 1.8 MB). A ZMTP 2.0 greeting, and bytes that are no greeting: cut too."""
+    if server.guard is None:
+        pytest.skip("the frame guard (edgebed/ps/_frameguard.c) is not built here")
+    import socket
+    cap = server.ps.config.max_message_bytes
+    s = peer(server)
+    try:
+        big = bytes(cap // 2 + 1)
+        assert ask(s, [wire._PREFIX.pack(b"EB", 1, 3) + b'{"session":"x","arrays":[]}', big, big], 1000) is None
+    finally:
+        s.close()
+    host, port = server.endpoint[len("tcp://"):].rsplit(":", 1)
+    for greeting in (b"\xff" + bytes(8) + b"\x7f\x02\x05", b"GET / HTTP/1.1\r\n\r\n"):
+        raw = socket.create_connection((host, int(port)), timeout=5)
+        try:
+            raw.sendall(greeting)
+            assert raw.recv(4096) == b""   # closed by the guard (libzmq would answer a greeting)
+        except ConnectionResetError:
+            pass
+        finally:
+            raw.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (server.guard.stats()["cut_bytes"], server.guard.stats()["cut_protocol"]) != (1, 2):
+        time.sleep(0.05)
+    assert (server.guard.stats()["cut_bytes"], server.guard.stats()["cut_protocol"]) == (1, 2)
+    assert "malformed" not in server.ps.meter.by_kind and "too-large" not in server.ps.errors
