@@ -124,6 +124,7 @@ def apply(profile: str) -> None:
     portable_ops.activate(profile == "portable")
     if profile == "portable":
         torch.set_num_threads(1)
+        _start_mkl(torch)
         have = torch.backends.cpu.get_cpu_capability()
         if have != PORTABLE_CAPABILITY and _host_has_avx2():
             raise NumericsError(
@@ -131,6 +132,22 @@ def apply(profile: str) -> None:
                 "kernels (a torch operation ran before the profile was applied). Start the run in a new "
                 "process (`edgebed run` does), or set the variables before torch starts: "
                 + " ".join(f"{k}={v}" for k, v in PINS.items()))
+
+
+def _start_mkl(torch) -> None:
+    """Make MKL read its pins now, while they are set. MKL reads ``MKL_CBWR`` once, at its first call:
+    a native profile applied earlier in this process removes the pins from the environment, and a
+    matrix product run then would fix MKL's branch for the rest of the process — the portable layers
+    (portable_ops) never call MKL, but the virtual clock's batched gradients (vmap) run torch's own
+    kernels, and their bits then depended on what had run before (test_sim_golden's batched
+    scenario after a native product in the same process)."""
+    global _MKL_STARTED
+    if not _MKL_STARTED:
+        torch.nn.functional.linear(torch.ones(4, 64), torch.ones(32, 64))
+        _MKL_STARTED = True
+
+
+_MKL_STARTED = False
 
 
 def apply_from_env() -> str:

@@ -12,6 +12,7 @@ from edgebed import numerics
 # torch operation runs in this process, so in-process runs (the golden tables) and every child
 # process give the same bits on every x86-64 host with AVX2.
 os.environ.update(numerics.environment("portable"))
+numerics.apply("portable")   # now, before any test: MKL reads its pins at its first call (numerics._start_mkl)
 
 # Started in the background by a non-interactive shell (`make test &` in a script), pytest inherits
 # SIGINT ignored, and so would every run it starts: Python then installs no KeyboardInterrupt

@@ -119,6 +119,36 @@ def test_sim_tables_bit_identical_to_recorded(name, tmp_path):
     assert (got["ingress_bytes"], got["updates"]) == (golden["ingress_bytes"], golden["updates"])
 
 
+AFTER_NATIVE = """
+import json, sys, tempfile
+from pathlib import Path
+import torch
+from edgebed import numerics
+numerics.apply("portable")
+torch.ones(3) + 1                                    # torch's kernels chosen under portable's pins
+numerics.apply("native")                             # removes the pins from the environment
+torch.mm(torch.ones(64, 64), torch.ones(64, 64))     # a native product: MKL's first call
+from tests.integration.test_sim_golden import SCENARIOS, run_tables
+with tempfile.TemporaryDirectory() as tmp:
+    print(json.dumps(run_tables(dict(SCENARIOS["mlp-adacomp-batched"]), Path(tmp))))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_native_product_earlier_in_the_process_leaves_portable_batched_tables_alone():
+    """MKL reads its pins at its first call. The first portable profile applied in a process makes
+    that call (numerics._start_mkl); before, a native product run first fixed MKL's branch, and the
+    batched gradients (vmap: torch's own kernels) of a later portable run came out other bits."""
+    import os
+    import subprocess
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", AFTER_NATIVE], cwd=root, capture_output=True, text=True,
+                         timeout=100, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    got, golden = json.loads(out.stdout.strip().splitlines()[-1]), json.loads(FIXTURE.read_text())["mlp-adacomp-batched"]
+    assert got["columns"] == golden["columns"] and got["rows"] == golden["rows"]
+
+
 def record() -> None:
     import tempfile
     from edgebed import numerics
