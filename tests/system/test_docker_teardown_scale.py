@@ -32,7 +32,7 @@ def test_teardown_of_many_forked_device_containers_leaves_nothing(tmp_path):
         "workers": {"n": N, "classes": [{"name": "a", "share": 1.0, "uplink": {"rate": "10mbit"},
                                           "downlink": {"rate": "10mbit"}}]},
         "stop": {"updates": 10}, "runtime": {"name": "docker", "docker": {"agents": "forked", "start_parallel": 8}}})
-    run = tmp_path / "teardown-20260101-000000"
+    run = tmp_path / f"teardown-20260101-{os.getpid() % 1000000:06d}"   # a leak of an earlier run can't block it
     run.mkdir()
     rt = DockerRuntime(sc, run)
     holders = []
