@@ -52,11 +52,13 @@ print(json.dumps(out))
 """
 
 
-def one(profile: str, steps: int, tree=None) -> dict:
+def one(profile: str, steps: int, tree=None, child: str = CHILD) -> dict:
+    """``child`` run for ``profile`` in a fresh process (of checkout ``tree``, default this one): its
+    last line, JSON."""
     env = numerics.child_env("native", {k: v for k, v in os.environ.items() if k not in numerics.PINS})
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-    out = subprocess.run([sys.executable, "-c", CHILD, profile, str(steps)], env=env, check=True,
+    out = subprocess.run([sys.executable, "-c", child, profile, str(steps)], env=env, check=True,
                          capture_output=True, text=True, cwd=tree)   # -c puts the working directory first
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -16,11 +16,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from benchmarks import bench_numerics
 from edgebed import numerics
 
 OUT = Path(__file__).resolve().parent / "results" / "numerics-profile.json"
@@ -51,12 +50,7 @@ print(json.dumps(out))
 
 
 def one(profile: str, steps: int, tree=None) -> dict:
-    env = numerics.child_env("native", {k: v for k, v in os.environ.items() if k not in numerics.PINS})
-    if tree is not None:
-        env["PYTHONPATH"] = str(tree)
-    out = subprocess.run([sys.executable, "-c", CHILD, profile, str(steps)], env=env, check=True,
-                         capture_output=True, text=True, cwd=tree)   # -c puts the working directory first
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return bench_numerics.one(profile, steps, tree, child=CHILD)
 
 
 def main(argv=None) -> int:
