@@ -2,7 +2,12 @@
 shaped links, a host process inside each container's network namespace standing in for the forked
 agent, a tenth paused as crashed devices), then the runtime's teardown. Nothing of the run may be
 left — above all not its network, which dockerd refuses to remove while it counts a stale endpoint
-("has active endpoints") and which keeps a /20 of the address pool for good."""
+("has active endpoints") and which keeps a /20 of the address pool for good.
+
+Known defect (issue 36, open): under CPU load the engine (Debian's docker.io 20.10) still keeps a
+phantom endpoint now and then — 1 of 10 runs of this test with two busy loops beside it, 2026-11-28,
+after the paused-container change in clean.py; none of 3 on an idle host. So the test runs in the
+``measures`` pass, alone, where it checks the teardown order rather than the engine under load."""
 from __future__ import annotations
 
 import os
@@ -15,7 +20,7 @@ from edgebed.emulator.runtimes.docker import clean as cleanup
 from edgebed.scenario import parse_scenario
 from tests.capabilities import require_docker, require_root
 
-pytestmark = [pytest.mark.docker, pytest.mark.root, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.docker, pytest.mark.root, pytest.mark.slow, pytest.mark.measures, pytest.mark.timeout(600)]
 N = int(os.environ.get("EDGEBED_TEARDOWN_N", "60"))   # devices; see docs/running.md for the scale probed
 
 
