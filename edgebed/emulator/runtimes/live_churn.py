@@ -58,6 +58,30 @@ def schedule(scenario, trace: Optional[dict], horizon_s: float) -> tuple[dict, s
     return out, away
 
 
+def churn_problems(scenario, trace_problems: Callable[[dict], list[str]]) -> list[str]:
+    """What a real runtime refuses of a scenario's availability, recovery and trace (empty: none of
+    them, or all fine): churn restarts devices, so the rule must be a gradient rule (a round-based
+    one would wait for devices that are away); a trace must read, and ``trace_problems(trace)`` says
+    which of its columns this runtime can't apply."""
+    dyn = scenario.dynamics
+    if not {"availability", "recovery", "trace"} & set(dyn.parts()):
+        return []
+    out = []
+    from ...algorithms import ALGORITHMS
+    if ALGORITHMS[scenario.algorithm.name].policy != "gradient":
+        out.append(f"dynamics.availability / recover_after / trace with algorithm {scenario.algorithm.name}: "
+                   "churn needs a gradient rule (asgd, comp-asgd, adacomp); a round-based rule would wait "
+                   "for devices that are away")
+    if dyn.trace is not None:
+        from ...traces import TraceError, read_trace
+        try:
+            trace = read_trace(dyn.trace.path, scenario.workers.n)
+        except TraceError as err:
+            return out + [f"dynamics.trace.path: {err}"]
+        out += trace_problems(trace)
+    return out
+
+
 class LiveChurn:
     """Applies the schedule from the runtime's drive (``tick``), as ``LiveLinkEvents`` does the link
     events. ``runtime``: a DockerRuntime (``go_offline``, ``start_again``, ``clock``, ``handles``)."""

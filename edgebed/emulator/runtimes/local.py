@@ -29,6 +29,7 @@ from ... import procs
 from ...rundir import write_json_atomic
 from .base import AgentHandle, AgentSpec, Capabilities, Runtime
 from .forkserver import AGENT_ENV, ensure_server, fork_agent
+from .live_churn import churn_problems
 
 class LocalSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -83,6 +84,15 @@ class ProcessHandle(AgentHandle):
             self.on_frozen(self.device)
 
 
+def _online_only(trace: dict) -> list[str]:
+    """The local runtime applies a trace's ``online`` column only."""
+    cols = ("slowdown", "ms_per_sample", "uplink_kbit_s", "downlink_kbit_s")
+    used = sorted({c for pts in trace.values() for p in pts for c in cols if getattr(p, c) is not None})
+    return [f"dynamics.trace.path: the local runtime applies a trace's online column only (its agents' "
+            f"links and speed are set once, at hello), and this trace sets {', '.join(used)}: drop those "
+            "columns, or use runtime docker or sim"] if used else []
+
+
 class LocalRuntime(Runtime):
     name = "local"
     Spec = LocalSpec
@@ -102,28 +112,7 @@ class LocalRuntime(Runtime):
     def check(self) -> list[str]:
         """Churn and recovery restart agent processes: a gradient rule only, and of a trace only its
         ``online`` column (links and speed are the agent's, set once from its Welcome)."""
-        problems = super().check()
-        dyn = self.scenario.dynamics
-        if not {"availability", "recovery", "trace"} & set(dyn.parts()):
-            return problems
-        from ...algorithms import ALGORITHMS
-        if ALGORITHMS[self.scenario.algorithm.name].policy != "gradient":
-            problems.append(f"dynamics.availability / recover_after / trace with algorithm "
-                            f"{self.scenario.algorithm.name}: churn needs a gradient rule (asgd, comp-asgd, "
-                            "adacomp); a round-based rule would wait for devices that are away")
-        if dyn.trace is not None:
-            from ...traces import TraceError, read_trace
-            try:
-                trace = read_trace(dyn.trace.path, self.scenario.workers.n)
-            except TraceError as err:
-                return problems + [f"dynamics.trace.path: {err}"]
-            cols = ("slowdown", "ms_per_sample", "uplink_kbit_s", "downlink_kbit_s")
-            used = sorted({c for pts in trace.values() for p in pts for c in cols if getattr(p, c) is not None})
-            if used:
-                problems.append(f"dynamics.trace.path: the local runtime applies a trace's online column only "
-                                f"(its agents' links and speed are set once, at hello), and this trace sets "
-                                f"{', '.join(used)}: drop those columns, or use runtime docker or sim")
-        return problems
+        return super().check() + churn_problems(self.scenario, _online_only)
 
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
         self.log_dir.mkdir(exist_ok=True)

@@ -48,27 +48,13 @@ class ContainerChurn:
         """Availability and crash recovery on docker: containers stopped and started (docker/churn.py),
         so the agent must live in its container and the rule must be a gradient rule (a round-based one
         would wait for devices that are away); a trace's columns as docker/tracelive.py can apply them."""
-        dyn, out = self.scenario.dynamics, []
-        parts = set(dyn.parts())
-        if not {"availability", "recovery", "trace"} & parts:
-            return out
-        if self.spec.agents != "container":
+        out = []
+        if self.spec.agents != "container" and {"availability", "recovery", "trace"} & set(self.scenario.dynamics.parts()):
             out.append("dynamics.availability / recover_after / trace on docker stop and start the devices' "
                        "containers: set runtime.docker.agents: container (forked agents are not restarted)")
-        from ....algorithms import ALGORITHMS
-        if ALGORITHMS[self.scenario.algorithm.name].policy != "gradient":
-            out.append(f"dynamics.availability / recover_after / trace with algorithm {self.scenario.algorithm.name}: "
-                       "churn needs a gradient rule (asgd, comp-asgd, adacomp); a round-based rule would wait "
-                       "for devices that are away")
-        if dyn.trace is not None:
-            from ....traces import TraceError, read_trace
-            from .tracelive import problems
-            try:
-                trace = read_trace(dyn.trace.path, self.scenario.workers.n)
-            except TraceError as err:
-                return out + [f"dynamics.trace.path: {err}"]
-            out += problems(self.scenario, trace)
-        return out
+        from ..live_churn import churn_problems
+        from .tracelive import problems
+        return out + churn_problems(self.scenario, lambda trace: problems(self.scenario, trace))
 
     def go_offline(self, device: int, ps) -> bool:
         """Availability churn: device ``device`` leaves — its container is killed (SIGKILL: its work in
