@@ -197,6 +197,18 @@ def process_parts(rule: str = "adacomp", number: int = 20_000, repeats: int = 5)
     return {"rule": rule, "compiled_path": aggregate.FAST, "entries": int(v.size), "us_per_call": us}
 
 
+def pushing_devices(rule: str, devices: int, distinct: int):
+    """A PS for ``rule`` with ``devices`` devices said hello, each with a pull on record, and a pool of
+    ``distinct`` push payloads: (ps, their sessions, the pool)."""
+    ps, layers, size = make_ps(rule, devices)
+    sessions = []
+    for d in range(devices):
+        sessions.append(wire.decode(ps.process(b"p", frames_bytes(wire.Hello(d)))).session)
+        ps.rule.on_pull(d, 0)
+    rng = np.random.default_rng(0)
+    return ps, sessions, [payload(rule, layers, size, rng) for _ in range(distinct)]
+
+
 def process_spread(rule: str = "adacomp", devices: int = 8, distinct: int = 64, pushes: int = 20_000,
                    repeats: int = 3) -> dict:
     """``process`` as the ingest benchmark's serve loop sees it: ``devices`` devices with a pull on record
@@ -205,13 +217,7 @@ def process_spread(rule: str = "adacomp", devices: int = 8, distinct: int = 64, 
     beside ``process_parts``' one device re-pushing one gradient, whose entries stay in the CPU's
     caches: the difference is what scattered reads and writes over Θ, the counters and the snapshots
     cost (AdaComp's per-parameter staleness σ_k = count_k − snapshot_k of the pushing device)."""
-    ps, layers, size = make_ps(rule, devices)
-    sessions = []
-    for d in range(devices):
-        sessions.append(wire.decode(ps.process(b"p", frames_bytes(wire.Hello(d)))).session)
-        ps.rule.on_pull(d, 0)
-    rng = np.random.default_rng(0)
-    pool = [payload(rule, layers, size, rng) for _ in range(distinct)]
+    ps, sessions, pool = pushing_devices(rule, devices, distinct)
     best = math.inf
     seq = [1] * devices
     for _ in range(repeats):

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 
 from edgebed import wire
 
@@ -35,14 +34,8 @@ LOOP = ("receive", "process", "send")
 
 
 def _messages(rule: str, devices: int, distinct: int, pushes: int):
-    from benchmarks.bench_ps import frames_bytes, make_ps, payload
-    ps, layers, size = make_ps(rule, devices)
-    sessions = []
-    for d in range(devices):
-        sessions.append(wire.decode(ps.process(b"p", frames_bytes(wire.Hello(d)))).session)
-        ps.rule.on_pull(d, 0)
-    rng = np.random.default_rng(0)
-    pool = [payload(rule, layers, size, rng) for _ in range(distinct)]
+    from benchmarks.bench_ps import frames_bytes, pushing_devices
+    ps, sessions, pool = pushing_devices(rule, devices, distinct)
     seq = [1] * devices
 
     def batch() -> list:
