@@ -6,8 +6,9 @@ left — above all not its network, which dockerd refuses to remove while it cou
 
 Known defect (issue 36, open): under CPU load the engine (Debian's docker.io 20.10) still keeps a
 phantom endpoint now and then — 1 of 10 runs of this test with two busy loops beside it, 2026-11-28,
-after the paused-container change in clean.py; none of 3 on an idle host. So the test runs in the
-``measures`` pass, alone, where it checks the teardown order rather than the engine under load."""
+after the paused-container change in clean.py (benchmarks/results/docker_teardown_load.txt), and
+once in CI's parallel pass; it passed in the fresh-clone runs' parallel pass twice. So the test runs in
+the ``measures`` pass, alone, where it checks the teardown order with less load beside it."""
 from __future__ import annotations
 
 import os
