@@ -33,6 +33,8 @@
 
 #define BUF (256 * 1024)
 #define GREETING 64u
+#define STALE ((void *)1)   /* an event of a pair closed earlier in the same batch */
+#define WAKE ((void *)2)    /* the wake descriptor: stop() wrote to it */
 
 enum { PENDING, OPEN };
 enum { P_GREET, P_FLAGS, P_SIZE, P_BODY, P_OPAQUE };
@@ -283,14 +285,15 @@ static void destroy(PyObject *cap) {
     free(g);
 }
 
-/* new(listen_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms) -> handle */
+/* new(listen_fd, wake_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms) -> handle. A byte on
+ * wake_fd (never read: it stays readable) makes every run() return at once: stop without a tick's wait. */
 static PyObject *guard_new(PyObject *self, PyObject *args) {
-    int lfd;
+    int lfd, wfd;
     const char *path;
     unsigned long long mf, mb;
     long cap;
     double hs;
-    if (!PyArg_ParseTuple(args, "isKKld", &lfd, &path, &mf, &mb, &cap, &hs))
+    if (!PyArg_ParseTuple(args, "iisKKld", &lfd, &wfd, &path, &mf, &mb, &cap, &hs))
         return NULL;
     if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return PyErr_Format(PyExc_ValueError, "socket path too long: %s", path);
@@ -298,6 +301,12 @@ static PyObject *guard_new(PyObject *self, PyObject *args) {
     if (!g) return PyErr_NoMemory();
     g->ep = epoll_create1(EPOLL_CLOEXEC);
     if (g->ep < 0) { free(g); return PyErr_SetFromErrno(PyExc_OSError); }
+    struct epoll_event wake = {.events = EPOLLIN, .data.ptr = WAKE};
+    if (epoll_ctl(g->ep, EPOLL_CTL_ADD, wfd, &wake) < 0) {
+        close(g->ep);
+        free(g);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
     g->lfd = lfd;
     g->up.sun_family = AF_UNIX;
     strcpy(g->up.sun_path, path);
@@ -324,12 +333,14 @@ static PyObject *guard_run(PyObject *self, PyObject *args) {
     }
     double end = now_ms() + timeout, t;
     struct epoll_event evs[64];
-    while ((t = now_ms()) < end) {
+    int woken = 0;
+    while (!woken && (t = now_ms()) < end) {
         int n = epoll_wait(g->ep, evs, 64, (int)(end - t) + 1);
         for (int i = 0; i < n; i++) {
             side_t *s = evs[i].data.ptr;
             if (!s) { accept_all(g); continue; }
-            if (s == (void *)1) continue;   /* its pair was closed earlier in this batch */
+            if (s == WAKE) { woken = 1; continue; }   /* stop(): finish this batch, then return */
+            if (s == STALE) continue;   /* its pair was closed earlier in this batch */
             pair_t *p = s->p;
             int k = s->k, bad = (evs[i].events & EPOLLERR) != 0;
             if (!bad && (evs[i].events & EPOLLOUT))
@@ -343,7 +354,7 @@ static PyObject *guard_run(PyObject *self, PyObject *args) {
                 close_pair(g, p);   /* later events of this batch may name it: mark them stale */
                 for (int j = i + 1; j < n; j++) {
                     side_t *o = evs[j].data.ptr;
-                    if (o == &p->s[0] || o == &p->s[1]) evs[j].data.ptr = (void *)1;
+                    if (o == &p->s[0] || o == &p->s[1]) evs[j].data.ptr = STALE;
                 }
                 continue;
             }

@@ -72,7 +72,8 @@ class FrameGuard:
         self.endpoint = f"tcp://{host}:{self._listener.getsockname()[1]}"
         self.max_frames, self.max_bytes = max_frames, max_bytes
         self.fds = FdBudget()
-        self._h = _c.new(self._listener.fileno(), ps_path, max_frames, max_bytes, self.fds.allowed(0),
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)   # stop() ends a tick at once
+        self._h = _c.new(self._listener.fileno(), self._wake_r, ps_path, max_frames, max_bytes, self.fds.allowed(0),
                          HANDSHAKE_S * 1e3)
         self._stats = dict.fromkeys(STATS, 0)
         self._stop = threading.Event()
@@ -102,12 +103,15 @@ class FrameGuard:
         return self._thread.is_alive()
 
     def stop(self) -> None:
-        """Stop relaying and close every connection (within TICK_MS)."""
+        """Stop relaying and close every connection (at once: the wake pipe ends the relay's tick)."""
         self._stop.set()
+        os.write(self._wake_w, b"x")
         self._thread.join(2 + TICK_MS / 1e3)
         if not self._thread.is_alive():
             self._stats = dict(zip(STATS, _c.stats(self._h)))
             self._h = None   # the capsule's destructor closes the relayed connections
+            os.close(self._wake_r)   # (a relay still running keeps its descriptors: it may yet use them)
+            os.close(self._wake_w)
         self._listener.close()
 
 
