@@ -35,6 +35,13 @@ def change_rate(index: int, profile, netns=None, latency: float = 0.1, base_rate
     links.shape(index, profile, netns=netns, latency=latency)
 
 
+def due_in(todo: list, clock) -> Optional[float]:
+    """Wall seconds until the first of ``todo`` (``(emulated s, …)`` in time order) is due: None when
+    none is left or the agents aren't started (the run's ``clock`` has no start yet)."""
+    if not todo or clock.t_running is None:
+        return None
+    return max(0.0, todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
+
 class LiveLinkEvents:
     """The scenario's ``dynamics.events`` of kind ``link`` and ``partition``, applied by ``tick`` from the
     runtime's drive. A partition sets the container's eth0 down (every packet to and from the PS is
@@ -55,12 +62,8 @@ class LiveLinkEvents:
                 for i, e in enumerate(scenario.dynamics.events)
                 if e.kind == "link" and any(v is not None for v in (e.set.delay, e.set.jitter, e.set.loss))]
 
-    def seconds_to_next(self):
-        """Wall seconds until the next event is due (None: none left, or the agents aren't started)."""
-        clock = self.rt.clock
-        if not self.todo or clock.t_running is None:
-            return None
-        return max(0.0, self.todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
+    def seconds_to_next(self) -> Optional[float]:
+        return due_in(self.todo, self.rt.clock)
 
     def tick(self, ps, record: Callable[[int, str, str], None]) -> None:
         """Apply every event now due; ``record(device, event, detail)`` (the PS's ``event``)."""

@@ -19,7 +19,7 @@ import time
 from typing import Callable, Optional
 
 from . import links
-from .live import change_rate
+from .live import change_rate, due_in
 
 COLUMNS = ("slowdown", "uplink_kbit_s", "downlink_kbit_s")
 
@@ -69,10 +69,7 @@ class LiveTrace:
         return self.now.get(device, {}).get("slowdown")
 
     def seconds_to_next(self) -> Optional[float]:
-        clock = self.rt.clock
-        if not self.todo or clock.t_running is None:
-            return None
-        return max(0.0, self.todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
+        return due_in(self.todo, self.rt.clock)
 
     def tick(self, ps, record: Callable[[int, str, str], None]) -> None:
         clock = self.rt.clock
