@@ -51,7 +51,7 @@ def test_ctrl_c_to_the_group_during_agent_start_up_is_one_line_no_traceback(tmp_
     """The terminal's Ctrl-C reaches the fork server too, while it imports torch (issue #41, 3):
     pressed at several moments of start-up, from the run directory's creation to the first agents."""
     outcomes = []
-    for k, delay in enumerate((0.0, 0.4, 1.0, 2.0)):
+    for k, delay in enumerate((0.0, 0.7, 2.0)):
         tmp = tmp_path / f"m{k}"
         tmp.mkdir()
         proc = start_run(tmp, SCENARIO % 100000)

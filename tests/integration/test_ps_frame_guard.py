@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.measures]
 FRAMES = 1_000_000
 SENDERS = 4
 WINDOW = 0.5     # s, each quiet and each attacked window (short and alternating: the host's load drifts)
-ROUNDS = 16
+ROUNDS = 12
 PARAMS = 1000
 
 

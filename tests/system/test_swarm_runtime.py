@@ -91,7 +91,7 @@ def test_shaped_on_both_nodes_crash_and_nothing_left(swarm, agents, monkeypatch)
 
     class TestRuntime(SwarmRuntime):
         def agent_command(self, spec):
-            return sender(10.0)(self, spec)
+            return sender(7.0)(self, spec)
     run_dir = Path(tempfile.mkdtemp(prefix="edgebed-swarmtest-"))
     rt = TestRuntime(sc, run_dir)
     assert rt.check() == []
