@@ -119,6 +119,10 @@ def test_no_container_is_disconnected_before_the_engine_saw_it_exit_and_the_netw
     assert len(report["containers"]) == 24 and report["networks"] == [f"edgebed-{RUN}"]
     assert engine.phantom == 0 and not engine.stale
     assert [e for e in engine.log if e[0] == "disconnect" and e[2] != "exited"] == []
+    # which took the force-disconnect path, in the report: none where the engine released each endpoint
+    # at the exit it handled; all where the containers had exited before yet were still listed
+    forced = sorted(e[1] for e in engine.log if e[0] == "disconnect")
+    assert len(report["force_disconnected"]) == len(forced) == (24 if state == "exited" else 0), report
 
 
 def test_a_stale_endpoint_is_force_deleted_by_container_name_then_the_network_removed(monkeypatch):
