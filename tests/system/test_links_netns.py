@@ -79,6 +79,7 @@ def test_tbf_uplink_goodput_within_10_percent(veth_pair, rate_mbit):
     before = links.counters(veth_pair["a_if"], veth_pair["a"])
     measured = _goodput(veth_pair)
     after = links.counters(veth_pair["a_if"], veth_pair["a"])
+    print(f"goodput {measured / 1e6:.3f} Mbit/s on a {rate_mbit} mbit tbf")
     assert abs(measured - rate) / rate < 0.10, f"goodput {measured / 1e6:.3f} Mbit/s vs {rate_mbit} Mbit/s"
     # the kernel counted at least the payload on the wire
     assert after["tx_bytes"] - before["tx_bytes"] >= measured / 8 * 4
