@@ -60,3 +60,26 @@ def test_local_refuses_what_it_cannot_apply_saying_what_to_do(tmp_path):
                                                                "set": {"rate": "1mbit"}}]}})
     assert any("'event:link' is not applied by the local runtime" in p
                for p in get_runtime("local")(sc, tmp_path).check())
+
+
+def test_a_crashed_device_goes_offline_recovers_while_away_and_starts_when_it_comes_back(tmp_path):
+    """The virtual clock's rule on a real runtime: churn goes on while a device is crashed. Device 1
+    crashes at its 18th push (seed 1977, well before 2 s), its trace takes it offline at 2 s while it is
+    still crashed, its recovery (2.5 s after the crash) comes while it is away — recorded "; offline",
+    no new agent — and at 5 s, when it comes back, a new agent says hello and pushes. (Before, a
+    crashed device's offline and online were skipped and its recovery started it at once.)"""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("device,time_s,online\n1,0,1\n1,2,0\n1,5,1\n")
+    sc = parse_scenario({**SCENARIO, "stop": {"wall_time": "6.5s"},
+                         "dynamics": {"trace": {"path": str(trace)}, "availability": {"recover_after": "2.5s"}}})
+    res = Engine(sc, out=tmp_path / "out").run()
+    assert res.summary["status"] == "complete", res.summary
+    events = pd.read_csv(res.path / "events.csv")
+    updates = pd.read_csv(res.path / "updates.csv")
+    mine = events[(events.device == 1) & events.event.isin(["hello", "crash", "offline", "recover", "online"])]
+    print(mine[["wall_time", "event", "detail"]].to_string())
+    assert list(mine.event) == ["hello", "crash", "offline", "recover", "online", "hello"], list(mine.event)
+    at = dict(zip(mine.event[1:5], mine.wall_time[1:5]))
+    assert "; offline" in mine[mine.event == "recover"]["detail"].iloc[0]
+    assert (updates[updates.device == 1]["wall_time"] > at["online"]).any(), "nothing after it came back"
+    assert not updates[updates.device == 1]["wall_time"].between(at["crash"] + 0.1, at["online"]).any()

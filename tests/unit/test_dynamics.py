@@ -137,7 +137,8 @@ def test_docker_recovery_is_due_after_the_virtual_clocks_delay_and_applied_from_
     from edgebed.emulator.runtimes.sim_dynamics import draw
     sc = _sc({"availability": {"recover_after": {"dist": "exponential", "mean": "5s"}}}, seed=3)
     recovered = []
-    rt = SimpleNamespace(scenario=sc, clock=_Clock(), recover_device=lambda d, ps: recovered.append(d) or True)
+    rt = SimpleNamespace(scenario=sc, clock=_Clock(), recover_device=lambda d, ps: recovered.append(d) or True,
+                         handle_of=lambda d: SimpleNamespace(offline=False))   # online when it recovers
     live = LiveRecovery(rt)
     rt.clock.t = 8.0                  # emulated 4 s
     live.crashed(1)

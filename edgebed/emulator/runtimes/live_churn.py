@@ -21,6 +21,14 @@ import numpy as np
 from .sim_dynamics import diurnal_factor, draw
 
 
+def due_in(todo: list, clock) -> Optional[float]:
+    """Wall seconds until the first of ``todo`` (``(emulated s, …)`` in time order) is due: None when
+    none is left or the agents aren't started (the run's ``clock`` has no start yet)."""
+    if not todo or clock.t_running is None:
+        return None
+    return max(0.0, todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
+
+
 def churn_changes(churn, seed: int, device: int, horizon_s: float) -> list[tuple[float, bool]]:
     """(emulated time, online?) changes of one churning device up to ``horizon_s``, starting online —
     the sequence ``SimDynamics`` draws from the same stream (seed, device, 0xC1)."""
@@ -94,10 +102,7 @@ class LiveChurn:
         self.ended = False
 
     def seconds_to_next(self) -> Optional[float]:
-        clock = self.rt.clock
-        if not self.todo or clock.t_running is None or self.ended:
-            return None
-        return max(0.0, self.todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
+        return None if self.ended else due_in(self.todo, self.rt.clock)
 
     def tick(self, ps, record: Callable[[int, str, str], None]) -> None:
         """Apply every change now due. Once the run stops nothing changes, and devices away are let go
@@ -157,11 +162,8 @@ class LiveRecovery:
             self.todo.sort()
 
     def seconds_to_next(self) -> Optional[float]:
-        clock = self.rt.clock
         with self._lock:
-            if not self.todo or clock.t_running is None:
-                return None
-            return max(0.0, self.todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
+            return due_in(self.todo, self.rt.clock)
 
     def tick(self, ps, record: Callable[[int, str, str], None]) -> None:
         if ps.stopped is not None or self.rt.clock.t_running is None:
@@ -173,5 +175,6 @@ class LiveRecovery:
                 t, d = self.todo.pop(0)
             t0 = time.monotonic()
             if self.rt.recover_device(d, ps):
-                record(d, "recover", f"after a fail-stop crash scheduled_s={t:.4f} applied_s={self._now():.4f} "
-                       f"took_s={time.monotonic() - t0:.3f}")
+                away = "; offline" if getattr(self.rt.handle_of(d), "offline", False) else ""   # the sim's words
+                record(d, "recover", f"after a fail-stop crash{away} scheduled_s={t:.4f} "
+                       f"applied_s={self._now():.4f} took_s={time.monotonic() - t0:.3f}")

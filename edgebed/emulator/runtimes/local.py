@@ -42,7 +42,8 @@ class ProcessHandle(AgentHandle):
     def __init__(self, device: int, proc, on_frozen=None):
         self.device = device
         self.proc = proc
-        self.away = False           # offline (availability churn): killed, yet not ended
+        self.away = False           # its process killed on purpose (offline, recovering): not an exit
+        self.offline = False        # away by the churn schedule (availability), crashed or not
         self.frozen = False
         self.on_frozen = on_frozen  # the runtime's crash recovery, if any
 
@@ -198,34 +199,47 @@ class LocalRuntime(Runtime):
         h.wait(5)
 
     def go_offline(self, device: int, ps) -> bool:
-        """The device leaves: its agent is killed (its work in progress and socket lost), its session ends."""
+        """The device leaves: its agent is killed (its work in progress and socket lost), its session ends.
+        A crashed device leaves too, as on the virtual clock: its stopped agent stays stopped (its
+        recovery ends it), and a recovery due while it is away starts nothing."""
         h = self.handle_of(device)
-        if h is None or h.away or h.frozen or h.poll() is not None:
+        if h is None or h.offline or h.poll() is not None:
             return False
-        self._end_process(h)
+        if not h.frozen:
+            self._end_process(h)
+        h.offline = True
         ps.leave(device)
         return True
 
     def start_again(self, device: int) -> bool:
-        """The device returns: a new agent process, which says hello afresh and pulls Θ."""
+        """The device returns: a new agent process, which says hello afresh and pulls Θ. A device that
+        crashed and has not recovered yet comes back crashed: its recovery starts the new agent."""
         h = self.handle_of(device)
-        if h is None or not h.away:
+        if h is None or not h.offline:
             return False
-        with procs.signals_deferred():
-            h.proc = self._spawn(self._specs[device])
-            h.away = False
-            self._record()
+        h.offline = False
+        if not h.frozen:
+            self._spawn_again(h)
         return True
 
     def recover_device(self, device: int, ps) -> bool:
-        """Crash recovery: the stopped agent is killed and a new one started; the PS lets it say hello."""
+        """Crash recovery: the stopped agent is killed; the PS lets the device say hello again; a new agent
+        starts now, or when the device comes back if the churn schedule has it away."""
         h = self.handle_of(device)
-        if h is None or not h.frozen or h.away or h.poll() is not None:
+        if h is None or not h.frozen or h.poll() is not None:
             return False
         self._end_process(h)
         h.frozen = False
         ps.recover(device)
-        return self.start_again(device)
+        if not h.offline:
+            self._spawn_again(h)
+        return True
+
+    def _spawn_again(self, h: ProcessHandle) -> None:
+        with procs.signals_deferred():
+            h.proc = self._spawn(self._specs[h.device])
+            h.away = False
+            self._record()
 
     def cleanup(self) -> None:
         for h in self.handles:

@@ -59,21 +59,24 @@ class ContainerChurn:
     def go_offline(self, device: int, ps) -> bool:
         """Availability churn: device ``device`` leaves — its container is killed (SIGKILL: its work in
         progress and its socket are lost) and stays stopped; its PS session ends. → done (False: the
-        device had ended or crashed)."""
+        device had ended). A crashed device leaves too, as on the virtual clock: its paused container
+        stays paused (its recovery kills it), and a recovery due while it is away starts nothing."""
         h = self.handle_of(device)
-        if h is None or h.returncode is not None or h.frozen or h.away:
+        if h is None or h.returncode is not None or h.offline:
             return False
-        self.sample_counters(force=True)      # its veth goes with its namespace: keep what it counted
-        self._counter_base[device] = dict(self._counters.get(device, {}))
         entry = self.record["containers"][str(device)]
         # the bytes it had sent that the PS has not got, lost with it (the virtual clock's wasted bytes:
         # there the whole message in flight; here what its socket held unacknowledged — a lower bound)
         wasted = unsent_uplink_bytes(entry["pid"])
-        h.away = True
-        try:
-            h.container.kill()
-        except Exception as err:  # noqa: BLE001 — it ended meanwhile: away all the same
-            self.record["warnings"].append(f"device {device}: going offline: {err}")
+        h.offline = True
+        if not h.frozen:
+            self.sample_counters(force=True)      # its veth goes with its namespace: keep what it counted
+            self._counter_base[device] = dict(self._counters.get(device, {}))
+            h.away = True
+            try:
+                h.container.kill()
+            except Exception as err:  # noqa: BLE001 — it ended meanwhile: away all the same
+                self.record["warnings"].append(f"device {device}: going offline: {err}")
         ps.leave(device)
         entry["offline"] = entry.get("offline", 0) + 1
         if wasted is not None:
@@ -90,7 +93,8 @@ class ContainerChurn:
     def recover_device(self, device: int, ps) -> bool:
         """Crash recovery: the paused container is killed (its work in progress and socket lost), started
         again and its links shaped again (qdiscs on the new veth; its CPU quota, a container setting,
-        stays); the PS lets it say hello afresh. → done (False: the device had ended)."""
+        stays); the PS lets it say hello afresh. A device the churn schedule has away stays stopped until
+        it comes back (``start_again``). → done (False: the device had ended)."""
         h = self.handle_of(device)
         if h is None or not h.frozen or h.returncode is not None:
             return False
@@ -106,18 +110,23 @@ class ContainerChurn:
         h.container.wait(timeout=30)
         h.frozen = False
         ps.recover(device)
-        h.container.start()
-        self._reshaped(self._specs[device], h, gate)
         entry = self.record["containers"][str(device)]
         entry["recovered"] = entry.get("recovered", 0) + 1
+        if not h.offline:
+            h.container.start()
+            self._reshaped(self._specs[device], h, gate)
         return True
 
     def start_again(self, device: int) -> bool:
         """Availability churn: device ``device`` returns — its stopped container is started, its links
-        shaped again on the new veth before its agent passes the gate (which then says hello afresh)."""
+        shaped again on the new veth before its agent passes the gate (which then says hello afresh). A
+        device that crashed and has not recovered yet comes back crashed: its recovery starts it."""
         h = self.handle_of(device)
-        if h is None or not h.away:
+        if h is None or not h.offline:
             return False
+        h.offline = False
+        if h.frozen:
+            return True
         gate = self.gate_dir / str(device)
         gate.unlink(missing_ok=True)
         h.container.wait(timeout=30)    # killed when it went offline: exited by now, or soon

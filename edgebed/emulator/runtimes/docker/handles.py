@@ -24,7 +24,8 @@ class ContainerHandle(PolledHandle):
     def __init__(self, runtime: StatusSource, device: int, container):
         super().__init__(runtime, device)
         self.container = container
-        self.away = False    # offline (availability churn, docker/churn.py): stopped, yet not ended
+        self.away = False    # stopped on purpose (offline, recovering: docker/churn.py), yet not ended
+        self.offline = False  # away by the churn schedule (availability), crashed or not
 
     def poll(self) -> Optional[int]:
         if self.away:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ..live_churn import due_in
 from . import links
 
 
@@ -34,13 +35,6 @@ def change_rate(index: int, profile, netns=None, latency: float = 0.1, base_rate
             return
     links.shape(index, profile, netns=netns, latency=latency)
 
-
-def due_in(todo: list, clock) -> Optional[float]:
-    """Wall seconds until the first of ``todo`` (``(emulated s, …)`` in time order) is due: None when
-    none is left or the agents aren't started (the run's ``clock`` has no start yet)."""
-    if not todo or clock.t_running is None:
-        return None
-    return max(0.0, todo[0][0] * (clock.dilation or 1.0) - clock.elapsed())
 
 class LiveLinkEvents:
     """The scenario's ``dynamics.events`` of kind ``link`` and ``partition``, applied by ``tick`` from the

@@ -19,7 +19,8 @@ import time
 from typing import Callable, Optional
 
 from . import links
-from .live import change_rate, due_in
+from ..live_churn import due_in
+from .live import change_rate
 
 COLUMNS = ("slowdown", "uplink_kbit_s", "downlink_kbit_s")
 
