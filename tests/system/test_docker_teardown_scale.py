@@ -70,4 +70,5 @@ def test_teardown_of_many_forked_device_containers_leaves_nothing(tmp_path):
     assert left == {"containers": [], "networks": []}, (left, {k: report.get(k) for k in ("errors", "phantom", "force_disconnected")})
     assert report["leaked"] == {} and len(report["containers"]) == N and report["networks"] == [f"edgebed-{rt.run_id}"]
     assert rt.leaked == {}
-    print(f"\nteardown of {N} containers: {took:.1f} s")
+    print(f"\nteardown of {N} containers: {took:.1f} s; force-disconnected after the exits: "
+          f"{len(report['force_disconnected'])}")
