@@ -46,6 +46,12 @@ def _kill_forked_agents(record: dict) -> list[int]:
 
 NETWORK_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)   # seconds between attempts to remove a run's network
 STOPPED = ("created", "exited", "dead")     # container states with no running task to end
+# Containers killed, and their exits waited for, at once. One: the engine then handles one exit (and
+# releases one endpoint) at a time. With 8 at a time, 4 of 64 teardowns of 60 containers under load left
+# a network whose endpoint count stayed above zero with every endpoint released (issue 36); one at a
+# time, 0 of 40 (benchmarks/results/docker_teardown_load.txt). It costs ~0.17 s a container (60: 10 s
+# against 4.5 s). EDGEBED_KILL_PARALLEL sets another number.
+KILL_PARALLEL = max(1, int(os.environ.get("EDGEBED_KILL_PARALLEL", "1")))
 EXIT_WAIT = 30.0       # seconds the engine gets to report a killed container exited and release its endpoint
 
 
@@ -85,7 +91,7 @@ def _end_containers(found: list, networks: list, wait: float = EXIT_WAIT) -> lis
             if "No such container" not in str(err):
                 errors.append(f"container {c.id[:12]}: did not exit within {wait:.0f} s of SIGKILL ({err})")
     live = [c for c in found if c.attrs.get("State") not in STOPPED]
-    with ThreadPoolExecutor(8) as pool:
+    with ThreadPoolExecutor(KILL_PARALLEL) as pool:
         list(pool.map(end, live))
     ids = {c.id for c in live}     # an exited one still listed won't be released by waiting
     deadline = time.monotonic() + wait
