@@ -4,16 +4,11 @@ agent, a tenth paused as crashed devices), then the runtime's teardown. Nothing 
 left — above all not its network, which dockerd refuses to remove while it counts a stale endpoint
 ("has active endpoints") and which keeps a /20 of the address pool for good.
 
-Known defect (issue 36, open): under CPU load the engine (Debian's docker.io 20.10) still keeps a
-phantom endpoint now and then — 1 of 10 runs of this test with two busy loops beside it, 2026-11-28,
-after the paused-container change in clean.py (benchmarks/results/docker_teardown_load.txt), and
-once in CI's parallel pass; it passed in the fresh-clone runs' parallel pass twice. So the test runs in
-the ``measures`` pass, alone, where it checks the teardown order with less load beside it. Since the
-cleanup report lists which containers took the force-disconnect path, the phantom networks of later runs
-(3 of 54) are known to come with none: the engine's own exit handling left them, with every endpoint
-released in its log. Killing the containers one at a time (``clean.KILL_PARALLEL``) left none in 40 runs.
-A phantom is an expected failure (xfail) once the test has checked all that is edgebed's — no container
-left, nothing disconnected, the leak reported with what to do; any other leftover fails it."""
+Issue 36: under CPU load the engine (Debian's docker.io 20.10) kept a phantom endpoint now and then
+when the containers were killed 8 at a time — 4 of 64 runs of this test beside two busy loops, with every
+endpoint released in the engine's own log and nothing disconnected by edgebed (the report's
+``force_disconnected`` empty). Killed one at a time (``clean.KILL_PARALLEL``), 76 runs in a row left
+nothing (benchmarks/results/docker_teardown_load.txt). The test runs in the ``measures`` pass, alone."""
 from __future__ import annotations
 
 import os
@@ -23,7 +18,6 @@ import time
 import pytest
 
 from edgebed.emulator.runtimes.docker import clean as cleanup
-from edgebed.emulator.runtimes.docker.clean import leak_advice
 from edgebed.scenario import parse_scenario
 from tests.capabilities import require_docker, require_root
 
@@ -74,17 +68,8 @@ def test_teardown_of_many_forked_device_containers_leaves_nothing(tmp_path):
             cleanup.clean_docker(rt.run_id)
     report = rt.record["cleanup"]
     said = (left, {k: report.get(k) for k in ("errors", "phantom", "force_disconnected")})
-    assert left["containers"] == [], said
-    if left["networks"] and report.get("phantom") == left["networks"] and not report["force_disconnected"]:
-        # The engine's defect, not edgebed's teardown (issue 36, open): every container exited, released by
-        # the engine's own exit handling, and was removed; edgebed disconnected nothing; yet the network
-        # counts an endpoint it no longer lists ("phantom"): 4 of 64 runs beside two busy loops with the kills
-        # 8 at a time, 0 of 40 one at a time (benchmarks/results/docker_teardown_load.txt). What edgebed
-        # owes then: say so, with what to do.
-        assert rt.leaked == {"networks": left["networks"]} and "restart the Docker engine" in leak_advice(
-            rt.run_dir, rt.leaked, phantom=True), said
-        pytest.xfail(f"the engine kept a phantom endpoint on {left['networks']} (issue 36: an engine defect; "
-                     f"edgebed disconnected nothing and reported the leak with what to do)")
+    # a phantom network (no endpoint listed, removal refused) is the engine's endpoint count outliving
+    # every endpoint again: issue 36, docs/running.md
     assert left == {"containers": [], "networks": []}, said
     assert report["leaked"] == {} and len(report["containers"]) == N and report["networks"] == [f"edgebed-{rt.run_id}"]
     assert rt.leaked == {}

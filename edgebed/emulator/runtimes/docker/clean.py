@@ -49,7 +49,7 @@ STOPPED = ("created", "exited", "dead")     # container states with no running t
 # Containers killed, and their exits waited for, at once. One: the engine then handles one exit (and
 # releases one endpoint) at a time. With 8 at a time, 4 of 64 teardowns of 60 containers under load left
 # a network whose endpoint count stayed above zero with every endpoint released (issue 36); one at a
-# time, 0 of 40 (benchmarks/results/docker_teardown_load.txt). It costs ~0.17 s a container (60: 10 s
+# time, 0 of 76 in a row (benchmarks/results/docker_teardown_load.txt). It costs ~0.17 s a container (60: 10 s
 # against 4.5 s). EDGEBED_KILL_PARALLEL sets another number.
 KILL_PARALLEL = max(1, int(os.environ.get("EDGEBED_KILL_PARALLEL", "1")))
 EXIT_WAIT = 30.0       # seconds the engine gets to report a killed container exited and release its endpoint
