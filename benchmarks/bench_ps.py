@@ -209,6 +209,19 @@ def pushing_devices(rule: str, devices: int, distinct: int):
     return ps, sessions, [payload(rule, layers, size, rng) for _ in range(distinct)]
 
 
+def push_batch(sessions: list, pool: list, seq: list, pushes: int) -> list:
+    """``pushes`` Push messages as the serve loop receives them (frames as memoryviews), the devices of
+    ``sessions`` in turn, payloads from ``pool`` in turn; ``seq`` (each device's next sequence number)
+    advanced."""
+    out = []
+    for i in range(pushes):
+        d = i % len(sessions)
+        v, idx = pool[i % len(pool)]
+        out.append([memoryview(f) for f in frames_bytes(wire.Push(sessions[d], seq[d], 0, v, idx))])
+        seq[d] += 1
+    return out
+
+
 def process_spread(rule: str = "adacomp", devices: int = 8, distinct: int = 64, pushes: int = 20_000,
                    repeats: int = 3) -> dict:
     """``process`` as the ingest benchmark's serve loop sees it: ``devices`` devices with a pull on record
@@ -221,12 +234,7 @@ def process_spread(rule: str = "adacomp", devices: int = 8, distinct: int = 64, 
     best = math.inf
     seq = [1] * devices
     for _ in range(repeats):
-        msgs = []
-        for i in range(pushes):
-            d = i % devices
-            v, idx = pool[i % distinct]
-            msgs.append([memoryview(f) for f in frames_bytes(wire.Push(sessions[d], seq[d], 0, v, idx))])
-            seq[d] += 1
+        msgs = push_batch(sessions, pool, seq, pushes)
         t = time.perf_counter()
         for m in msgs:
             ps.process(b"p", m)

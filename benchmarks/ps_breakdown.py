@@ -34,19 +34,10 @@ LOOP = ("receive", "process", "send")
 
 
 def _messages(rule: str, devices: int, distinct: int, pushes: int):
-    from benchmarks.bench_ps import frames_bytes, pushing_devices
+    from benchmarks.bench_ps import push_batch, pushing_devices
     ps, sessions, pool = pushing_devices(rule, devices, distinct)
     seq = [1] * devices
-
-    def batch() -> list:
-        out = []
-        for i in range(pushes):
-            d = i % devices
-            v, idx = pool[i % distinct]
-            out.append([memoryview(f) for f in frames_bytes(wire.Push(sessions[d], seq[d], 0, v, idx))])
-            seq[d] += 1
-        return out
-    return ps, batch, pool[0][0].size
+    return ps, lambda: push_batch(sessions, pool, seq, pushes), pool[0][0].size
 
 
 def _timed(fn, acc: list, clock=time.perf_counter_ns):
