@@ -103,7 +103,10 @@ class FrameGuard:
         return self._thread.is_alive()
 
     def stop(self) -> None:
-        """Stop relaying and close every connection (at once: the wake pipe ends the relay's tick)."""
+        """Stop relaying and close every connection (at once: the wake pipe ends the relay's tick). A
+        second call does nothing more (the pipe's descriptors, once closed, may name other files)."""
+        if self._h is None:
+            return
         self._stop.set()
         os.write(self._wake_w, b"x")
         self._thread.join(2 + TICK_MS / 1e3)
