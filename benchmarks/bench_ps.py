@@ -442,7 +442,8 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy
         if timers is not None:
             from benchmarks.ps_breakdown import _timed, install
             acc, clock = timers
-            remove = install(ps, acc, clock)
+            if "decode" in acc:   # the phases' timers too (the general path's)
+                remove = install(ps, acc, clock)
             ps.process = _timed(ps.process, acc["process"], clock)
             server._recv = _timed(server._recv, acc["receive"], clock)
             server._send = _timed(server._send, acc["send"], clock)
@@ -638,8 +639,8 @@ def main(argv=None) -> int:
                "date": time.strftime("%Y-%m-%d %H:%M"), "host": _host(),
                "rows": [ps_breakdown.breakdown(rule, per=50 if rule == "adacomp" else 5)
                         for rule in ("adacomp", "asgd")]}
-        res["in_serve_loop"] = [ps_breakdown.in_serve_loop_median(rule, pinned) for pinned in (False, True)
-                                for rule in ("adacomp", "asgd")]
+        res["in_serve_loop"] = [ps_breakdown.in_serve_loop_median(rule, pinned, short=short)
+                                for pinned in (False, True) for rule in ("adacomp", "asgd") for short in (True, False)]
         res["load_average_end"] = os.getloadavg()
         Path(args.breakdown).write_text(json.dumps(res, indent=2) + "\n")
         Path(args.breakdown).with_suffix(".md").write_text(ps_breakdown.markdown(res))

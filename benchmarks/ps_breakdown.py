@@ -15,6 +15,11 @@ instance or the module for the measurement only):
 - ``bookkeeping``  the rest: whole − the phases above (traffic meter, session and sequence checks,
   staleness, dispatch, counters) — the Python between the calls.
 
+These are the phases of ``process``'s general path (``install`` turns the short path for pushes off
+while its timers are in place). Most pushes take the short path (``ParameterServer._push``: the same
+phases, fewer steps between them); ``short_whole`` is ``process`` with it, measured beside ``whole``,
+and ``in_serve_loop(short=True)`` its cost in the serve loop.
+
 ``whole`` is ``process`` without any timer, so the phases' timers do not inflate it; each phase is
 timed in other batches, less one timer read per call; every figure is the least per push over many
 short batches (see ``breakdown``), the bookkeeping therefore a lower bound's difference, not exact.
@@ -54,8 +59,10 @@ def _timed(fn, acc: list, clock=time.perf_counter_ns):
 
 def install(ps, acc: dict, clock=time.perf_counter_ns):
     """Timers (``clock``) around each phase's call in ``ps.process`` (``acc[phase]`` = [ns, calls],
-    added to); → a function that takes them off again."""
+    added to), the general path's (the short path for pushes off meanwhile); → a function that takes
+    them off again."""
     real = {"decode": wire.decode, "reply": wire.encode}
+    fast, ps.fast_push = ps.fast_push, False
     wire.decode = _timed(real["decode"], acc["decode"], clock)
     wire.encode = _timed(real["reply"], acc["reply"], clock)
     ps._check_payload = _timed(ps._check_payload, acc["check"], clock)
@@ -65,39 +72,45 @@ def install(ps, acc: dict, clock=time.perf_counter_ns):
 
     def remove() -> None:
         wire.decode, wire.encode = real["decode"], real["reply"]
+        ps.fast_push = fast
         for name in ("_check_payload", "_note_step", "_record_update"):
             del ps.__dict__[name]
         del ps.rule.__dict__["apply"]
     return remove
 
 
-def in_serve_loop(rule: str, seconds: float = 2.0, sockets: int = 8, pinned: bool = False, cpu: bool = False) -> dict:
+def in_serve_loop(rule: str, seconds: float = 2.0, sockets: int = 8, pinned: bool = False, cpu: bool = False,
+                  short: bool = False) -> dict:
     """The same phases as the serve loop runs them (``bench_ps._serve_ps``: the real ZmqServer, clients
     in another process): µs per push of each (their total over the pushes), and of the loop's receive
     and send (bookkeeping: process less its phases and their timers), with caches and
     CPUs shared with the ZeroMQ I/O thread, the clients and whatever else the host runs — what
     ``breakdown``'s warm, one-thread figures leave out. Every call carries a timer here (~0.1 µs each;
     less one timer read per call). ``cpu``: the serve thread's CPU time (thread_time) instead of wall
-    time, which also counts the time the thread waited for a CPU on a loaded host."""
+    time, which also counts the time the thread waited for a CPU on a loaded host. ``short``: the PS
+    as it runs, its short path for pushes on, and timers around process, receive and send only (the
+    phases are the general path's)."""
     from benchmarks.bench_ps import _serve_ps
     clock = time.thread_time_ns if cpu else time.perf_counter_ns
-    acc = {p: [0, 0] for p in (*PHASES, "process", "receive", "send")}
+    phases = () if short else PHASES
+    acc = {p: [0, 0] for p in (*phases, "process", "receive", "send")}
     rate, cpu_s, pushes = _serve_ps(rule, seconds, sockets, pinned=pinned, timers=(acc, clock))
     timer = _timer_ns(clock=clock) / 1e3
     # process's own figure holds its phases' whole timers (call, two clock reads, the sums): less those
-    acc["process"][0] -= _wrapper_ns(clock) * sum(acc[p][1] for p in PHASES)
+    acc["process"][0] -= _wrapper_ns(clock) * sum(acc[p][1] for p in phases)
     # per push: the receive is also called when the socket is empty (zmq.Again ends a batch)
     us = {p: (ns / 1e3 - timer * calls) / max(pushes, 1) for p, (ns, calls) in acc.items()}
-    us["bookkeeping"] = us["process"] - sum(us[p] for p in PHASES)
-    return {"rule": rule, "pinned": pinned, "clock": "thread CPU" if cpu else "wall", "pushes_per_s": rate,
+    if not short:
+        us["bookkeeping"] = us["process"] - sum(us[p] for p in PHASES)
+    return {"rule": rule, "pinned": pinned, "path": "short" if short else "general", "clock": "thread CPU" if cpu else "wall", "pushes_per_s": rate,
             "process_cpu_us_per_push": cpu_s * 1e6,
             "pushes": pushes, "us_per_push": us}
 
 
-def in_serve_loop_median(rule: str, pinned: bool, rounds: int = 3, seconds: float = 2.0) -> dict:
+def in_serve_loop_median(rule: str, pinned: bool, rounds: int = 3, seconds: float = 2.0, short: bool = False) -> dict:
     """``in_serve_loop`` (thread CPU) ``rounds`` times; the median of each figure, and every round's."""
     import statistics
-    runs = [in_serve_loop(rule, seconds, pinned=pinned, cpu=True) for _ in range(rounds)]
+    runs = [in_serve_loop(rule, seconds, pinned=pinned, cpu=True, short=short) for _ in range(rounds)]
     us = {p: statistics.median(r["us_per_push"][p] for r in runs) for p in runs[0]["us_per_push"]}
     return {**runs[0], "us_per_push": us, "pushes_per_s": statistics.median(r["pushes_per_s"] for r in runs),
             "process_cpu_us_per_push": statistics.median(r["process_cpu_us_per_push"] for r in runs),
@@ -135,15 +148,23 @@ def breakdown(rule: str, devices: int = 8, distinct: int = 64, per: int = 50, ba
     loaded host, so the least is what the code costs, not what the host's load adds."""
     from edgebed.ps import aggregate
     ps, batch, entries = _messages(rule, devices, distinct, per)
-    whole, cpu = float("inf"), float("inf")
+    whole = cpu = short = short_cpu = float("inf")
     acc = {p: [0, 0] for p in PHASES}
     best = {p: float("inf") for p in PHASES}
+    fast = ps.fast_push
     for _ in range(batches):
-        msgs = batch()   # plain: no timer anywhere
+        msgs = batch()   # the short path as the PS runs it, no timer anywhere
+        t, c = time.perf_counter(), time.thread_time()
+        for m in msgs:
+            ps.process(b"p", m)
+        short, short_cpu = min(short, (time.perf_counter() - t) / per), min(short_cpu, (time.thread_time() - c) / per)
+        msgs = batch()   # plain: no timer anywhere, the general path
+        ps.fast_push = False
         t, c = time.perf_counter(), time.thread_time()
         for m in msgs:
             ps.process(b"p", m)
         whole, cpu = min(whole, (time.perf_counter() - t) / per), min(cpu, (time.thread_time() - c) / per)
+        ps.fast_push = fast
         msgs = batch()   # timed: the same kind of pushes, a timer around each phase's call
         for a in acc.values():
             a[:] = [0, 0]
@@ -159,10 +180,11 @@ def breakdown(rule: str, devices: int = 8, distinct: int = 64, per: int = 50, ba
     timer = _timer_ns()
     phases = {p: max(best[p] - timer, 0.0) / 1e3 for p in PHASES}
     phases["bookkeeping"] = whole * 1e6 - sum(phases.values())
-    assert ps.version == 2 * per * batches, "a push was refused"
+    assert ps.version == 3 * per * batches, "a push was refused"
     return {"rule": rule, "entries": int(entries), "devices": devices, "distinct_gradients": distinct,
             "pushes_per_batch": per, "batches": batches, "compiled_path": aggregate.FAST,
-            "whole_us": whole * 1e6, "whole_cpu_us": cpu * 1e6, "timer_ns": timer, "phases_us": phases}
+            "whole_us": whole * 1e6, "whole_cpu_us": cpu * 1e6, "short_path": fast,
+            "short_whole_us": short * 1e6, "short_whole_cpu_us": short_cpu * 1e6, "timer_ns": timer, "phases_us": phases}
 
 
 def markdown(res: dict) -> str:
@@ -171,11 +193,12 @@ def markdown(res: dict) -> str:
              f"{h['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}. `process()` per push (µs, wall; least "
              "over short batches) and its phases timed in place (`benchmarks/ps_breakdown.py`); bookkeeping = "
              "whole − the phases.", "",
-             "| rule | entries | whole µs (CPU) | " + " | ".join(PHASES) + " | bookkeeping |",
-             "|---|---|---|" + "---|" * (len(PHASES) + 1)]
+             "| rule | entries | short path µs (CPU) | whole µs (CPU) | " + " | ".join(PHASES) + " | bookkeeping |",
+             "|---|---|---|---|" + "---|" * (len(PHASES) + 1)]
     for r in res["rows"]:
         p = r["phases_us"]
-        lines.append(f"| {r['rule']} | {r['entries']:,} | {r['whole_us']:.1f} ({r['whole_cpu_us']:.1f}) | "
+        lines.append(f"| {r['rule']} | {r['entries']:,} | {r['short_whole_us']:.1f} ({r['short_whole_cpu_us']:.1f}) "
+                     f"| {r['whole_us']:.1f} ({r['whole_cpu_us']:.1f}) | "
                      + " | ".join(f"{p[k]:.1f}" for k in (*PHASES, "bookkeeping")) + " |")
     loop = res.get("in_serve_loop") or []
     if loop:
@@ -183,11 +206,13 @@ def markdown(res: dict) -> str:
                   "DEALERs in another process), CPU µs per push of the serve thread (thread_time; medians of "
                   f"{len(loop[0]['rounds'])} runs of 2 s), with the loop's receive and send; the serving process's "
                   "CPU per push (serve + ZeroMQ I/O threads; here with the timers' own cost, ~1.3 µs a timed call) beside them:", "",
-                  "| rule | CPUs | pushes/s | process CPU µs/push | receive | process | " + " | ".join(PHASES)
-                  + " | bookkeeping | send |", "|---|---|---|---|---|---|" + "---|" * (len(PHASES) + 2)]
+                  "| rule | path | CPUs | pushes/s | process CPU µs/push | receive | process | " + " | ".join(PHASES)
+                  + " | bookkeeping | send |", "|---|---|---|---|---|---|---|" + "---|" * (len(PHASES) + 2)]
         for r in loop:
             u = r["us_per_push"]
-            lines.append(f"| {r['rule']} | {'pinned' if r['pinned'] else 'shared'} | {r['pushes_per_s']:.0f} "
-                         f"| {r['process_cpu_us_per_push']:.1f} | {u['receive']:.1f} | {u['process']:.1f} | "
-                         + " | ".join(f"{u[k]:.1f}" for k in (*PHASES, "bookkeeping", "send")) + " |")
+            lines.append(f"| {r['rule']} | {r.get('path', 'general')} | {'pinned' if r['pinned'] else 'shared'} "
+                         f"| {r['pushes_per_s']:.0f} | {r['process_cpu_us_per_push']:.1f} | {u['receive']:.1f} "
+                         f"| {u['process']:.1f} | "
+                         + " | ".join(f"{u[k]:.1f}" if k in u else "–" for k in (*PHASES, "bookkeeping"))
+                         + f" | {u['send']:.1f} |")
     return "\n".join(lines) + "\n"

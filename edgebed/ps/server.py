@@ -12,6 +12,14 @@ Threads: one thread (the transport's) calls ``process``/``tick`` while holding `
 (the engine) read PS state only through the methods that take ``lock`` (``silent_devices``,
 ``frozen_devices``, ``device_count``) or under ``with ps.lock``. A session is bound to the peer (ZeroMQ
 routing identity, hence also its CURVE key) that opened it, and its sequence numbers belong to it.
+
+Pushes: nearly every message is a version-1 push from a device in good standing, and ``_push`` takes
+those by a short path — the fields read from the canonical header without building a Push, the
+checks that can refuse it made before anything changes — then ``_apply_push``, which the general
+``_on_push`` ends with too. Anything else the short path meets (another message, an unknown session,
+a duplicate, a refusal, a held reply, a bound due for its look at Θ) it hands to the general path
+untouched, so every refusal and its wording are the general path's; both give the same Θ, tables
+and counts (tests/unit/ps/test_push_paths.py). ``fast_push = False`` turns it off.
 """
 from __future__ import annotations
 
@@ -123,6 +131,9 @@ class ParameterServer:
         # message class → handler, looked up once per message (instead of getattr of a formatted name)
         self._handlers = {cls: getattr(self, f"_on_{cls.KIND}") for cls in wire.MESSAGE_TYPES.values()
                           if hasattr(self, f"_on_{cls.KIND}")}
+        # The short path for pushes (``_push``): for rules that answer every push at once with an Ack
+        # (no rounds to hold it for, no Sync), which is every rule but the averaging ones.
+        self.fast_push = type(rule).ready is UpdateRule.ready and type(rule).sync_due is UpdateRule.sync_due
         self.failure: Optional[str] = None    # why the run failed, when the PS saw it (Θ diverged)
         self._admit_payload = self._admit     # bound once: wire.decode's admit hook
         self._limit = 0.0                     # bound on pushed values (see value_limit); set below
@@ -140,6 +151,10 @@ class ParameterServer:
     def process(self, peer: bytes, frames, principal: Optional[int] = None) -> Optional[list]:
         """Handle one received message; returns the reply frames (None: no reply). ``principal``: the
         device whose CURVE key the connection authenticated with (None: plaintext)."""
+        if self.fast_push:
+            out = self._push(peer, frames, principal)
+            if out is not None:
+                return out
         nbytes = wire.frames_nbytes(frames)
         self._peer, self._principal = peer, principal
         try:
@@ -261,11 +276,43 @@ class ParameterServer:
         # A private copy: a zero-copy send of the live Θ could be torn by the next apply.
         return wire.Model(self.version, self.theta.copy())
 
-    def _count_statistics(self, msg: wire.Push) -> None:
+    def _count_statistics(self, indices: Optional[np.ndarray]) -> None:
         """A push's bytes of running statistics (Θ's tail, model.buffers average), 4 an entry."""
         first = self.theta.size - self.config.statistics
-        n = self.config.statistics if msg.indices is None else int((msg.indices >= first).sum())
+        n = self.config.statistics if indices is None else int((indices >= first).sum())
         self.meter.statistics(4 * n)
+
+    def _push(self, peer: bytes, frames, principal: Optional[int]) -> Optional[list]:
+        """The short path of ``process`` for a version-1 push of a device in good standing (see the
+        module docstring): its Ack's frames, or None, having changed nothing, for ``process`` to take
+        the message the general way."""
+        fields = wire.push_fields(frames, self.config.max_message_bytes)
+        if fields is None:
+            return None
+        session, seq, version, values, indices, loss, nbytes = fields
+        d = self.sessions.get(session)
+        if d is None:
+            return None
+        st = self.devices[d]
+        n = self.theta.size
+        if (st.peer != peer or st.excluded or st.frozen or self.stopped or self._held or seq <= st.last_seq
+                or not 0 < values.size or version > self.version or self.config.statistics
+                or self._limit_at + THETA_CHECK_EVERY <= self.version   # the bound's look at Θ is due
+                or (values.size != n if indices is None else indices.size != values.size)
+                or check_entries(indices, values, n, self._limit) != ENTRIES_OK):
+            return None
+        self._peer, self._principal = peer, principal
+        self.meter.received("push", nbytes, d)
+        st.last_seen = self._now()[0]
+        freeze = self._apply_push(d, st, seq, version, values, indices, loss, nbytes)
+        if freeze:
+            out = wire.encode(wire.Ack(self.version, applied=True, freeze=True))
+        else:
+            out = wire.ack_applied(self.version)
+        if self._held:
+            self._release()
+        self.meter.sent("ack", len(out[0]), d)
+        return out
 
     def _on_push(self, msg: wire.Push, nbytes):
         st = self._session(msg.session)
@@ -281,19 +328,29 @@ class ParameterServer:
             problem = "empty push (0 entries): nothing to apply"
         if problem:
             return self._err("bad-payload", problem, d)
-        staleness = self.version - msg.version
         values = msg.values
         if values.dtype is not _F32:   # float16 pushes (a float32 the wire decoded is this very dtype)
             values = values.astype(np.float32)
-        applied = self.rule.apply(d, staleness, values, msg.indices)
+        freeze = self._apply_push(d, st, msg.seq, msg.version, values, msg.indices, msg.loss, nbytes)
+        if not freeze and not self.rule.ready(d, "push"):
+            return _HOLD
+        return self._push_reply(d, freeze)
+
+    def _apply_push(self, d: int, st: DeviceState, seq: int, version: int, values: np.ndarray,
+                    indices: Optional[np.ndarray], loss: float, nbytes: int) -> bool:
+        """Apply a push that passed every check, and all that follows from it: the ``updates`` row, a
+        snapshot for evaluation, the stop rule, the crash draw, a checkpoint, a look at Θ after a large
+        step. → whether the device crashed (fail-stop) with it."""
+        staleness = self.version - version
+        applied = self.rule.apply(d, staleness, values, indices)
         self.version += 1
         step = self._note_step(d, values)
         if self.config.statistics:
-            self._count_statistics(msg)
-        st.last_seq = msg.seq
+            self._count_statistics(indices)
+        st.last_seq = seq
         st.pushes += 1
         self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
-        self._record_update(d, msg, applied, staleness, nbytes)
+        self._record_update(d, values.size, loss, applied, staleness, nbytes)
         if self._eval_step and self.version % self._eval_step == 0:
             self.snapshot()
         if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
@@ -308,19 +365,17 @@ class ParameterServer:
             self.hooks.checkpoint(self)   # after the crash draw, so the checkpoint includes it
         if step > self.anchor:   # one push moved an entry by more than Θ's own scale: look at Θ now
             self.value_limit()   # (this push is answered as applied; a device excluded now hears it next)
-        if not freeze and not self.rule.ready(d, "push"):
-            return _HOLD
-        return self._push_reply(d, freeze)
+        return freeze
 
-    def _record_update(self, d: int, msg: wire.Push, applied, staleness: int, nbytes: int) -> None:
+    def _record_update(self, d: int, entries: int, loss: float, applied, staleness: int, nbytes: int) -> None:
         """The ``updates`` row of the push just applied (Θ is at ``self.version`` now)."""
         wall, virt = self._now()
         self.hooks.record("updates", {
             "update": self.version, "wall_time": wall, "virtual_time": virt, "device": d,
             "speed_class": self.config.class_of(d), "staleness": staleness,
             "sigma_mean": applied.sigma_mean, "sigma_max": applied.sigma_max,
-            "entries": int(msg.values.size), "bytes_in": nbytes,
-            "loss": msg.loss if msg.loss is not None else math.nan})
+            "entries": int(entries), "bytes_in": nbytes,
+            "loss": loss if loss is not None else math.nan})
 
     def _note_step(self, d: int, values: np.ndarray) -> float:
         """How far this push moved an entry of Θ at most (|value| × the rule's step scale), kept per

@@ -439,6 +439,14 @@ _F4, _U4 = _DTYPES["<f4"], _DTYPES["<u4"]
 
 
 def _canonical_push(m: re.Match, frames: Sequence) -> Optional[Push]:
+    fields = _push_fields(m, frames)
+    return None if fields is None else Push(*fields)
+
+
+def _push_fields(m: re.Match, frames: Sequence) -> Optional[tuple]:
+    """(session, seq, version, values, indices, loss) of a push whose header ``m`` matched, or None
+    when its frames don't fit that header or its loss is infinite (``decode``'s generic path then
+    reads it and words the refusal)."""
     session, seq, version, loss, n_values, n_indices = m.groups()
     if len(frames) != (3 if n_indices is not None else 2):
         return None
@@ -459,7 +467,37 @@ def _canonical_push(m: re.Match, frames: Sequence) -> Optional[Push]:
         loss = float(loss)
         if math.isinf(loss):
             return None
-    return Push(session.decode(), int(seq), int(version), np.frombuffer(values, dtype=_F4), indices, loss)
+    return session.decode(), int(seq), int(version), np.frombuffer(values, dtype=_F4), indices, loss
+
+
+def push_fields(frames: Sequence, max_bytes: int) -> Optional[tuple]:
+    """The PS's fast path (ParameterServer._push): a push as every edgebed device sends it (version 1,
+    the canonical header ``_PUSH_V1`` reads) as the tuple (session, seq, version, values, indices,
+    loss, nbytes) — the fields ``decode`` would put in its Push, without building one — or None for
+    any other message, which ``decode`` then reads and refuses or accepts as always
+    (tests/unit/wire/test_wire.py checks both give the same fields)."""
+    if _PUSH_V1 is None or not 2 <= len(frames) <= 3:
+        return None
+    head = frames[0]
+    if type(head) is np.ndarray:
+        return None
+    m = _PUSH_V1.fullmatch(head)
+    if m is None:
+        return None
+    nbytes = frames_nbytes(frames)
+    if nbytes > max_bytes:
+        return None
+    fields = _push_fields(m, frames)
+    return None if fields is None else (*fields, nbytes)
+
+
+_ACK_APPLIED = _PREFIX.pack(MAGIC, 1, 6) + b'{"version":%d,"applied":true,"freeze":false,"arrays":[]}'
+
+
+def ack_applied(version: int) -> list:
+    """``encode(Ack(version, applied=True))`` for the PS's fast path: the same single frame, by one
+    formatting (tests/unit/wire/test_wire.py)."""
+    return [_ACK_APPLIED % version]
 
 
 def _json_object(text: str):
