@@ -40,6 +40,8 @@ def test_local_devices_leave_come_back_and_recover_with_new_agent_processes(tmp_
     assert 0.5 <= recover.iloc[0] - crash.iloc[0] <= 1.0    # recover_after 0.5 s, applied from the engine's tick
     hellos = events[(events.device.isin([0, 1])) & (events.event == "hello")]
     assert list(hellos.groupby("device").size()) == [2, 2]        # a new agent process each time
+    for d in (0, 1):   # the new agent says hello as the device's second attempt, as on the virtual clock
+        assert list(hellos[hellos.device == d].detail.str.split().str[0]) == ["attempt=0", "attempt=1"]
     back = {0: churn["wall_time"].iloc[1], 1: recover.iloc[0]}
     print("hello s after the new agent process started:",
           {d: round(hellos[hellos.device == d]["wall_time"].iloc[1] - t, 3) for d, t in back.items()},
@@ -79,6 +81,8 @@ def test_a_crashed_device_goes_offline_recovers_while_away_and_starts_when_it_co
     mine = events[(events.device == 1) & events.event.isin(["hello", "crash", "offline", "recover", "online"])]
     print(mine[["wall_time", "event", "detail"]].to_string())
     assert list(mine.event) == ["hello", "crash", "offline", "recover", "online", "hello"], list(mine.event)
+    hellos = list(mine[mine.event == "hello"].detail.str.split().str[0])
+    assert hellos == ["attempt=0", "attempt=1"], hellos   # the sim's rows: its second attempt
     at = dict(zip(mine.event[1:5], mine.wall_time[1:5]))
     assert "; offline" in mine[mine.event == "recover"]["detail"].iloc[0]
     assert (updates[updates.device == 1]["wall_time"] > at["online"]).any(), "nothing after it came back"

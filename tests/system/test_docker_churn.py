@@ -93,8 +93,11 @@ def test_the_churn_scenario_runs_live_on_docker_with_every_change_on_time(tmp_pa
     assert len(crash) == 1 and len(recover) == 1, events[events.event.isin(["crash", "recover"])]
     waited = recover["wall_time"].iloc[0] - crash.iloc[0]
     assert RECOVER_AFTER <= waited <= RECOVER_AFTER + 0.1 * _applied(recover)[0].iloc[0] + 0.5, waited
-    hellos = events[(events.device == CRASHED) & (events.event == "hello")]["wall_time"]
+    said = events[(events.device == CRASHED) & (events.event == "hello")]
+    hellos = said["wall_time"]
     assert len(hellos) == 2 and hellos.iloc[1] > recover["wall_time"].iloc[0]
+    # the restarted agent says hello as the device's second attempt, as on the virtual clock
+    assert list(said.detail.str.split().str[0]) == ["attempt=0", "attempt=1"], list(said.detail)
     assert (updates[updates["device"] == CRASHED]["wall_time"] > hellos.iloc[1]).any(), "nothing after recovery"
     entry = record["containers"][str(CRASHED)]
     assert entry["recovered"] == 1 and entry["restarts"] == 1

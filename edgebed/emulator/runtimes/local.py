@@ -16,6 +16,7 @@ each agent as a fresh ``python -m edgebed.device_agent`` instead.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -46,6 +47,7 @@ class ProcessHandle(AgentHandle):
         self.offline = False        # away by the churn schedule (availability), crashed or not
         self.frozen = False
         self.on_frozen = on_frozen  # the runtime's crash recovery, if any
+        self.restarts = 0           # new agents started for it (churn, recovery): its hello's attempt
 
     @property
     def pid(self) -> int:
@@ -236,8 +238,14 @@ class LocalRuntime(Runtime):
         return True
 
     def _spawn_again(self, h: ProcessHandle) -> None:
+        """A new agent for a device that came back or recovered. Its hello counts the restart in its
+        attempt (the run's attempt + its restarts), as a device's hello after a return does on the
+        virtual clock."""
+        spec = self._specs[h.device]
+        h.restarts += 1
+        attempt = int(spec.env.get("EDGEBED_ATTEMPT", 0)) + h.restarts
         with procs.signals_deferred():
-            h.proc = self._spawn(self._specs[h.device])
+            h.proc = self._spawn(dataclasses.replace(spec, env={**spec.env, "EDGEBED_ATTEMPT": str(attempt)}))
             h.away = False
             self._record()
 

@@ -57,9 +57,13 @@ GATE_DIR = "/edgebed-gate"
 # device's handle only once the gate holds it: a terminate() during the wait or the agent's start-up
 # ends the agent instead of being lost. (docker's --init would do it too, but needs /sbin/docker-init,
 # which the offline image's read-only /usr mount can't take.)
+# The agent's gate: it waits, SIGTERM blocked, until the engine creates its file (links shaped), then
+# becomes the agent. A restarted container's file holds the attempt its hello says (EDGEBED_ATTEMPT).
 GATE = ("import os, signal, sys, time\n"
         "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
         "while not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
+        "a = open(sys.argv[1]).read().strip()\n"
+        "if a:\n    os.environ['EDGEBED_ATTEMPT'] = a\n"
         "os.execvp(sys.argv[2], sys.argv[2:])\n")
 HOLDER = "/usr/bin/sleep"   # ``agents: forked``: the container's only process (coreutils, in every image)
 DYNAMICS = ("event:link", "event:partition", "availability", "recovery", "trace", "ps-link", "event:ps-link")
@@ -284,7 +288,12 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, TracedD
         handle.returncode = None
         handle.away = False
         procs.wait_blocked(pid, signal.SIGTERM)
-        gate.touch()
+        # its hello counts the restart (the run's attempt + its restarts), as a device's hello after a
+        # return does on the virtual clock; written whole before the gate sees the file
+        attempt = int(spec.env.get("EDGEBED_ATTEMPT", 0)) + entry["restarts"]
+        ready = gate.with_name(f".{gate.name}.tmp")
+        ready.write_text(f"{attempt}\n")
+        os.replace(ready, gate)
         self._save()
         return pid
 
