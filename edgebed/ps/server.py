@@ -305,10 +305,7 @@ class ParameterServer:
         self.meter.received("push", nbytes, d)
         st.last_seen = self._now()[0]
         freeze = self._apply_push(d, st, seq, version, values, indices, loss, nbytes)
-        if freeze:
-            out = wire.encode(wire.Ack(self.version, applied=True, freeze=True))
-        else:
-            out = wire.ack_applied(self.version)
+        out = wire.encode(self._push_reply(d, freeze)) if freeze else wire.ack_applied(self.version)
         if self._held:
             self._release()
         self.meter.sent("ack", len(out[0]), d)

@@ -262,6 +262,21 @@ def _header(msg: Message, version: int, specs: list, **extra) -> bytes:
     return _PREFIX.pack(MAGIC, version, msg.TYPE) + body
 
 
+def _flat_formats(cls: type[Message]) -> dict[tuple, bytes]:
+    """``_flat_header``'s formats for ``cls``: for each combination of its bool fields' values (in field
+    order) the header with those spelled out and ``%d`` for each int field."""
+    kinds = tuple(f[1] for f in _SCALARS[cls])
+    bools = [i for i, k in enumerate(kinds) if k is bool]
+    prefix = _PREFIX.pack(MAGIC, 1, cls.TYPE)
+    formats = {}
+    for combo in itertools.product((False, True), repeat=len(bools)):
+        spelled = dict(zip(bools, combo))
+        body = "".join(f'"{n}":' + (("true" if spelled[i] else "false") if i in spelled else "%d") + ","
+                       for i, n in enumerate(_NAMES[cls]))
+        formats[combo] = prefix + ("{" + body + '"arrays":[]}').encode()
+    return formats
+
+
 def _flat_header(cls: type[Message]):
     """For a message of int and bool fields only (Ack, Sync: one per push): its header by one bytes
     formatting, byte for byte what ``_header`` writes, in a fraction of the time; None (→ ``_header``)
@@ -272,13 +287,7 @@ def _flat_header(cls: type[Message]):
     get = operator.attrgetter(*names)
     bools = [i for i, k in enumerate(kinds) if k is bool]
     ints = [i for i, k in enumerate(kinds) if k is int]
-    prefix = _PREFIX.pack(MAGIC, 1, cls.TYPE)
-    formats = {}
-    for combo in itertools.product((False, True), repeat=len(bools)):
-        spelled = dict(zip(bools, combo))
-        body = "".join(f'"{n}":' + (("true" if spelled[i] else "false") if i in spelled else "%d") + ","
-                       for i, n in enumerate(names))
-        formats[combo] = prefix + ("{" + body + '"arrays":[]}').encode()
+    formats = _flat_formats(cls)
     # attrgetter/itemgetter of one name return the value itself, of several a tuple
     as_tuple = (lambda v: (v,)) if len(names) == 1 else (lambda v: v)
     bool_key = operator.itemgetter(*bools) if len(bools) > 1 else (
@@ -491,7 +500,7 @@ def push_fields(frames: Sequence, max_bytes: int) -> Optional[tuple]:
     return None if fields is None else (*fields, nbytes)
 
 
-_ACK_APPLIED = _PREFIX.pack(MAGIC, 1, 6) + b'{"version":%d,"applied":true,"freeze":false,"arrays":[]}'
+_ACK_APPLIED = _flat_formats(Ack)[(True, False)]   # applied, not frozen: the header with %d for the version
 
 
 def ack_applied(version: int) -> list:

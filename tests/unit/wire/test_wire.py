@@ -145,6 +145,18 @@ def test_canonical_pushes_decode_as_the_generic_path_does(session, seq, version,
     fast, generic = _fast(frames), _generic(frames)
     assert _same(fast, generic), (fast, generic)
     assert wire._PUSH_V1.fullmatch(frames[0]) or seq >= 10**18 or version >= 10**18, frames[0]
+    _push_fields_agree(frames, generic)
+
+
+def _push_fields_agree(frames, generic) -> None:
+    """``push_fields`` (the PS's short path) gives the fields of ``decode``'s Push and the message's
+    bytes, or None, when the PS then takes the message the general way."""
+    fields = wire.push_fields([memoryview(f) for f in frames], wire.DEFAULT_MAX_MESSAGE_BYTES)
+    if fields is not None:
+        assert isinstance(generic, wire.Push), (fields, generic)
+        *push, nbytes = fields
+        assert _same(wire.Push(*push), generic) and nbytes == wire.frames_nbytes(frames)
+    assert wire.push_fields(frames, wire.frames_nbytes(frames) - 1) is None   # over the cap: the general way
 
 
 HEADER = b'EB\x01\x05{"session":"s1","seq":1,"version":0,"loss":%s,"arrays":[["values","<f4",[2]]%s]}'
@@ -164,6 +176,13 @@ def test_near_canonical_headers_get_the_generic_answer(loss, tail, arrays):
     """Whatever the shortcut matches or not, the answer (message or refusal) is the generic path's."""
     frames = [HEADER % (loss, tail), *arrays]
     assert _same(_fast(frames), _generic(frames)), (_fast(frames), _generic(frames))
+    _push_fields_agree(frames, _generic(frames))
+
+
+def test_ack_applied_is_the_encoded_ack():
+    for version in (0, 1, 9, 10, 2**40, 2**63 - 1):
+        assert wire.ack_applied(version) == wire.encode(wire.Ack(version, applied=True, freeze=False))
+    assert wire.push_fields(wire.encode(wire.Ack(3)), 10**6) is None   # not a push
 
 
 def test_welcome_config_travels_as_the_same_json_object():
