@@ -73,6 +73,12 @@ class AgentSpec:
         before the PS's Welcome)."""
         return {**self.env, "EDGEBED_CLASS": self.speed_class}
 
+    def attempt(self, restarts: int) -> int:
+        """The attempt the device's hello says after ``restarts`` restarts of its agent (churn, crash
+        recovery): the run's (``EDGEBED_ATTEMPT``) plus those, as on the virtual clock, where a device
+        that returns says hello with attempt + 1."""
+        return int(self.env.get("EDGEBED_ATTEMPT", 0)) + restarts
+
 
 class AgentHandle(ABC):
     """A running agent; mirrors subprocess.Popen. Called by the engine's run loop only."""

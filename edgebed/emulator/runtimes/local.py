@@ -238,14 +238,13 @@ class LocalRuntime(Runtime):
         return True
 
     def _spawn_again(self, h: ProcessHandle) -> None:
-        """A new agent for a device that came back or recovered. Its hello counts the restart in its
-        attempt (the run's attempt + its restarts), as a device's hello after a return does on the
-        virtual clock."""
+        """A new agent for a device that came back or recovered; its hello counts the restart in its
+        attempt (``AgentSpec.attempt``)."""
         spec = self._specs[h.device]
         h.restarts += 1
-        attempt = int(spec.env.get("EDGEBED_ATTEMPT", 0)) + h.restarts
+        env = {**spec.env, "EDGEBED_ATTEMPT": str(spec.attempt(h.restarts))}
         with procs.signals_deferred():
-            h.proc = self._spawn(dataclasses.replace(spec, env={**spec.env, "EDGEBED_ATTEMPT": str(attempt)}))
+            h.proc = self._spawn(dataclasses.replace(spec, env=env))
             h.away = False
             self._record()
 

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...fidelity import PeakRate
 from .... import procs
+from ....atomic import replacing
 from ....console import warn
 from ....rundir import write_json_atomic
 from . import engine, images, links, nsjoin
@@ -288,12 +289,9 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, TracedD
         handle.returncode = None
         handle.away = False
         procs.wait_blocked(pid, signal.SIGTERM)
-        # its hello counts the restart (the run's attempt + its restarts), as a device's hello after a
-        # return does on the virtual clock; written whole before the gate sees the file
-        attempt = int(spec.env.get("EDGEBED_ATTEMPT", 0)) + entry["restarts"]
-        ready = gate.with_name(f".{gate.name}.tmp")
-        ready.write_text(f"{attempt}\n")
-        os.replace(ready, gate)
+        # the gate file holds the attempt its hello says (AgentSpec.attempt), whole before the gate sees it
+        with replacing(gate) as tmp:
+            tmp.write_text(f"{spec.attempt(entry['restarts'])}\n")
         self._save()
         return pid
 
