@@ -34,51 +34,6 @@ static void release(Py_buffer **bufs, size_t n) {
 }
 #define RELEASE(...) release((Py_buffer *[]){__VA_ARGS__}, sizeof((Py_buffer *[]){__VA_ARGS__}) / sizeof(Py_buffer *))
 
-/* check_sparse(indices, values, n, limit) -> int
- *   0  fine
- *   1  indices not strictly increasing (unsorted or duplicated)
- *   2  the last (largest) index is >= n
- *   3  a value is NaN or ±Inf
- *   4  a value is outside ±limit
- * In this order of precedence, as ParameterServer._check_payload words them. Sparse pushes only
- * (a dense one takes aggregate.check_entries' BLAS pass). */
-static PyObject *check_sparse(PyObject *self, PyObject *args) {
-    Py_buffer ib, vb;
-    Py_ssize_t n;
-    double limit;
-    if (!PyArg_ParseTuple(args, "y*y*nd", &ib, &vb, &n, &limit))
-        return NULL;
-    const uint32_t *ix = (const uint32_t *)ib.buf;
-    const float *v = (const float *)vb.buf;
-    Py_ssize_t k = ib.len / (Py_ssize_t)sizeof(uint32_t), m = vb.len / (Py_ssize_t)sizeof(float);
-    int code = 0, unsorted = 0;   /* branch-free, so the compiler vectorises both loops */
-    for (Py_ssize_t j = 1; j < k; j++)
-        unsorted |= ix[j] <= ix[j - 1];
-    if (unsorted)
-        code = 1;
-    else if (k > 0 && (Py_ssize_t)ix[k - 1] >= n)
-        code = 2;
-    if (code == 0) {
-        /* NaN fails both comparisons, ±Inf the bound: one pass finds any bad value (compared in
-           double, as the numpy path's float(v.min()) is) */
-        int bad = 0;
-        for (Py_ssize_t j = 0; j < m; j++) {
-            double x = (double)v[j];
-            bad |= (x != x) | (x < -limit) | (x > limit);
-        }
-        if (bad) {   /* which kind: any NaN / ±Inf wins */
-            code = 4;
-            for (Py_ssize_t j = 0; j < m; j++)
-                if (!isfinite(v[j])) {
-                    code = 3;
-                    break;
-                }
-        }
-    }
-    RELEASE(&ib, &vb);
-    return PyLong_FromLong(code);
-}
-
 /* A buffer's length in items of `size` bytes, or -1 (ValueError set) if it isn't a whole number. */
 static Py_ssize_t items(Py_buffer *b, Py_ssize_t size, const char *name) {
     if (b->len % size) {
@@ -86,6 +41,78 @@ static Py_ssize_t items(Py_buffer *b, Py_ssize_t size, const char *name) {
         return -1;
     }
     return b->len / size;
+}
+
+/* check_sparse(indices, values, n, limit) -> int
+ *   0  fine
+ *   1  indices not strictly increasing (unsorted or duplicated)
+ *   2  the last (largest) index is >= n
+ *   3  a value is NaN or ±Inf
+ *   4  a value is outside ±limit
+ * In this order of precedence, as ParameterServer._check_payload words them. Sparse pushes only
+ * (a dense one takes aggregate.check_entries' BLAS pass).
+ * check_sparse_top(indices, values, n, limit) -> (int, float)
+ *   The same verdict, and max |v| (as max_abs gives it) from the same pass over the values: the PS's
+ *   short path notes it per push (ParameterServer._note_step), one pass over a fresh push less. */
+static int sparse_verdict(const uint32_t *ix, Py_ssize_t k, const float *v, Py_ssize_t m, Py_ssize_t n,
+                          double limit, uint32_t *top_bits) {
+    int code = 0, unsorted = 0;   /* branch-free, so the compiler vectorises both loops */
+    for (Py_ssize_t j = 1; j < k; j++)
+        unsorted |= ix[j] <= ix[j - 1];
+    if (unsorted)
+        return 1;
+    if (k > 0 && (Py_ssize_t)ix[k - 1] >= n)
+        return 2;
+    /* NaN fails both comparisons, ±Inf the bound: one pass finds any bad value (compared in double, as
+       the numpy path's float(v.min()) is); the magnitudes' bits (sign cleared) order as |v| does */
+    int bad = 0;
+    uint32_t top = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        double x = (double)v[j];
+        bad |= (x != x) | (x < -limit) | (x > limit);
+        uint32_t a;
+        memcpy(&a, &v[j], sizeof a);
+        a &= 0x7fffffffu;
+        top = a > top ? a : top;
+    }
+    if (top_bits)
+        *top_bits = top;
+    if (bad) {   /* which kind: any NaN / ±Inf wins */
+        code = 4;
+        for (Py_ssize_t j = 0; j < m; j++)
+            if (!isfinite(v[j])) {
+                code = 3;
+                break;
+            }
+    }
+    return code;
+}
+
+static PyObject *check_sparse(PyObject *self, PyObject *args) {
+    Py_buffer ib, vb;
+    Py_ssize_t n;
+    double limit;
+    if (!PyArg_ParseTuple(args, "y*y*nd", &ib, &vb, &n, &limit))
+        return NULL;
+    int code = sparse_verdict((const uint32_t *)ib.buf, ib.len / (Py_ssize_t)sizeof(uint32_t),
+                              (const float *)vb.buf, vb.len / (Py_ssize_t)sizeof(float), n, limit, NULL);
+    RELEASE(&ib, &vb);
+    return PyLong_FromLong(code);
+}
+
+static PyObject *check_sparse_top(PyObject *self, PyObject *args) {
+    Py_buffer ib, vb;
+    Py_ssize_t n;
+    double limit;
+    if (!PyArg_ParseTuple(args, "y*y*nd", &ib, &vb, &n, &limit))
+        return NULL;
+    uint32_t bits = 0;
+    int code = sparse_verdict((const uint32_t *)ib.buf, ib.len / (Py_ssize_t)sizeof(uint32_t),
+                              (const float *)vb.buf, vb.len / (Py_ssize_t)sizeof(float), n, limit, &bits);
+    RELEASE(&ib, &vb);
+    float top;
+    memcpy(&top, &bits, sizeof top);
+    return Py_BuildValue("id", code, (double)top);
 }
 
 /* max_abs(values) -> float
@@ -190,6 +217,7 @@ done:
  *   snapshot may be None; indices None means every entry (a dense push). Indices must be unique (the
  *   PS has checked them strictly increasing). lr_table: float32, lr_table[σ] = float32(α / max(σ, 1))
  *   computed as above for the small σ (a division per entry was half of this function's time). */
+#define SNAP_AHEAD 32
 static PyObject *adacomp(PyObject *self, PyObject *args) {
     Py_buffer tb, cb, vb, lb, sb = {0}, ib = {0};
     PyObject *snap_obj, *idx_obj;
@@ -223,8 +251,11 @@ static PyObject *adacomp(PyObject *self, PyObject *args) {
     float global_lr = (float)(alpha / (double)(staleness > 1 ? staleness : 1));
     for (Py_ssize_t j = 0; j < m; j++) {
         Py_ssize_t k = ix ? (Py_ssize_t)ix[j] : j;
-        if (ix && j + 16 < m) {   /* sparse: ask for the entries 16 ahead now (scattered over Θ, and */
-            Py_ssize_t f = (Py_ssize_t)ix[j + 16];   /* the device's snapshot is cold: 37 → 14 µs) */
+        /* sparse: ask for the entries SNAP_AHEAD ahead now (scattered over Θ, and the device's snapshot
+           is cold: 37 → 14 µs at 16 ahead; 32 covers more of the wait when the serve loop's other
+           threads have emptied the caches between two pushes, as they do) */
+        if (ix && j + SNAP_AHEAD < m) {
+            Py_ssize_t f = (Py_ssize_t)ix[j + SNAP_AHEAD];
             PREFETCH(&theta[f], 1);
             PREFETCH(&counts[f], 1);
             if (snap)
@@ -607,6 +638,8 @@ done:
 static PyMethodDef methods[] = {
     {"check_sparse", check_sparse, METH_VARARGS, "check_sparse(indices, values, n, limit) -> 0 fine, "
      "1 not increasing, 2 index >= n, 3 NaN/Inf, 4 outside ±limit"},
+    {"check_sparse_top", check_sparse_top, METH_VARARGS, "check_sparse_top(indices, values, n, limit) -> "
+     "(check_sparse's verdict, max |v|)"},
     {"max_abs", max_abs, METH_VARARGS, "max_abs(values) -> max |v| (float32 values; NaN if any is NaN)"},
     {"sgd_sparse", sgd_sparse, METH_VARARGS, "sgd_sparse(theta, indices, values, lr): θ[k] -= v·lr"},
     {"adacomp", adacomp, METH_VARARGS, "adacomp(theta, counts, snapshot|None, indices|None, values, alpha, "

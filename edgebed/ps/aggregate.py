@@ -6,13 +6,15 @@ dozen numpy calls) when it was built, else through numpy; both give the same bit
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # Every function the PS calls on the compiled path. A module built from an older _fastpush.c (an
 # editable install whose extension was not rebuilt after a pull) lacks some: it is not used, and
 # the PS says so once, instead of failing at the first push that needs the missing one.
-FUNCTIONS = ("check_sparse", "max_abs", "sgd_sparse", "adacomp", "touch_sigma", "adacomp_touch_from",
-             "touch_append", "touch_compact")
+FUNCTIONS = ("check_sparse", "check_sparse_top", "max_abs", "sgd_sparse", "adacomp", "touch_sigma",
+             "adacomp_touch_from", "touch_append", "touch_compact")
 try:
     from . import _fastpush as _fast
 except ImportError:   # not built (no C compiler at install time): numpy
@@ -68,6 +70,18 @@ def check_entries(indices: np.ndarray | None, values: np.ndarray, n: int, limit:
     if values.size and not _values_in_range(values, limit):
         return TOO_LARGE if bool(np.isfinite(values).all()) else NOT_FINITE
     return ENTRIES_OK
+
+
+def check_entries_top(indices: np.ndarray | None, values: np.ndarray, n: int, limit: float) -> tuple[int, float]:
+    """``check_entries``' verdict and ``max_abs(values)`` (NaN unless the verdict is ENTRIES_OK): for a
+    sparse float32 push, from one compiled pass over the values instead of two (the PS's short path
+    for pushes notes the largest |value| of each one it applies)."""
+    if (_fast is not None and indices is not None and values.dtype == F32 and indices.dtype == U32
+            and values.flags.c_contiguous and indices.flags.c_contiguous):
+        code, top = _fast.check_sparse_top(indices, values, n, limit)
+        return code, (top if code == ENTRIES_OK else math.nan)
+    code = check_entries(indices, values, n, limit)
+    return code, (max_abs(values) if code == ENTRIES_OK else math.nan)
 
 
 def _values_in_range(v: np.ndarray, limit: float) -> bool:

@@ -34,7 +34,8 @@ import numpy as np
 
 from .. import wire
 from ..advice import MAX_STEP
-from .aggregate import ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries, max_abs
+from .aggregate import (ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries,
+                        check_entries_top, max_abs)
 from .rules import UpdateRule
 from .traffic import TrafficMeter
 
@@ -128,6 +129,7 @@ class ParameterServer:
         self.busy_peers: set[bytes] = set()   # peers whose send queue is full (set by the transport)
         self._peer = b""                  # peer of the message being processed
         self._principal: Optional[int] = None   # its CURVE-authenticated device (None: plaintext)
+        self._seen: Optional[tuple] = None      # the clock when its session was last looked up (_session)
         # message class → handler, looked up once per message (instead of getattr of a formatted name)
         self._handlers = {cls: getattr(self, f"_on_{cls.KIND}") for cls in wire.MESSAGE_TYPES.values()
                           if hasattr(self, f"_on_{cls.KIND}")}
@@ -298,13 +300,16 @@ class ParameterServer:
         if (st.peer != peer or st.excluded or st.frozen or self.stopped or self._held or seq <= st.last_seq
                 or not 0 < values.size or version > self.version or self.config.statistics
                 or self._limit_at + THETA_CHECK_EVERY <= self.version   # the bound's look at Θ is due
-                or (values.size != n if indices is None else indices.size != values.size)
-                or check_entries(indices, values, n, self._limit) != ENTRIES_OK):
+                or (values.size != n if indices is None else indices.size != values.size)):
+            return None
+        verdict, top = check_entries_top(indices, values, n, self._limit)   # and max |v|, for _note_step
+        if verdict != ENTRIES_OK:
             return None
         self._peer, self._principal = peer, principal
         self.meter.received("push", nbytes, d)
-        st.last_seen = self._now()[0]
-        freeze = self._apply_push(d, st, seq, version, values, indices, loss, nbytes)
+        now = self._now()
+        st.last_seen = now[0]
+        freeze = self._apply_push(d, st, seq, version, values, indices, loss, nbytes, now, top)
         out = wire.encode(self._push_reply(d, freeze)) if freeze else wire.ack_applied(self.version)
         if self._held:
             self._release()
@@ -328,26 +333,28 @@ class ParameterServer:
         values = msg.values
         if values.dtype is not _F32:   # float16 pushes (a float32 the wire decoded is this very dtype)
             values = values.astype(np.float32)
-        freeze = self._apply_push(d, st, msg.seq, msg.version, values, msg.indices, msg.loss, nbytes)
+        freeze = self._apply_push(d, st, msg.seq, msg.version, values, msg.indices, msg.loss, nbytes, self._seen)
         if not freeze and not self.rule.ready(d, "push"):
             return _HOLD
         return self._push_reply(d, freeze)
 
     def _apply_push(self, d: int, st: DeviceState, seq: int, version: int, values: np.ndarray,
-                    indices: Optional[np.ndarray], loss: float, nbytes: int) -> bool:
+                    indices: Optional[np.ndarray], loss: float, nbytes: int, now: Optional[tuple] = None,
+                    top: Optional[float] = None) -> bool:
         """Apply a push that passed every check, and all that follows from it: the ``updates`` row, a
         snapshot for evaluation, the stop rule, the crash draw, a checkpoint, a look at Θ after a large
-        step. → whether the device crashed (fail-stop) with it."""
+        step. ``now``: the clock read when the push came in, if read; ``top``: max |value|, if known.
+        → whether the device crashed (fail-stop) with it."""
         staleness = self.version - version
         applied = self.rule.apply(d, staleness, values, indices)
         self.version += 1
-        step = self._note_step(d, values)
+        step = self._note_step(d, values, top)
         if self.config.statistics:
             self._count_statistics(indices)
         st.last_seq = seq
         st.pushes += 1
         self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
-        self._record_update(d, values.size, loss, applied, staleness, nbytes)
+        self._record_update(d, values.size, loss, applied, staleness, nbytes, now)
         if self._eval_step and self.version % self._eval_step == 0:
             self.snapshot()
         if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
@@ -364,9 +371,11 @@ class ParameterServer:
             self.value_limit()   # (this push is answered as applied; a device excluded now hears it next)
         return freeze
 
-    def _record_update(self, d: int, entries: int, loss: float, applied, staleness: int, nbytes: int) -> None:
-        """The ``updates`` row of the push just applied (Θ is at ``self.version`` now)."""
-        wall, virt = self._now()
+    def _record_update(self, d: int, entries: int, loss: float, applied, staleness: int, nbytes: int,
+                       now: Optional[tuple] = None) -> None:
+        """The ``updates`` row of the push just applied (Θ is at ``self.version`` now), at ``now`` (the
+        clock's (wall, virtual) when the push came in; None: read it now)."""
+        wall, virt = now if now is not None else self._now()
         self.hooks.record("updates", {
             "update": self.version, "wall_time": wall, "virtual_time": virt, "device": d,
             "speed_class": self.config.class_of(d), "staleness": staleness,
@@ -374,14 +383,17 @@ class ParameterServer:
             "entries": int(entries), "bytes_in": nbytes,
             "loss": loss if loss is not None else math.nan})
 
-    def _note_step(self, d: int, values: np.ndarray) -> float:
+    def _note_step(self, d: int, values: np.ndarray, top: Optional[float] = None) -> float:
         """How far this push moved an entry of Θ at most (|value| × the rule's step scale), kept per
-        device until the next look at Θ, which blames the largest mover if Θ diverged."""
-        if self.config.statistics and values.size == self.theta.size:   # the weights' part of a dense push
-            values = values[:values.size - self.config.statistics]
-        if not values.size:
-            return 0.0
-        step = max_abs(values) * self.rule.step_scale()
+        device until the next look at Θ, which blames the largest mover if Θ diverged. ``top``: max
+        |value| of a push without running statistics, when the caller has it already."""
+        if top is None:
+            if self.config.statistics and values.size == self.theta.size:   # the weights' part of a dense push
+                values = values[:values.size - self.config.statistics]
+            if not values.size:
+                return 0.0
+            top = max_abs(values)
+        step = top * self.rule.step_scale()
         largest, pushes = self._window.get(d, (0.0, 0))
         self._window[d] = (max(largest, step), pushes + 1)
         return step
@@ -566,7 +578,8 @@ class ParameterServer:
         st = self.devices[d]
         if st.peer != self._peer:   # same answer as for a made-up session: reveals nothing
             return self._err("unknown-session", "say hello first (session unknown or expired)", None)
-        st.last_seen = self._now()[0]
+        self._seen = self._now()   # the clock at this message, for its row if it is an applied push
+        st.last_seen = self._seen[0]
         if st.excluded and not self.stopped:   # once the run is over, it hears Stop like the others
             return self._err("excluded", _EXCLUDED, d)
         if st.frozen:

@@ -445,29 +445,23 @@ _PUSH_V1: Optional[re.Pattern] = re.compile(
     + rb',"loss":(null|-?(?:0|[1-9][0-9]{0,19})(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?)'
     + rb',"arrays":\[\["values","<f4",\[(0|[1-9][0-9]{0,9})\]\](?:,\["indices","<u4",\[(0|[1-9][0-9]{0,9})\]\])?\]\}')
 _F4, _U4 = _DTYPES["<f4"], _DTYPES["<u4"]
+try:   # the same reading, compiled (edgebed/wire/_pushhead.c); optional, like the PS's other C parts
+    from . import _pushhead as _HEADER
+except ImportError:
+    _HEADER = None
 
 
 def _canonical_push(m: re.Match, frames: Sequence) -> Optional[Push]:
-    fields = _push_fields(m, frames)
+    fields = _push_fields(_header_fields(m), frames)
     return None if fields is None else Push(*fields)
 
 
-def _push_fields(m: re.Match, frames: Sequence) -> Optional[tuple]:
-    """(session, seq, version, values, indices, loss) of a push whose header ``m`` matched, or None
-    when its frames don't fit that header or its loss is infinite (``decode``'s generic path then
-    reads it and words the refusal)."""
+def _header_fields(m: re.Match) -> Optional[tuple]:
+    """(session, seq, version, loss, values, indices | None) of a header ``_PUSH_V1`` matched, the
+    last two the entries its array specs announce; None for an infinite loss (``decode``'s generic path
+    then reads it and words the refusal). What the compiled ``_pushhead.push_v1`` gives for the same
+    header (tests/unit/wire/test_pushhead.py)."""
     session, seq, version, loss, n_values, n_indices = m.groups()
-    if len(frames) != (3 if n_indices is not None else 2):
-        return None
-    values = _frame_buffer(frames[1])
-    if values.nbytes != 4 * int(n_values):
-        return None
-    indices = None
-    if n_indices is not None:
-        indices = _frame_buffer(frames[2])
-        if indices.nbytes != 4 * int(n_indices):
-            return None
-        indices = np.frombuffer(indices, dtype=_U4)
     if loss == b"null":
         loss = math.nan
     elif loss.isdigit() or (loss[:1] == b"-" and loss[1:].isdigit()):
@@ -476,7 +470,28 @@ def _push_fields(m: re.Match, frames: Sequence) -> Optional[tuple]:
         loss = float(loss)
         if math.isinf(loss):
             return None
-    return session.decode(), int(seq), int(version), np.frombuffer(values, dtype=_F4), indices, loss
+    return (session.decode(), int(seq), int(version), loss, int(n_values),
+            None if n_indices is None else int(n_indices))
+
+
+def _push_fields(header: Optional[tuple], frames: Sequence) -> Optional[tuple]:
+    """(session, seq, version, values, indices, loss) of a push with these header fields
+    (``_header_fields``), or None when there are none or its frames don't fit them."""
+    if header is None:
+        return None
+    session, seq, version, loss, n_values, n_indices = header
+    if len(frames) != (3 if n_indices is not None else 2):
+        return None
+    values = _frame_buffer(frames[1])
+    if values.nbytes != 4 * n_values:
+        return None
+    indices = None
+    if n_indices is not None:
+        indices = _frame_buffer(frames[2])
+        if indices.nbytes != 4 * n_indices:
+            return None
+        indices = np.frombuffer(indices, dtype=_U4)
+    return session, seq, version, np.frombuffer(values, dtype=_F4), indices, loss
 
 
 def push_fields(frames: Sequence, max_bytes: int) -> Optional[tuple]:
@@ -484,19 +499,24 @@ def push_fields(frames: Sequence, max_bytes: int) -> Optional[tuple]:
     the canonical header ``_PUSH_V1`` reads) as the tuple (session, seq, version, values, indices,
     loss, nbytes) — the fields ``decode`` would put in its Push, without building one — or None for
     any other message, which ``decode`` then reads and refuses or accepts as always
-    (tests/unit/wire/test_wire.py checks both give the same fields)."""
+    (tests/unit/wire/test_wire.py checks both give the same fields). The header is read by the
+    compiled ``_pushhead.push_v1`` where it is built, else by ``_PUSH_V1``: the same fields."""
     if _PUSH_V1 is None or not 2 <= len(frames) <= 3:
         return None
     head = frames[0]
     if type(head) is np.ndarray:
         return None
-    m = _PUSH_V1.fullmatch(head)
-    if m is None:
+    if _HEADER is not None:
+        header = _HEADER.push_v1(head)
+    else:
+        m = _PUSH_V1.fullmatch(head)
+        header = None if m is None else _header_fields(m)
+    if header is None:
         return None
     nbytes = frames_nbytes(frames)
     if nbytes > max_bytes:
         return None
-    fields = _push_fields(m, frames)
+    fields = _push_fields(header, frames)
     return None if fields is None else (*fields, nbytes)
 
 

@@ -141,6 +141,33 @@ def test_check_entries_same_verdict_either_path(case, numpy_path):
     assert numpy_path(aggregate.check_entries, idx, vals, 10, 1e6) == want
 
 
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_check_entries_top_is_the_verdict_and_max_abs_either_path(case, numpy_path):
+    """The short path's check: the same verdict, and when it is ENTRIES_OK the same max |v| as
+    ``max_abs``, from the compiled pass and from numpy."""
+    _require_compiled()
+    idx, vals, want = BAD[case]
+    for top in (aggregate.check_entries_top(idx, vals, 10, 1e6), numpy_path(aggregate.check_entries_top, idx, vals, 10, 1e6)):
+        assert top[0] == want
+        if want == aggregate.ENTRIES_OK:
+            assert top[1] == numpy_path(aggregate.max_abs, vals) and type(top[1]) is float
+        else:
+            assert np.isnan(top[1])
+
+
+@pytest.mark.parametrize("size", [1, 7, 16, 17, 2_122])
+def test_check_entries_top_max_matches_max_abs_at_any_length(size, numpy_path):
+    _require_compiled()
+    rng = np.random.default_rng(size)
+    idx = np.sort(rng.choice(10 * size, size, replace=False)).astype(np.uint32)
+    for scale in (1e-3, 1.0, 1e37):
+        v = (rng.standard_normal(size) * scale).astype(np.float32)
+        v[rng.integers(size)] = -np.float32(scale) * 4
+        for values in (v, -v):
+            code, top = aggregate.check_entries_top(idx, values, 10 * size, 1e38)
+            assert code == aggregate.ENTRIES_OK and top == numpy_path(aggregate.max_abs, values)
+
+
 def test_compiled_functions_refuse_bad_arguments():
     _require_compiled()
     f = aggregate._fast
