@@ -88,28 +88,30 @@ static int sparse_verdict(const uint32_t *ix, Py_ssize_t k, const float *v, Py_s
     return code;
 }
 
-static PyObject *check_sparse(PyObject *self, PyObject *args) {
+/* check_sparse's and check_sparse_top's common part: the arguments, the verdict (or -1, an error
+ * set), max |v|'s bits in *top_bits. */
+static int sparse_call(PyObject *args, uint32_t *top_bits) {
     Py_buffer ib, vb;
     Py_ssize_t n;
     double limit;
     if (!PyArg_ParseTuple(args, "y*y*nd", &ib, &vb, &n, &limit))
-        return NULL;
+        return -1;
     int code = sparse_verdict((const uint32_t *)ib.buf, ib.len / (Py_ssize_t)sizeof(uint32_t),
-                              (const float *)vb.buf, vb.len / (Py_ssize_t)sizeof(float), n, limit, NULL);
+                              (const float *)vb.buf, vb.len / (Py_ssize_t)sizeof(float), n, limit, top_bits);
     RELEASE(&ib, &vb);
-    return PyLong_FromLong(code);
+    return code;
+}
+
+static PyObject *check_sparse(PyObject *self, PyObject *args) {
+    int code = sparse_call(args, NULL);
+    return code < 0 ? NULL : PyLong_FromLong(code);
 }
 
 static PyObject *check_sparse_top(PyObject *self, PyObject *args) {
-    Py_buffer ib, vb;
-    Py_ssize_t n;
-    double limit;
-    if (!PyArg_ParseTuple(args, "y*y*nd", &ib, &vb, &n, &limit))
-        return NULL;
     uint32_t bits = 0;
-    int code = sparse_verdict((const uint32_t *)ib.buf, ib.len / (Py_ssize_t)sizeof(uint32_t),
-                              (const float *)vb.buf, vb.len / (Py_ssize_t)sizeof(float), n, limit, &bits);
-    RELEASE(&ib, &vb);
+    int code = sparse_call(args, &bits);
+    if (code < 0)
+        return NULL;
     float top;
     memcpy(&top, &bits, sizeof top);
     return Py_BuildValue("id", code, (double)top);

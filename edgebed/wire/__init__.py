@@ -373,12 +373,9 @@ def _decode(frames: Sequence, max_bytes: int, nbytes: Optional[int], admit) -> M
         raise WireError("truncated", "header shorter than its 4-byte prefix")
     if len(head) > MAX_HEADER_BYTES:
         raise WireError("too-large", f"header of {len(head)} bytes exceeds {MAX_HEADER_BYTES}")
-    if _PUSH_V1 is not None:
-        m = _PUSH_V1.fullmatch(head)
-        if m is not None:
-            push = _canonical_push(m, frames)
-            if push is not None:
-                return push
+    fields = _push_fields(_canonical_header(head), frames)
+    if fields is not None:
+        return Push(*fields)
     magic, version, mtype = _PREFIX.unpack_from(head)
     if magic != MAGIC:
         raise WireError("bad-magic", "not an edgebed message")
@@ -433,10 +430,10 @@ def _decode(frames: Sequence, max_bytes: int, nbytes: Optional[int], admit) -> M
 _ABSENT = object()   # a header field that is not there
 
 # The header of every v1 push an edgebed device sends, byte for byte as ``encode`` writes it, is
-# read by one regular expression instead of the JSON scanner and the generic field and array checks
+# read by one regular expression (or edgebed/wire/_pushhead.c, which it specifies) instead of the JSON scanner and the generic field and array checks
 # (4.5 → 2.3 µs a push, benchmarks/results/ps-process-parts.json as of commit d9dfe8e and now). It only matches what the generic path accepts
 # — a plain session id, ints of at most 18 digits, a loss of at most 20 + 20 digits, the two array
-# specs — and ``_canonical_push`` builds the very Push the generic path would, or hands the message
+# specs — and ``_push_fields`` gives the very fields the generic path would, or hands the message
 # back to it (frame lengths that don't fit, an infinite loss): every refusal and its wording stay the
 # generic path's. tests/unit/wire/test_wire.py checks both paths agree. None switches it off.
 _NUMBER = rb"(0|[1-9][0-9]{0,17})"
@@ -451,9 +448,16 @@ except ImportError:
     _HEADER = None
 
 
-def _canonical_push(m: re.Match, frames: Sequence) -> Optional[Push]:
-    fields = _push_fields(_header_fields(m), frames)
-    return None if fields is None else Push(*fields)
+def _canonical_header(head) -> Optional[tuple]:
+    """The fields of a canonical v1 push header (``_header_fields``), or None for any other header
+    (and when the shortcut is off: ``_PUSH_V1`` None). Read by the compiled ``_pushhead.push_v1``
+    where it is built, else by ``_PUSH_V1``: the same fields (tests/unit/wire/test_pushhead.py)."""
+    if _PUSH_V1 is None:
+        return None
+    if _HEADER is not None:
+        return _HEADER.push_v1(head)
+    m = _PUSH_V1.fullmatch(head)
+    return None if m is None else _header_fields(m)
 
 
 def _header_fields(m: re.Match) -> Optional[tuple]:
@@ -499,18 +503,13 @@ def push_fields(frames: Sequence, max_bytes: int) -> Optional[tuple]:
     the canonical header ``_PUSH_V1`` reads) as the tuple (session, seq, version, values, indices,
     loss, nbytes) — the fields ``decode`` would put in its Push, without building one — or None for
     any other message, which ``decode`` then reads and refuses or accepts as always
-    (tests/unit/wire/test_wire.py checks both give the same fields). The header is read by the
-    compiled ``_pushhead.push_v1`` where it is built, else by ``_PUSH_V1``: the same fields."""
+    (tests/unit/wire/test_wire.py checks both give the same fields). The header: ``_canonical_header``."""
     if _PUSH_V1 is None or not 2 <= len(frames) <= 3:
         return None
     head = frames[0]
     if type(head) is np.ndarray:
         return None
-    if _HEADER is not None:
-        header = _HEADER.push_v1(head)
-    else:
-        m = _PUSH_V1.fullmatch(head)
-        header = None if m is None else _header_fields(m)
+    header = _canonical_header(head)
     if header is None:
         return None
     nbytes = frames_nbytes(frames)
