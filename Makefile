@@ -7,7 +7,7 @@ SCENARIO ?= scenarios/quickstart.yaml
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py edgebed/ps/_fastpush.c edgebed/ps/_discard.c edgebed/ps/_frameguard.c edgebed/wire/_pushhead.c edgebed/_gemm.c
+$(VENV)/.installed: pyproject.toml setup.py edgebed/ps/_fastpush.c edgebed/ps/_discard.c edgebed/ps/_frameguard.c edgebed/wire/_pushhead.c edgebed/ps/_shortpath.c edgebed/_gemm.c
 	python3 -m venv $(VENV)
 	# torch first, pinned: its CPU wheel lies on disk here; anything else pulls a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0

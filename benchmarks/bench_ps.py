@@ -9,6 +9,9 @@ against raw pyzmq loopback throughput measured in the same run.
                                                               and ASGD (benchmarks/ps_breakdown.py), + .md
     python -m benchmarks.bench_ps --ingest FILE            → only the ingest runs (AdaComp, ASGD; shared, pinned)
                                                               against raw pyzmq, alternating rounds, + .md
+    python -m benchmarks.bench_ps --interleaved FILE       → PS vs raw in alternating 0.5 s windows of one run;
+                                                              its short path in Python; the compiled parts alone
+                                                              (ps-interleaved.json, .md)
     python -m benchmarks.bench_ps --sizes FILE             → ingest per model size, 0.2 M / 1 M / 11 M
                                                               parameters, vs raw pyzmq (ps-sizes.json)
     python -m benchmarks.bench_ps --guard FILE             → ingest with the frame guard vs without
@@ -490,6 +493,135 @@ def _ingest_once(rule: str, seconds: float, sockets: int, pinned: bool = False) 
             "goal_ratio": 0.9 if rule == "asgd" else 0.8}
 
 
+def compiled_floor(ps: ParameterServer):
+    """A ``process`` for ``interleaved`` that does only what a push's compiled parts do — the header and
+    frames (``_pushhead.push_frames``), the session's device, the entry check with max |v|
+    (``check_sparse_top``), the rule's kernel (AdaComp's step against the device's snapshot, or the
+    SGD step), the Ack — and none of the Python between them (device state, traffic meter,
+    ``updates`` row, touch log, stop/eval/crash/checkpoint checks). Not a PS (it records nothing): the
+    ceiling a short path compiled whole, header to Ack, could reach on this host."""
+    from edgebed.ps import _fastpush as fast
+    rule, n, sessions, head = ps.rule, ps.theta.size, ps.sessions, wire._HEADER.push_frames
+    cap, f4, u4 = ps.config.max_message_bytes, np.dtype("<f4"), np.dtype("<u4")
+    adacomp = rule.name == "adacomp"
+
+    def process(peer, frames, principal=None):
+        fields = head(frames, cap)
+        if fields is None:   # hello
+            return type(ps).process(ps, peer, frames, principal)
+        d = sessions.get(fields[0])
+        values = np.frombuffer(frames[1], f4)
+        indices = np.frombuffer(frames[2], u4) if fields[5] else None
+        if indices is not None:
+            fast.check_sparse_top(indices, values, n, 1e30)
+        else:
+            fast.max_abs(values)
+        if adacomp:
+            fast.adacomp(rule.theta, rule.counts, rule.pulls.dense.get(d), indices, values, rule.lr, 0,
+                         rule._lr_table)
+        else:   # ASGD's apply: its dense or sparse step, nothing else
+            rule.apply(d, 0, values, indices)
+        ps.version += 1
+        return wire.ack_applied(ps.version)
+    return process
+
+
+def interleaved(rule: str = "adacomp", seconds: float = 20.0, window: float = 0.5, sockets: int = 8,
+                pinned: bool = False, model: str = "cnn", process=None, warmup: float = 1.0,
+                others: Optional[dict] = None) -> dict:
+    """PS against raw in alternating windows of ``window`` s within one run: one serving process (the
+    real ZmqServer and PS, as ``_serve_ps``), one client process, the same connections throughout; at
+    each window's start the serve loop's ``process`` is switched, under ``ps.lock`` (between two
+    batches), between the real PS's and a canned Ack (``NullPS.process``: nothing decoded, no work).
+    Separate runs (``ingest``) put seconds between a PS run and its raw run, and this host's speed
+    drifts over seconds (per-round ratios 0.56–0.84 in the committed ps.json); here each PS window is
+    set against the mean rate of the raw windows either side of it, ``window`` s away.
+
+    ``process``: a function of the PS that gives the ``process`` of the PS windows instead of the PS's
+    own (``compiled_floor``). ``others``: more kinds of window, name → such a function; then the kinds
+    take turns between the raw windows (raw, ps, raw, other, raw, ps, …), for an A/B of two ``process``
+    in one run. ``warmup``: s of the real PS serving the clients before the first window.
+    → per kind (``by_kind``): its median ratio to raw and quartiles over its windows, messages, median
+    rate, CPU µs per message of the serving process (getrusage: serve, ZeroMQ and guard threads) and of
+    the serve thread alone (its own CPU clock); the PS's at the top level too; the windows themselves."""
+    from edgebed.ps.serve import ZmqServer
+    ps, layers, size = make_ps(rule, sockets, model=model)
+    for d in range(sockets):
+        ps.rule.on_pull(d, 0)
+    ack, answered = wire.encode(wire.Ack(0)), [0]
+
+    def null(peer, frames, principal=None):   # NullPS.process
+        answered[0] += 1
+        return ack
+
+    def count() -> int:
+        return ps.version + answered[0]
+
+    kinds = {"ps": ps.process if process is None else process(ps)}
+    kinds.update({name: make(ps) for name, make in (others or {}).items()})
+    turn = list(kinds)
+    cpus = os.sched_getaffinity(0)
+    pairs = max(int(seconds / (2 * window)), len(turn))
+    order = [k for i in range(pairs) for k in ("raw", turn[i % len(turn)])] + ["raw"]   # raw first and last
+    server = ZmqServer(ps, "tcp://127.0.0.1:0").start()
+    try:
+        serve_clock = time.pthread_getcpuclockid(server._thread.ident)
+        if pinned:
+            _pin(SERVER_CPUS)
+        q = mp.get_context("spawn").Queue()
+        cl = mp.get_context("spawn").Process(target=_client, args=(
+            server.endpoint, rule, sockets, warmup + len(order) * window + 30.0, q, True,
+            CLIENT_CPUS if pinned else None, model))
+        cl.start()
+        deadline = time.monotonic() + 60
+        while ps.version < 100 * sockets:   # the clients are up and pushing (the real PS serves them)
+            if time.monotonic() > deadline or not cl.is_alive():
+                raise RuntimeError("the clients never reached the PS")
+            time.sleep(0.05)
+        time.sleep(warmup)
+        windows = []
+        for kind in order:
+            with ps.lock:
+                ps.process = null if kind == "raw" else kinds[kind]
+                start = (time.perf_counter(), _cpu_s(), time.clock_gettime(serve_clock), count())
+            time.sleep(window)
+            with ps.lock:
+                end = (time.perf_counter(), _cpu_s(), time.clock_gettime(serve_clock), count())
+            msgs = end[3] - start[3]
+            windows.append({"kind": kind, "messages": msgs, "rate": msgs / (end[0] - start[0]),
+                            "cpu_us_per_msg": (end[1] - start[1]) / max(msgs, 1) * 1e6,
+                            "serve_us_per_msg": (end[2] - start[2]) / max(msgs, 1) * 1e6})
+        cl.kill()
+        cl.join()
+    finally:
+        server.stop()
+        if pinned:
+            _pin(cpus)
+    out = {"rule": rule, "pinned": pinned, "window_s": window, "windows": len(windows), "client_sockets": sockets,
+           "goal_ratio": 0.9 if rule == "asgd" else 0.8, "by_kind": {}}
+    for kind in ("raw", *turn):
+        ws = [w for w in windows if w["kind"] == kind]
+        msgs = sum(w["messages"] for w in ws)
+        row = {"messages": msgs, "per_s": statistics.median(w["rate"] for w in ws),
+               "cpu_us_per_msg": sum(w["cpu_us_per_msg"] * w["messages"] for w in ws) / max(msgs, 1),
+               "serve_us_per_msg": sum(w["serve_us_per_msg"] * w["messages"] for w in ws) / max(msgs, 1)}
+        if kind != "raw":
+            ratios = [w["rate"] / ((windows[i - 1]["rate"] + windows[i + 1]["rate"]) / 2)
+                      for i, w in enumerate(windows) if w["kind"] == kind]
+            quart = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+            row.update(over_raw=statistics.median(ratios), over_raw_quartiles=[quart[0], quart[2]],
+                       window_ratios=ratios)
+        out["by_kind"][kind] = row
+    main, raw = out["by_kind"]["ps"], out["by_kind"]["raw"]
+    out.update(ps_over_raw=main["over_raw"], ps_over_raw_quartiles=main["over_raw_quartiles"],
+               window_ratios=main["window_ratios"])
+    for kind, row in (("ps", main), ("raw", raw)):
+        out.update({f"{kind}_messages": row["messages"], f"{kind}_per_s": row["per_s"],
+                    f"{kind}_cpu_us_per_msg": row["cpu_us_per_msg"], f"{kind}_serve_us_per_msg": row["serve_us_per_msg"]})
+    out["window_list"] = windows
+    return out
+
+
 def million_frames(frames: int = 1_000_000) -> dict:
     """One message of ``frames`` empty frames (a pull header first) to the real serve loop: seconds until
     its ``frame-count`` error arrives, and how much of that the serve loop spent receiving it."""
@@ -585,6 +717,64 @@ def write_sizes(path: Path, seconds: float, rounds: int) -> None:
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
+def python_short_path(ps: ParameterServer):
+    """A ``process`` for ``interleaved``: the PS's own, with its short path for pushes in Python
+    (``ParameterServer._push_py``) instead of compiled (``_shortpath.c``); the switch around each call
+    costs it ~0.2 µs."""
+    from edgebed.ps import server
+
+    def process(peer, frames, principal=None):
+        compiled, server._SHORT = server._SHORT, None
+        try:
+            return type(ps).process(ps, peer, frames, principal)
+        finally:
+            server._SHORT = compiled
+    return process
+
+
+INTERLEAVED_KINDS = {"ps": "the PS (short path compiled)", "python": "the PS, short path in Python",
+                     "floor": "compiled parts alone (compiled_floor)"}
+
+
+def write_interleaved(path: Path, seconds: float) -> None:
+    """``--interleaved``: ``interleaved`` for AdaComp and ASGD, CPUs shared and pinned, the windows of
+    each run taking turns between the real PS, the PS with its short path in Python and
+    ``compiled_floor`` → ``path`` (json, without the window lists) and the same with ``.md``."""
+    res = {"what": "bench_ps --interleaved: PS against raw in alternating 0.5 s windows of one run (the same "
+                   "processes and connections); between the raw windows, in turn: the real PS, the PS with its "
+                   "short path in Python, the compiled parts of a push alone (compiled_floor)",
+           "date": time.strftime("%Y-%m-%d %H:%M"), "host": _host(), "seconds_each": seconds, "runs": []}
+    for pinned in (False, True):
+        for rule in ("adacomp", "asgd"):
+            r = interleaved(rule, seconds, pinned=pinned, others={"python": python_short_path, "floor": compiled_floor})
+            r.pop("window_list")
+            r["load_average_after"] = os.getloadavg()
+            res["runs"].append(r)
+            print(f"{rule} {'pinned' if pinned else 'shared'}: " + "; ".join(
+                f"{k} {v['over_raw']:.2f} [{v['over_raw_quartiles'][0]:.2f}, {v['over_raw_quartiles'][1]:.2f}] "
+                f"serve {v['serve_us_per_msg']:.1f} µs" for k, v in r["by_kind"].items() if k != "raw")
+                + f"; raw serve {r['by_kind']['raw']['serve_us_per_msg']:.1f} µs", flush=True)
+    res["load_average_end"] = os.getloadavg()
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    h = res["host"]
+    lines = [f"{res['date']}, {h['cpu_model']}, {h['cores']} cores, load average at start / end: "
+             f"{h['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}. `python -m benchmarks.bench_ps "
+             f"--interleaved FILE`: {seconds:g} s a run of 0.5 s windows, raw and another kind alternating (raw, "
+             "PS, raw, Python, raw, floor, raw, …; see `interleaved`); each window against the mean rate of the "
+             "raw windows either side; median [quartiles] over a kind's windows. CPU µs per message: the "
+             "serving process (serve, ZeroMQ and frame-guard threads) and its serve thread alone.", "",
+             "| rule | CPUs | process | of raw (goal) | msgs/s | CPU µs/msg | serve thread µs/msg |",
+             "|---|---|---|---|---|---|---|"]
+    for r in res["runs"]:
+        for kind, v in r["by_kind"].items():
+            of_raw = (f"{v['over_raw']:.2f} [{v['over_raw_quartiles'][0]:.2f}, {v['over_raw_quartiles'][1]:.2f}]"
+                      + (f" (≥ {r['goal_ratio']:.1f})" if kind == "ps" else "")) if kind != "raw" else "1"
+            lines.append(f"| {r['rule']} | {'pinned' if r['pinned'] else 'shared'} | "
+                         f"{INTERLEAVED_KINDS.get(kind, 'raw (canned Ack)')} | {of_raw} | {v['per_s']:.0f} | "
+                         f"{v['cpu_us_per_msg']:.1f} | {v['serve_us_per_msg']:.1f} |")
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
 def write_ingest(path: Path, seconds: float, rounds: int) -> None:
     """``--ingest``: the ingest runs alone (what the main run measures after its apply costs) → ``path``
     (json) and the same with ``.md``; the host's CPU model and load recorded."""
@@ -634,7 +824,11 @@ def main(argv=None) -> int:
                     "step, record, reply, bookkeeping), AdaComp and ASGD, to FILE (json) and FILE with .md")
     ap.add_argument("--ingest", metavar="FILE", help="only the ingest runs (AdaComp and ASGD, CPUs shared and "
                     "pinned, --rounds alternating rounds of --seconds each) to FILE (json) and FILE with .md")
-    ap.add_argument("--seconds", type=float, default=2.0, help="--sizes: seconds of each PS or raw run")
+    ap.add_argument("--interleaved", metavar="FILE", help="only PS against raw in alternating 0.5 s windows of one "
+                    "run (AdaComp, ASGD; shared, pinned; the real PS, its short path in Python and compiled_floor "
+                    "taking turns; --seconds a run, default 30) to FILE (json) and FILE with .md")
+    ap.add_argument("--seconds", type=float, help="--sizes, --ingest, --guard: seconds of each PS or raw run "
+                    "(default 2); --interleaved: of each run (default 30)")
     ap.add_argument("--guard", metavar="FILE", help="only ingest with the frame guard vs without, to FILE (json)")
     args = ap.parse_args(argv)
     if args.breakdown:
@@ -652,16 +846,19 @@ def main(argv=None) -> int:
         print(ps_breakdown.markdown(res))
         return 0
     if args.ingest:
-        write_ingest(Path(args.ingest), args.seconds, args.rounds)
+        write_ingest(Path(args.ingest), args.seconds or 2.0, args.rounds)
+        return 0
+    if args.interleaved:
+        write_interleaved(Path(args.interleaved), args.seconds or 30.0)
         return 0
     if args.guard:
         res = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": _host(), "load_average_start": os.getloadavg(),
-               "guard": guard_ab(args.rounds, args.seconds)}
+               "guard": guard_ab(args.rounds, args.seconds or 2.0)}
         res["load_average_end"] = os.getloadavg()
         Path(args.guard).write_text(json.dumps(res, indent=2) + "\n")
         return 0
     if args.sizes:
-        write_sizes(Path(args.sizes), args.seconds, args.rounds)
+        write_sizes(Path(args.sizes), args.seconds or 2.0, args.rounds)
         return 0
     if args.memory:
         rows = [pull_memory(rule, n) for rule in ("asgd", "comp-asgd", "adacomp") for n in (10, 200)]

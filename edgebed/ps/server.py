@@ -17,9 +17,11 @@ Pushes: nearly every message is a version-1 push from a device in good standing,
 those by a short path — the fields read from the canonical header without building a Push, the
 checks that can refuse it made before anything changes — then ``_apply_push``, which the general
 ``_on_push`` ends with too. Anything else the short path meets (another message, an unknown session,
-a duplicate, a refusal, a held reply, a bound due for its look at Θ) it hands to the general path
-untouched, so every refusal and its wording are the general path's; both give the same Θ, tables
-and counts (tests/unit/ps/test_push_paths.py). ``fast_push = False`` turns it off.
+a duplicate, a refusal, a held reply) it hands to the general path
+untouched, so every refusal and its wording are the general path's (the one step it may have taken
+first is the periodic look at Θ, where the general path takes it too: just before the entries' check;
+the general path then finds it done); both give the same Θ, tables and counts
+(tests/unit/ps/test_push_paths.py). ``fast_push = False`` turns it off.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from .. import wire
 from ..advice import MAX_STEP
 from .aggregate import (ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries,
                         check_entries_top, max_abs)
+from . import aggregate
 from .rules import UpdateRule
 from .traffic import TrafficMeter
 
@@ -96,6 +99,15 @@ THETA_CHECK_EVERY = 64   # updates between two looks at ‖Θ‖∞ (≈50 µs f
 _EXCLUDED = "this device's pushes made the model diverge: it is refused for the rest of the run"
 _HOLD = object()   # a handler's answer when the rule holds the reply until its round closes
 _F32, _U32 = np.dtype(np.float32), np.dtype(np.uint32)
+try:   # the short path for pushes, compiled (edgebed/ps/_shortpath.c); optional, like the PS's other C parts
+    from . import _shortpath as _SHORT
+except ImportError:
+    _SHORT = None
+if _SHORT is not None and wire._HEADER is not None:
+    _SHORT.setup(wire._HEADER.push_frames, aggregate, check_entries_top, np.frombuffer, _F32, _U32,
+                 wire._ACK_APPLIED, THETA_CHECK_EVERY, ENTRIES_OK)
+else:   # it reads headers with the compiled reading only
+    _SHORT = None
 
 
 def max_peers_for(config: PSConfig) -> int:
@@ -287,7 +299,14 @@ class ParameterServer:
     def _push(self, peer: bytes, frames, principal: Optional[int]) -> Optional[list]:
         """The short path of ``process`` for a version-1 push of a device in good standing (see the
         module docstring): its Ack's frames, or None, having changed nothing, for ``process`` to take
-        the message the general way."""
+        the message the general way. ``_push_py``'s steps, compiled (``_shortpath.c``) where built and
+        the compiled kernels are on."""
+        if _SHORT is not None and aggregate._fast is not None:
+            return _SHORT.push(self, peer, frames, principal)
+        return self._push_py(peer, frames, principal)
+
+    def _push_py(self, peer: bytes, frames, principal: Optional[int]) -> Optional[list]:
+        """``_push`` in Python: the specification ``_shortpath.c`` follows step for step."""
         fields = wire.push_fields(frames, self.config.max_message_bytes)
         if fields is None:
             return None
@@ -299,21 +318,22 @@ class ParameterServer:
         n = self.theta.size
         if (st.peer != peer or st.excluded or st.frozen or self.stopped or self._held or seq <= st.last_seq
                 or not 0 < values.size or version > self.version or self.config.statistics
-                or self._limit_at + THETA_CHECK_EVERY <= self.version   # the bound's look at Θ is due
                 or (values.size != n if indices is None else indices.size != values.size)):
             return None
+        if self._limit_at + THETA_CHECK_EVERY <= self.version:   # the bound's look at Θ is due: taken
+            self.value_limit()   # where the general path takes it (_check_payload), before the entries' check
         verdict, top = check_entries_top(indices, values, n, self._limit)   # and max |v|, for _note_step
         if verdict != ENTRIES_OK:
             return None
         self._peer, self._principal = peer, principal
-        self.meter.received("push", nbytes, d)
+        self.meter.push_received(nbytes, d)
         now = self._now()
         st.last_seen = now[0]
         freeze = self._apply_push(d, st, seq, version, values, indices, loss, nbytes, now, top)
-        out = wire.encode(self._push_reply(d, freeze)) if freeze else wire.ack_applied(self.version)
+        out = self._reply_frames(d, freeze)
         if self._held:
             self._release()
-        self.meter.sent("ack", len(out[0]), d)
+        self.meter.ack_sent(len(out[0]), d)
         return out
 
     def _on_push(self, msg: wire.Push, nbytes):
@@ -355,6 +375,13 @@ class ParameterServer:
         st.pushes += 1
         self.hooks.consumed(self._peer, None)   # it computed this from the model it was sent
         self._record_update(d, values.size, loss, applied, staleness, nbytes, now)
+        return self._after_apply(d, st, step)
+
+    def _after_apply(self, d: int, st: DeviceState, step: float) -> bool:
+        """The rare tail of ``_apply_push``: a snapshot for evaluation, the stop rule, the crash draw, a
+        checkpoint, a look at Θ after a large step (``step``: how far the push moved an entry at most).
+        ``_shortpath.c`` tests the same conditions and calls this only when one holds. → whether the
+        device crashed (fail-stop) with the push."""
         if self._eval_step and self.version % self._eval_step == 0:
             self.snapshot()
         if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
@@ -397,6 +424,11 @@ class ParameterServer:
         largest, pushes = self._window.get(d, (0.0, 0))
         self._window[d] = (max(largest, step), pushes + 1)
         return step
+
+    def _reply_frames(self, d: int, freeze: bool) -> list:
+        """The frames of the short path's reply to a push it applied: the Ack, or what ``_push_reply``
+        makes of a crash."""
+        return wire.encode(self._push_reply(d, freeze)) if freeze else wire.ack_applied(self.version)
 
     def _push_reply(self, d: int, freeze: bool = False) -> wire.Message:
         if not freeze and self.rule.sync_due(d):

@@ -487,12 +487,12 @@ def _push_fields(header: Optional[tuple], frames: Sequence) -> Optional[tuple]:
     if len(frames) != (3 if n_indices is not None else 2):
         return None
     values = _frame_buffer(frames[1])
-    if values.nbytes != 4 * n_values:
+    if values.nbytes != 4 * n_values or not values.c_contiguous:
         return None
     indices = None
     if n_indices is not None:
         indices = _frame_buffer(frames[2])
-        if indices.nbytes != 4 * n_indices:
+        if indices.nbytes != 4 * n_indices or not indices.c_contiguous:
             return None
         indices = np.frombuffer(indices, dtype=_U4)
     return session, seq, version, np.frombuffer(values, dtype=_F4), indices, loss
@@ -503,11 +503,27 @@ def push_fields(frames: Sequence, max_bytes: int) -> Optional[tuple]:
     the canonical header ``_PUSH_V1`` reads) as the tuple (session, seq, version, values, indices,
     loss, nbytes) — the fields ``decode`` would put in its Push, without building one — or None for
     any other message, which ``decode`` then reads and refuses or accepts as always
-    (tests/unit/wire/test_wire.py checks both give the same fields). The header: ``_canonical_header``."""
-    if _PUSH_V1 is None or not 2 <= len(frames) <= 3:
+    (tests/unit/wire/test_wire.py checks both give the same fields). The header: ``_canonical_header``;
+    the frames' count and sizes: the compiled ``_pushhead.push_frames`` where built (one call instead
+    of ~1.5 µs of Python a push; tests/unit/wire/test_pushhead.py compares them), else here."""
+    if _PUSH_V1 is None:
+        return None
+    if _HEADER is not None:
+        fields = _HEADER.push_frames(frames, max_bytes)
+        if fields is None:
+            return None
+        session, seq, version, loss, nbytes, _, n_indices = fields
+        return (session, seq, version, np.frombuffer(frames[1], dtype=_F4),
+                None if n_indices is None else np.frombuffer(frames[2], dtype=_U4), loss, nbytes)
+    return _push_fields_py(frames, max_bytes)
+
+
+def _push_fields_py(frames: Sequence, max_bytes: int) -> Optional[tuple]:
+    """``push_fields`` without ``_pushhead.push_frames``: the same answer, in Python."""
+    if not 2 <= len(frames) <= 3:
         return None
     head = frames[0]
-    if type(head) is np.ndarray:
+    if not (type(head) is bytes or (type(head) is memoryview and head.c_contiguous)):   # as push_frames
         return None
     header = _canonical_header(head)
     if header is None:

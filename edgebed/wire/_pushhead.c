@@ -159,9 +159,73 @@ done:
     return ret;
 }
 
+/* Bytes of a frame's buffer (contiguous), or -1 (no Python error left set) where it has none. */
+static Py_ssize_t frame_len(PyObject *frame) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(frame, &b, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t n = b.len;
+    PyBuffer_Release(&b);
+    return n;
+}
+
+/* push_frames(frames, max_bytes) -> (session, seq, version, loss, nbytes, n_values, n_indices | None) or None
+ *   The whole of ``wire.push_fields`` but the two np.frombuffer calls: a list or tuple of 2 or 3 frames,
+ *   the first bytes or a memoryview holding a canonical version-1 push header (push_v1), as many
+ *   array frames as it announces, each of exactly 4 × its entries bytes, the message no larger than
+ *   max_bytes (``nbytes``: its bytes, ``frames_nbytes``). None for anything else (a frame without a
+ *   contiguous buffer included): the general decoder then reads it. */
+static PyObject *push_frames(PyObject *self, PyObject *args) {
+    PyObject *frames;
+    Py_ssize_t max_bytes;
+    if (!PyArg_ParseTuple(args, "On", &frames, &max_bytes))
+        return NULL;
+    if (!PyList_CheckExact(frames) && !PyTuple_CheckExact(frames))
+        Py_RETURN_NONE;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(frames);
+    PyObject **frame = PySequence_Fast_ITEMS(frames);
+    if (count < 2 || count > 3 || !(PyBytes_CheckExact(frame[0]) || PyMemoryView_Check(frame[0])))
+        Py_RETURN_NONE;
+    PyObject *head = push_v1(self, frame[0]);
+    if (head == NULL)   /* a header without a contiguous buffer: the general way reads (and words) it */
+        PyErr_Clear();
+    if (head == NULL || head == Py_None) {
+        Py_XDECREF(head);
+        Py_RETURN_NONE;
+    }
+    PyObject *n_indices = PyTuple_GET_ITEM(head, 5);
+    Py_ssize_t nbytes = frame_len(frame[0]), sizes[2];
+    if (count != (n_indices == Py_None ? 2 : 3))
+        goto done;
+    for (Py_ssize_t i = 1; i < count; i++) {
+        Py_ssize_t n = frame_len(frame[i]);
+        if (n < 0)
+            goto done;
+        sizes[i - 1] = n;
+        nbytes += n;
+    }
+    if (nbytes > max_bytes || sizes[0] != 4 * PyLong_AsSsize_t(PyTuple_GET_ITEM(head, 4))
+        || (count == 3 && sizes[1] != 4 * PyLong_AsSsize_t(n_indices)))
+        goto done;
+    PyObject *size = PyLong_FromSsize_t(nbytes), *ret = NULL;
+    if (size != NULL)
+        ret = PyTuple_Pack(7, PyTuple_GET_ITEM(head, 0), PyTuple_GET_ITEM(head, 1), PyTuple_GET_ITEM(head, 2),
+                           PyTuple_GET_ITEM(head, 3), size, PyTuple_GET_ITEM(head, 4), n_indices);
+    Py_XDECREF(size);
+    Py_DECREF(head);
+    return ret;
+done:
+    Py_DECREF(head);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"push_v1", push_v1, METH_O, "push_v1(header) -> (session, seq, version, loss, n_values, n_indices|None), "
      "or None if the header is not a canonical version-1 push (or its loss is infinite)"},
+    {"push_frames", push_frames, METH_VARARGS, "push_frames(frames, max_bytes) -> (session, seq, version, loss, "
+     "nbytes, n_values, n_indices|None), or None if the frames are not a canonical version-1 push that fits max_bytes"},
     {NULL, NULL, 0, NULL},
 };
 

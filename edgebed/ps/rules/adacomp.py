@@ -32,15 +32,15 @@ class AdaComp(UpdateRule):
         self.pulls.pull(device)
 
     def apply(self, device, staleness, values, indices):
-        since = self.pulls.since.get(device)
+        pulls = self.pulls
+        since = pulls.since.get(device)
         if since is not None:   # σ from the touch log, which records this update in the same pass
-            total, top = self.pulls.log.adacomp(self.theta, self.counts, indices, values, self.lr,
-                                                self._lr_table, since)
-            self.pulls.bound(self.counts)
+            total, top = pulls.log.adacomp(self.theta, self.counts, indices, values, self.lr, self._lr_table, since)
+            pulls.bound(self.counts)
         else:   # a dense snapshot; without one (no pull on record, e.g. after a restart): the global τ
-            total, top = adacomp_apply(self.theta, self.counts, self.pulls.dense.get(device), indices, values,
+            total, top = adacomp_apply(self.theta, self.counts, pulls.dense.get(device), indices, values,
                                        self.lr, staleness, self._lr_table)
-            self.pulls.applied(indices, self.counts)
+            pulls.applied(indices, self.counts)
         n = values.size
         return Applied(staleness, total / n if n else 0.0, float(top))
 

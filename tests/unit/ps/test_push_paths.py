@@ -1,4 +1,5 @@
-"""The PS's short path for pushes (``ParameterServer._push``) against its general path: one random
+"""The PS's short path for pushes (``ParameterServer._push``: compiled, ``_shortpath.c``, and in Python,
+``_push_py``) against its general path: one random
 conversation of hellos, pulls and pushes — good ones, duplicates, replays from another connection,
 unknown sessions, bad payloads, float16 values, a drift that the periodic look at Θ finds, crashes,
 checkpoints, a stop — played to
@@ -15,18 +16,17 @@ from edgebed import wire
 from edgebed.ps import server
 from edgebed.ps.rules import RULES
 from edgebed.ps.server import Hooks, ParameterServer, PSConfig
+from tests.capabilities import require
 
 N = 300
 DEVICES = 4
 
 
-def _ps(rule: str, fast: bool, **cfg) -> tuple[ParameterServer, dict]:
+def _ps(rule: str, fast: bool, tick: list, **cfg) -> tuple[ParameterServer, dict]:
     theta = np.linspace(-1, 1, N, dtype=np.float32)
     seen = {"rows": [], "snapshots": [], "checkpoints": [], "frozen": []}
-    tick = [0.0]
 
-    def clock():   # deterministic: both servers read the same times if they read the clock as often
-        tick[0] += 1.0
+    def clock():   # the time of the message being served (``_play`` advances it): both servers read it
         return tick[0], tick[0] / 2
 
     def checkpoint(ps):
@@ -48,8 +48,9 @@ def _play(rule: str, cfg: dict, seed: int, monkeypatch, messages: int = 1500) ->
     record, what the short path returned for each message it was offered)."""
     tokens = iter(range(10 ** 9))   # both servers open the same sessions: hellos reach them in turns
     monkeypatch.setattr(server.secrets, "token_hex", lambda n: "%016x" % (next(tokens) // 2))
-    fast, fast_seen = _ps(rule, fast=True, **cfg)
-    slow, slow_seen = _ps(rule, fast=False, **cfg)
+    tick = [0.0]
+    fast, fast_seen = _ps(rule, True, tick, **cfg)
+    slow, slow_seen = _ps(rule, False, tick, **cfg)
     assert fast.fast_push and not slow.fast_push
     taken = []
     short = fast._push
@@ -60,6 +61,7 @@ def _play(rule: str, cfg: dict, seed: int, monkeypatch, messages: int = 1500) ->
     dense = rule == "asgd"
 
     def send(peer, msg):
+        tick[0] += 1.0
         frames = [bytes(memoryview(f)) for f in wire.encode(msg)]
         a = fast.process(peer, [memoryview(f) for f in frames])
         b = slow.process(peer, [memoryview(f) for f in frames])
@@ -115,6 +117,7 @@ def _play(rule: str, cfg: dict, seed: int, monkeypatch, messages: int = 1500) ->
     return fast, fast_seen, slow, slow_seen, taken
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 @pytest.mark.parametrize("rule, cfg", [
     ("adacomp", {}),
     ("adacomp", {"diverge_at": 1.2, "on_divergence": "exclude"}),
@@ -122,8 +125,20 @@ def _play(rule: str, cfg: dict, seed: int, monkeypatch, messages: int = 1500) ->
     ("comp-asgd", {"crash_probability": 0.02, "checkpoint_every": 11}),
     ("asgd", {"eval_every": 3, "stop_updates": 400}),
 ])
-def test_the_short_path_gives_what_the_general_path_gives(rule, cfg, monkeypatch):
+def test_the_short_path_gives_what_the_general_path_gives(rule, cfg, compiled, monkeypatch):
+    """Compiled: the short path is ``_shortpath.c``'s; python: ``_push_py``'s."""
+    if compiled:
+        require(server._SHORT is not None, "the compiled short path for pushes (edgebed/ps/_shortpath.c)",
+                "a C compiler at install time: `make setup` (pip install -e .) builds it; without one the "
+                "PS runs ParameterServer._push_py, the same steps in Python")
+        calls = []
+        real = server._SHORT
+        monkeypatch.setattr(server, "_SHORT", type("Counted", (), {"push": staticmethod(
+            lambda *a: calls.append(1) or real.push(*a))}))
+    else:
+        monkeypatch.setattr(server, "_SHORT", None)
     fast, fast_seen, slow, slow_seen, taken = _play(rule, cfg, len(cfg) + len(rule), monkeypatch)
+    assert not compiled or len(calls) == len(taken)
     applied = sum(1 for t in taken if t is not None)
     assert applied > 100, applied   # the short path took most pushes
     assert applied < len(taken), "and handed some back (refusals, duplicates, ...)"
@@ -145,5 +160,5 @@ def test_averaging_rules_keep_the_general_path():
     """Rules that hold replies until a round closes, or answer with Sync, never take the short path."""
     for rule in ("model-averaging", "dynamic-averaging"):
         if rule in RULES:
-            ps, _ = _ps(rule, fast=True)
+            ps, _ = _ps(rule, True, [0.0])
             assert not ps.fast_push, rule

@@ -115,3 +115,51 @@ def test_push_fields_by_the_expression_alone_is_decode(monkeypatch, loss, sparse
     assert repr(got_loss) == repr(decoded.loss) and nbytes == wire.frames_nbytes(frames)
     assert vals.tobytes() == decoded.values.tobytes()
     assert (idx is None) == (decoded.indices is None) and (idx is None or idx.tobytes() == decoded.indices.tobytes())
+
+
+def _frame_variants():
+    """Pushes as the serve loop (memoryviews) and the sim (bytes and arrays) hand them over, and each
+    way a message can miss the short path at the frame level: frame count, frame sizes, the cap, the
+    header frame's type, an array without a contiguous buffer."""
+    values, idx = np.array([0.5, -1.0, 2.0], np.float32), np.array([1, 5, 9], np.uint32)
+    for sparse in (False, True):
+        frames = wire.encode(wire.Push("abc", 4, 2, values, idx if sparse else None, 0.25))
+        head = bytes(memoryview(frames[0]))
+        arrays = [np.ascontiguousarray(f) for f in frames[1:]]
+        yield "sim", [head, *arrays]
+        yield "loop", [memoryview(head), *(memoryview(a.data) for a in arrays)]
+        yield "tuple", (head, *arrays)
+        yield "bytes", [head, *(a.tobytes() for a in arrays)]
+        yield "too few", [head, *arrays][:-1]
+        yield "too many", [head, *arrays, arrays[0]]
+        yield "short values", [head, arrays[0][:2], *arrays[1:]]
+        yield "long last", [head, *arrays[:-1], np.concatenate([arrays[-1], arrays[-1][:1]])]
+        yield "bytearray head", [bytearray(head), *arrays]
+        yield "array head", [np.frombuffer(head, np.uint8), *arrays]
+        yield "strided head", [memoryview(np.frombuffer(head * 2, np.uint8)[::2]), *arrays]
+        yield "strided values", [head, np.repeat(arrays[0], 2)[::2], *arrays[1:]]
+        yield "not canonical", [head.replace(b'"seq"', b'"Seq"'), *arrays]
+    yield "one frame", [head]
+
+
+@pytest.mark.parametrize("max_bytes", [10**6, None])
+def test_push_frames_is_the_python_reading(max_bytes):
+    """``_pushhead.push_frames`` (the frames' count, sizes and the cap, in C) and ``_push_fields_py``
+    give the same fields, or both hand the message to the general way, for every way a message can
+    miss the short path at the frame level; the cap is exact to the byte."""
+    _compiled()
+    for name, frames in _frame_variants():
+        size = wire.frames_nbytes(frames)
+        for cap in [max_bytes] if max_bytes else [size, size - 1]:   # the message's own size and a byte less
+            fast, slow = wire.push_fields(frames, cap), wire._push_fields_py(frames, cap)
+            if fast is None or slow is None:
+                assert fast is slow, (name, cap, fast, slow)
+                continue
+            assert fast[:3] == slow[:3] and repr(fast[5]) == repr(slow[5]) and fast[6] == slow[6], name
+            assert fast[3].dtype == slow[3].dtype and fast[3].tobytes() == slow[3].tobytes(), name
+            assert (fast[4] is None) == (slow[4] is None), name
+            assert fast[4] is None or (fast[4].dtype == slow[4].dtype and fast[4].tobytes() == slow[4].tobytes())
+    values = np.zeros(3, np.float32)
+    frames = wire.encode(wire.Push("abc", 4, 2, values, None, 0.25))
+    assert wire.push_fields([frames[0], "not a buffer"], 10**6) is None
+    assert wire.push_fields(iter([frames[0], values]), 10**6) is None   # a list or a tuple only

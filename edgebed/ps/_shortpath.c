@@ -1,0 +1,464 @@
+/* The PS's short path for pushes, compiled: ParameterServer._push_py's steps, in the same order, on
+ * the same Python objects (edgebed/ps/server.py).
+ *
+ * A push it hands back (None) goes the general way untouched — but for the periodic look at Θ, which,
+ * when due, both paths take just before the entries' check (the general path then finds it done).
+ *
+ * Optional, like the PS's other C parts: setup.py builds it when a C compiler is there; without it (or
+ * with the compiled kernels switched off, aggregate._fast None) the PS runs ``_push_py`` itself. This
+ * file owns no state: every value it reads or writes is an attribute of the ParameterServer, its
+ * DeviceState, TrafficMeter, Hooks or update rule, read afresh on every push, so the Python methods
+ * that change them (hello, the look at Θ, checkpoints, the engine's reads under the meter's lock) need
+ * to know nothing of it. What stays Python is called from here: the rule's ``apply`` (AdaComp's touch
+ * log, ASGD's step), the hooks (clock, record, consumed), and ``_after_apply`` — the rare tail (an
+ * evaluation snapshot, the stop rule, a crash draw, a checkpoint, a look at Θ after a large step) —
+ * when one of its conditions holds, tested here exactly as ``_after_apply`` tests them.
+ *
+ * tests/unit/ps/test_push_paths.py plays one random conversation (good pushes, duplicates, replays,
+ * strangers, refusals, float16, drift, crashes, checkpoints, a stop) to a PS on this path, one on
+ * ``_push_py`` and one on the general path: the same replies byte for byte, Θ, tables, traffic counts
+ * and device states.
+ *
+ * Why: with the header, the check and the rule's kernel already compiled, the Python between them —
+ * the device and PS checks, the traffic meter, the ``updates`` row, the step's note — was most of what
+ * kept AdaComp's ingest under 0.8 of raw (benchmarks/results/ps-interleaved.md: the compiled parts
+ * alone reach 0.87).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* Set once by setup() (ps/server.py at import): the functions and constants the steps use. */
+static PyObject *push_frames, *aggregate, *check_entries_top, *frombuffer, *f4, *u4, *ack_template;
+static long long check_every, entries_ok;
+static PyObject *one;   /* the int 1 */
+
+/* Attribute, key and method names, interned at import. */
+#define NAMES(X) X(config) X(max_message_bytes) X(sessions) X(devices) X(peer) X(excluded) X(frozen) \
+    X(stopped) X(_held) X(last_seq) X(version) X(statistics) X(_limit_at) X(_limit) X(theta) X(size) \
+    X(_fast) X(check_sparse_top) X(_peer) X(_principal) X(meter) X(_lock) X(acquire) X(release) \
+    X(ingress_bytes) X(messages_in) X(push_bytes) X(egress_bytes) X(by_kind) X(by_device) X(push) X(ack) \
+    X(in_bytes) X(in_msgs) X(out_bytes) X(out_msgs) X(pushes) X(hooks) X(clock) X(last_seen) X(rule) \
+    X(apply) X(step_scale) X(_window) X(consumed) X(record) X(updates) X(update) X(wall_time) \
+    X(virtual_time) X(device) X(speed_class) X(class_of) X(staleness) X(sigma_mean) X(sigma_max) \
+    X(entries) X(bytes_in) X(loss) X(_eval_step) X(stop_updates) X(crash_probability) \
+    X(checkpoint_every) X(anchor) X(_after_apply) X(_reply_frames) X(_release) X(value_limit)
+#define ENUM(n) N_##n,
+#define STRING(n) #n,
+enum { NAMES(ENUM) N_NAMES };
+static const char *name_text[] = {NAMES(STRING)};
+static PyObject *names[N_NAMES];
+#define NAME(n) names[N_##n]
+
+/* The new references a push takes, let go of together at its end. */
+typedef struct {
+    PyObject *refs[128];
+    int n;
+} owned;
+
+static PyObject *keep(owned *o, PyObject *x) {
+    if (x != NULL) {
+        if (o->n == 128) {   /* more than the steps below ever take: a programming error */
+            Py_DECREF(x);
+            PyErr_SetString(PyExc_SystemError, "_shortpath: too many references held");
+            return NULL;
+        }
+        o->refs[o->n++] = x;
+    }
+    return x;
+}
+
+static void drop(owned *o) {
+    while (o->n)
+        Py_DECREF(o->refs[--o->n]);
+}
+
+/* obj.name, read from obj's instance dict (``vars(obj)``) when it is there: a dict lookup instead of
+ * the generic attribute lookup's walk of the type first (~1/3 of this path's cost in the serve loop);
+ * anything else (a method, a class attribute) the generic way. The classes read here define no
+ * properties or other data descriptors, whose values the instance dict would not hold. */
+static PyObject *field(PyObject *obj, PyObject *dict, PyObject *name) {
+    if (dict != NULL) {
+        PyObject *v = PyDict_GetItemWithError(dict, name);
+        if (v != NULL)
+            return Py_NewRef(v);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+#define GET(obj, n) keep(&o, field((obj), obj##_dict, NAME(n)))
+#define DICT(obj) keep(&o, PyObject_GenericGetDict((obj), NULL))
+#define TRY(x)            \
+    do {                  \
+        if ((x) == NULL)  \
+            goto error;   \
+    } while (0)
+#define TRYI(x)           \
+    do {                  \
+        if ((x) < 0)      \
+            goto error;   \
+    } while (0)
+
+/* map[key] += n, or -1. */
+static int add_item(PyObject *map, PyObject *key, PyObject *n) {
+    PyObject *v = PyObject_GetItem(map, key);
+    if (v == NULL)
+        return -1;
+    PyObject *sum = PyNumber_Add(v, n);
+    Py_DECREF(v);
+    if (sum == NULL)
+        return -1;
+    int r = PyObject_SetItem(map, key, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+/* TrafficMeter.push_received(nbytes, d) (push = 1) or .ack_sent(nbytes, d) (push = 0): the same
+ * counters, under the meter's lock (the engine reads them from its own thread). Its attributes are
+ * read and written in its instance dict, as ``field`` reads. */
+static int meter_count(PyObject *meter, PyObject *nbytes, PyObject *d, int push) {
+    PyObject *m = PyObject_GenericGetDict(meter, NULL), *lock = NULL, *r, *kind = NULL, *dev = NULL, *map;
+    if (m == NULL || (lock = field(meter, m, NAME(_lock))) == NULL) {
+        Py_XDECREF(m);
+        return -1;
+    }
+    r = PyObject_CallMethodNoArgs(lock, NAME(acquire));
+    if (r == NULL) {
+        Py_DECREF(lock);
+        Py_DECREF(m);
+        return -1;
+    }
+    Py_DECREF(r);
+    int ok = -1;
+    if (push) {
+        if (add_item(m, NAME(ingress_bytes), nbytes) < 0 || add_item(m, NAME(messages_in), one) < 0
+            || add_item(m, NAME(push_bytes), nbytes) < 0)
+            goto done;
+    } else if (add_item(m, NAME(egress_bytes), nbytes) < 0)
+        goto done;
+    if ((map = field(meter, m, NAME(by_kind))) == NULL)
+        goto done;
+    kind = PyObject_GetItem(map, push ? NAME(push) : NAME(ack));   /* a defaultdict: made if missing */
+    Py_DECREF(map);
+    if (kind == NULL || add_item(kind, push ? NAME(in_bytes) : NAME(out_bytes), nbytes) < 0
+        || add_item(kind, push ? NAME(in_msgs) : NAME(out_msgs), one) < 0)
+        goto done;
+    if ((map = field(meter, m, NAME(by_device))) == NULL)
+        goto done;
+    dev = PyObject_GetItem(map, d);
+    Py_DECREF(map);
+    if (dev == NULL)
+        goto done;
+    if (push ? (add_item(dev, NAME(in_bytes), nbytes) < 0 || add_item(dev, NAME(push_bytes), nbytes) < 0
+                || add_item(dev, NAME(pushes), one) < 0)
+             : add_item(dev, NAME(out_bytes), nbytes) < 0)
+        goto done;
+    ok = 0;
+done:
+    Py_XDECREF(kind);
+    Py_XDECREF(dev);
+    Py_DECREF(m);
+    /* released whatever happened, an error kept for the caller */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    r = PyObject_CallMethodNoArgs(lock, NAME(release));
+    Py_DECREF(lock);
+    if (r == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(type, value, tb);
+    return ok;
+}
+
+/* A long long from a Python int, or -1 with an error set (the values read here are never negative). */
+static long long as_ll(PyObject *x) { return x == NULL ? -1 : PyLong_AsLongLong(x); }
+
+/* push(ps, peer, frames, principal) -> the Ack's frames, or None having changed nothing:
+ * ParameterServer._push_py, step for step. */
+static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "push(ps, peer, frames, principal)");
+        return NULL;
+    }
+    PyObject *ps = args[0], *peer = args[1], *frames = args[2], *principal = args[3];
+    owned o = {.n = 0};
+    PyObject *out = NULL, *x;
+    int t;
+
+    /* fields = wire.push_fields(frames, self.config.max_message_bytes) */
+    PyObject *ps_dict, *config, *config_dict, *fields;
+    TRY(ps_dict = DICT(ps));
+    TRY(config = GET(ps, config));
+    TRY(config_dict = DICT(config));
+    TRY(x = GET(config, max_message_bytes));
+    TRY(fields = keep(&o, PyObject_CallFunctionObjArgs(push_frames, frames, x, NULL)));
+    if (fields == Py_None)
+        goto none;
+    PyObject *session = PyTuple_GET_ITEM(fields, 0), *seq = PyTuple_GET_ITEM(fields, 1),
+             *version = PyTuple_GET_ITEM(fields, 2), *loss = PyTuple_GET_ITEM(fields, 3),
+             *nbytes = PyTuple_GET_ITEM(fields, 4), *n_values = PyTuple_GET_ITEM(fields, 5),
+             *n_indices = PyTuple_GET_ITEM(fields, 6);
+
+    /* d = self.sessions.get(session); st = self.devices[d] */
+    PyObject *d, *st;
+    TRY(x = GET(ps, sessions));
+    d = PyDict_Check(x) ? PyDict_GetItemWithError(x, session) : NULL;
+    if (!PyDict_Check(x)) {
+        PyErr_SetString(PyExc_TypeError, "_shortpath: ParameterServer.sessions is not a dict");
+        goto error;
+    }
+    if (d == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto none;
+    }
+    Py_INCREF(d);
+    TRY(keep(&o, d));
+    TRY(x = GET(ps, devices));
+    TRY(st = keep(&o, PyObject_GetItem(x, d)));
+    PyObject *st_dict;
+    TRY(st_dict = DICT(st));
+
+    /* The conditions of _push_py, each handing the push to the general path. */
+    TRY(x = GET(st, peer));
+    TRYI(t = PyObject_RichCompareBool(x, peer, Py_NE));
+    if (t)
+        goto none;
+#define IF_TRUE_NONE(obj, n)                  \
+    TRY(x = GET(obj, n));                     \
+    TRYI(t = PyObject_IsTrue(x));             \
+    if (t)                                    \
+        goto none;
+    IF_TRUE_NONE(st, excluded)
+    IF_TRUE_NONE(st, frozen)
+    IF_TRUE_NONE(ps, stopped)
+    IF_TRUE_NONE(ps, _held)
+    IF_TRUE_NONE(config, statistics)
+    TRY(x = GET(st, last_seq));
+    TRYI(t = PyObject_RichCompareBool(seq, x, Py_LE));
+    if (t)
+        goto none;
+    long long values_n = as_ll(n_values), ps_version, limit_at;
+    PyObject *ps_version_obj;
+    TRY(ps_version_obj = GET(ps, version));
+    if ((ps_version = as_ll(ps_version_obj)) == -1 && PyErr_Occurred())
+        goto error;
+    if (values_n <= 0 || as_ll(version) > ps_version)
+        goto none;
+    TRY(x = GET(ps, _limit_at));
+    if ((limit_at = as_ll(x)) == -1 && PyErr_Occurred())
+        goto error;
+    PyObject *theta, *n_obj;
+    TRY(theta = GET(ps, theta));
+    TRY(n_obj = keep(&o, PyObject_GetAttr(theta, NAME(size))));
+    if (n_indices == Py_None ? values_n != as_ll(n_obj) : as_ll(n_indices) != values_n)
+        goto none;
+    if (PyErr_Occurred())
+        goto error;
+
+    /* values, indices as numpy arrays over the frames; the check, and max |v| */
+    PyObject **frame = PySequence_Fast_ITEMS(frames), *values, *indices = Py_None, *limit, *fast, *verdict;
+    TRY(values = keep(&o, PyObject_CallFunctionObjArgs(frombuffer, frame[1], f4, NULL)));
+    if (n_indices != Py_None)
+        TRY(indices = keep(&o, PyObject_CallFunctionObjArgs(frombuffer, frame[2], u4, NULL)));
+    if (limit_at + check_every <= ps_version)   /* the bound's look at Θ is due: taken as _push_py takes it */
+        TRY(keep(&o, PyObject_CallMethodNoArgs(ps, NAME(value_limit))));
+    TRY(limit = GET(ps, _limit));
+    TRY(fast = keep(&o, PyObject_GetAttr(aggregate, NAME(_fast))));
+    if (indices != Py_None && fast != Py_None)   /* check_entries_top's compiled case: its kernel directly */
+        verdict = PyObject_CallMethodObjArgs(fast, NAME(check_sparse_top), indices, values, n_obj, limit, NULL);
+    else
+        verdict = PyObject_CallFunctionObjArgs(check_entries_top, indices, values, n_obj, limit, NULL);
+    TRY(keep(&o, verdict));
+    if (!PyTuple_Check(verdict) || PyTuple_GET_SIZE(verdict) != 2) {
+        PyErr_SetString(PyExc_TypeError, "_shortpath: the entry check gave no (verdict, top)");
+        goto error;
+    }
+    long long code = as_ll(PyTuple_GET_ITEM(verdict, 0));
+    if (code == -1 && PyErr_Occurred())
+        goto error;
+    if (code != entries_ok)
+        goto none;
+    double top = PyFloat_AsDouble(PyTuple_GET_ITEM(verdict, 1));
+    if (top == -1.0 && PyErr_Occurred())
+        goto error;
+
+    /* Nothing has changed so far (but for the look at Θ, if it was due). From here on, the push is applied. */
+    TRYI(PyObject_SetAttr(ps, NAME(_peer), peer));
+    TRYI(PyObject_SetAttr(ps, NAME(_principal), principal));
+    PyObject *meter, *hooks, *now, *wall, *virt;
+    TRY(meter = GET(ps, meter));
+    TRYI(meter_count(meter, nbytes, d, 1));
+    TRY(hooks = GET(ps, hooks));
+    PyObject *hooks_dict;
+    TRY(hooks_dict = DICT(hooks));
+    TRY(x = GET(hooks, clock));
+    TRY(now = keep(&o, PyObject_CallNoArgs(x)));
+    TRY(wall = keep(&o, PySequence_GetItem(now, 0)));
+    TRY(virt = keep(&o, PySequence_GetItem(now, 1)));
+    TRYI(PyObject_SetAttr(st, NAME(last_seen), wall));
+
+    /* _apply_push: the rule's step, the version, the step's note, the device's counters */
+    PyObject *staleness, *rule, *applied, *new_version;
+    TRY(staleness = keep(&o, PyNumber_Subtract(ps_version_obj, version)));
+    TRY(rule = GET(ps, rule));
+    TRY(x = keep(&o, PyObject_GetAttr(rule, NAME(apply))));
+    TRY(applied = keep(&o, PyObject_CallFunctionObjArgs(x, d, staleness, values, indices, NULL)));
+    TRY(new_version = keep(&o, PyLong_FromLongLong(ps_version + 1)));
+    TRYI(PyObject_SetAttr(ps, NAME(version), new_version));
+    /* _note_step(d, values, top): step = top × the rule's step scale; the device's window */
+    TRY(x = keep(&o, PyObject_CallMethodNoArgs(rule, NAME(step_scale))));
+    double scale = PyFloat_AsDouble(x);
+    if (scale == -1.0 && PyErr_Occurred())
+        goto error;
+    double step = top * scale;
+    PyObject *window, *seen, *largest, *pushes;
+    TRY(window = GET(ps, _window));
+    seen = PyDict_Check(window) ? PyDict_GetItemWithError(window, d) : NULL;
+    if (!PyDict_Check(window) || (seen == NULL && PyErr_Occurred())) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_shortpath: ParameterServer._window is not a dict");
+        goto error;
+    }
+    if (seen != NULL) {
+        largest = PyTuple_GET_ITEM(seen, 0);
+        double l = PyFloat_AsDouble(largest);
+        if (l == -1.0 && PyErr_Occurred())
+            goto error;
+        TRY(largest = keep(&o, step > l ? PyFloat_FromDouble(step) : Py_NewRef(largest)));
+        TRY(pushes = keep(&o, PyNumber_Add(PyTuple_GET_ITEM(seen, 1), one)));
+    } else {   /* (max(0.0, step), 0 + 1) */
+        TRY(largest = keep(&o, PyFloat_FromDouble(step > 0.0 ? step : 0.0)));
+        TRY(pushes = keep(&o, PyLong_FromLong(1)));
+    }
+    TRY(x = keep(&o, PyTuple_Pack(2, largest, pushes)));
+    TRYI(PyDict_SetItem(window, d, x));
+    TRYI(PyObject_SetAttr(st, NAME(last_seq), seq));
+    TRYI(add_item(st_dict, NAME(pushes), one));
+    TRY(x = GET(hooks, consumed));
+    TRY(keep(&o, PyObject_CallFunctionObjArgs(x, peer, Py_None, NULL)));
+
+    /* _record_update: the updates row */
+    PyObject *row, *sigma_mean, *sigma_max, *speed_class;
+    TRY(x = GET(config, class_of));
+    TRY(speed_class = keep(&o, PyObject_CallOneArg(x, d)));
+    TRY(sigma_mean = keep(&o, PyObject_GetAttr(applied, NAME(sigma_mean))));
+    TRY(sigma_max = keep(&o, PyObject_GetAttr(applied, NAME(sigma_max))));
+    TRY(row = keep(&o, PyDict_New()));
+    if (PyDict_SetItem(row, NAME(update), new_version) < 0 || PyDict_SetItem(row, NAME(wall_time), wall) < 0
+        || PyDict_SetItem(row, NAME(virtual_time), virt) < 0 || PyDict_SetItem(row, NAME(device), d) < 0
+        || PyDict_SetItem(row, NAME(speed_class), speed_class) < 0
+        || PyDict_SetItem(row, NAME(staleness), staleness) < 0
+        || PyDict_SetItem(row, NAME(sigma_mean), sigma_mean) < 0
+        || PyDict_SetItem(row, NAME(sigma_max), sigma_max) < 0 || PyDict_SetItem(row, NAME(entries), n_values) < 0
+        || PyDict_SetItem(row, NAME(bytes_in), nbytes) < 0 || PyDict_SetItem(row, NAME(loss), loss) < 0)
+        goto error;
+    TRY(x = GET(hooks, record));
+    TRY(keep(&o, PyObject_CallFunctionObjArgs(x, NAME(updates), row, NULL)));
+
+    /* _after_apply's conditions, tested as it tests them: when one holds, it runs (in Python) */
+    int due = 0, freeze = 0;
+    long long every;
+    TRY(x = GET(ps, _eval_step));
+    TRYI(t = PyObject_IsTrue(x));
+    if (t && (every = as_ll(x)) > 0 && (ps_version + 1) % every == 0)
+        due = 1;
+    TRY(x = GET(config, stop_updates));
+    if (x != Py_None) {
+        TRYI(t = PyObject_RichCompareBool(new_version, x, Py_GE));
+        due |= t;
+    }
+    TRY(x = GET(config, crash_probability));
+    double p = PyFloat_AsDouble(x);
+    if (p == -1.0 && PyErr_Occurred())
+        goto error;
+    due |= p > 0;
+    TRY(x = GET(config, checkpoint_every));
+    TRYI(t = PyObject_IsTrue(x));
+    if (t && (every = as_ll(x)) > 0 && (ps_version + 1) % every == 0)
+        due = 1;
+    TRY(x = GET(ps, anchor));
+    double anchor = PyFloat_AsDouble(x);
+    if (anchor == -1.0 && PyErr_Occurred())
+        goto error;
+    due |= step > anchor;
+    if (PyErr_Occurred())
+        goto error;
+    if (due) {
+        PyObject *step_obj;
+        TRY(step_obj = keep(&o, PyFloat_FromDouble(step)));
+        TRY(x = keep(&o, PyObject_CallMethodObjArgs(ps, NAME(_after_apply), d, st, step_obj, NULL)));
+        TRYI(freeze = PyObject_IsTrue(x));
+    }
+
+    /* the reply: the Ack (as wire.ack_applied), or what _reply_frames makes of a crash */
+    PyObject *head;
+    if (freeze) {
+        TRY(out = PyObject_CallMethodObjArgs(ps, NAME(_reply_frames), d, Py_True, NULL));
+    } else {
+        TRY(x = GET(ps, version));
+        TRY(head = keep(&o, PyNumber_Remainder(ack_template, x)));
+        TRY(out = PyList_New(1));
+        PyList_SET_ITEM(out, 0, Py_NewRef(head));
+    }
+    TRY(x = GET(ps, _held));
+    TRYI(t = PyObject_IsTrue(x));
+    if (t)
+        TRY(keep(&o, PyObject_CallMethodNoArgs(ps, NAME(_release))));
+    TRY(head = keep(&o, PySequence_GetItem(out, 0)));
+    Py_ssize_t head_n = PyObject_Length(head);
+    if (head_n < 0)
+        goto error;
+    TRY(x = keep(&o, PyLong_FromSsize_t(head_n)));
+    TRYI(meter_count(meter, x, d, 0));
+    drop(&o);
+    return out;
+
+none:
+    drop(&o);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(out);
+    drop(&o);
+    return NULL;
+}
+
+/* setup(push_frames, aggregate, check_entries_top, frombuffer, f4, u4, ack_template, check_every,
+ *       entries_ok): what the steps use (ps/server.py, at import). */
+static PyObject *setup(PyObject *self, PyObject *args) {
+    PyObject *a[7];
+    long long every, ok;
+    if (!PyArg_ParseTuple(args, "OOOOOOSLL", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &every, &ok))
+        return NULL;
+    PyObject **slots[7] = {&push_frames, &aggregate, &check_entries_top, &frombuffer, &f4, &u4, &ack_template};
+    for (int i = 0; i < 7; i++)
+        Py_XSETREF(*slots[i], Py_NewRef(a[i]));
+    check_every = every;
+    entries_ok = ok;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"push", (PyCFunction)(void (*)(void))push, METH_FASTCALL,
+     "push(ps, peer, frames, principal) -> the Ack's frames, or None: ParameterServer._push_py, compiled"},
+    {"setup", setup, METH_VARARGS,
+     "setup(push_frames, aggregate, check_entries_top, frombuffer, f4, u4, ack_template, check_every, entries_ok)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_shortpath",
+                                    "The PS's short path for pushes, compiled (see _shortpath.c).", -1, methods};
+
+PyMODINIT_FUNC PyInit__shortpath(void) {
+    if ((one = PyLong_FromLong(1)) == NULL)
+        return NULL;
+    for (int i = 0; i < N_NAMES; i++)
+        if ((names[i] = PyUnicode_InternFromString(name_text[i])) == NULL)
+            return NULL;
+    return PyModule_Create(&module);
+}
