@@ -511,7 +511,7 @@ def compiled_floor(ps: ParameterServer):
             return type(ps).process(ps, peer, frames, principal)
         d = sessions.get(fields[0])
         values = np.frombuffer(frames[1], f4)
-        indices = np.frombuffer(frames[2], u4) if fields[5] else None
+        indices = np.frombuffer(frames[2], u4) if fields[6] is not None else None
         if indices is not None:
             fast.check_sparse_top(indices, values, n, 1e30)
         else:
@@ -585,6 +585,8 @@ def interleaved(rule: str = "adacomp", seconds: float = 20.0, window: float = 0.
                 ps.process = null if kind == "raw" else kinds[kind]
                 start = (time.perf_counter(), _cpu_s(), time.clock_gettime(serve_clock), count())
             time.sleep(window)
+            if not server.alive:
+                raise RuntimeError(f"the serve loop ended in a {kind} window: {server.error!r}")
             with ps.lock:
                 end = (time.perf_counter(), _cpu_s(), time.clock_gettime(serve_clock), count())
             msgs = end[3] - start[3]

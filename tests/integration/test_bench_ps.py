@@ -60,12 +60,13 @@ def test_the_raw_ceiling_survives_peers_that_vanish_before_their_replies():
 
 
 @pytest.mark.timeout(120)
-def test_the_interleaved_ingest_switches_between_ps_and_raw():
+@pytest.mark.parametrize("rule", ["adacomp", "asgd"])   # sparse and dense pushes
+def test_the_interleaved_ingest_switches_between_ps_and_raw(rule):
     """``interleaved`` serves real pushes in its PS windows (the PS applies them: with its short path
     compiled, or in Python; or ``compiled_floor`` runs their kernels) and canned Acks in its raw windows,
     over the same connections: every kind of window answers messages, raw between every two others,
     and every other window is set against the two raw ones beside it."""
-    res = bench_ps.interleaved("adacomp", 1.8, window=0.2, sockets=2, warmup=0.1,
+    res = bench_ps.interleaved(rule, 1.8, window=0.2, sockets=2, warmup=0.1,
                                others={"python": bench_ps.python_short_path, "floor": bench_ps.compiled_floor})
     kinds = [w["kind"] for w in res["window_list"]]
     assert kinds[::2] == ["raw"] * (len(kinds) // 2 + 1) and kinds[1:4:2] + kinds[5:6] == ["ps", "python", "floor"]
