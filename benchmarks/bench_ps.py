@@ -700,15 +700,20 @@ def _host() -> dict:
     return {"cpu_model": model, "cores": os.cpu_count(), "load_average": os.getloadavg()}
 
 
+def _write_json(path: Path, res: dict, host: dict) -> str:
+    """``res`` with the load at its end → ``path`` (json); → the opening of its .md: when, the host, the
+    load average at the start (``host``'s) and the end."""
+    res["load_average_end"] = os.getloadavg()
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    return (f"{res['date']}, {host['cpu_model']}, {host['cores']} cores, load average at start / end: "
+            f"{host['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}")
+
+
 def write_sizes(path: Path, seconds: float, rounds: int) -> None:
     """``--sizes``: ingest per model size → ``path`` (json) and the same with ``.md``."""
     res = {"date": time.strftime("%Y-%m-%d %H:%M"), "host_start": _host(), "seconds_each": seconds,
            "rounds": rounds, "client_sockets": SIZE_SOCKETS, "ingest": ingest_by_size(seconds, rounds)}
-    res["load_average_end"] = os.getloadavg()
-    path.write_text(json.dumps(res, indent=2) + "\n")
-    h = res["host_start"]
-    lines = [f"{res['date']}, {h['cpu_model']}, {h['cores']} cores, load average at start / end: "
-             f"{h['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}; medians of {rounds} alternating "
+    lines = [_write_json(path, res, res["host_start"]) + f"; medians of {rounds} alternating "
              f"rounds of {seconds:g} s, {SIZE_SOCKETS} client DEALERs (one push in flight each) in another "
              "process, CPUs shared", "",
              "| model | parameters | rule | message B | PS pushes/s | PS MB/s | raw pyzmq msgs/s | PS/raw [per round] |",
@@ -756,11 +761,7 @@ def write_interleaved(path: Path, seconds: float) -> None:
                 f"{k} {v['over_raw']:.2f} [{v['over_raw_quartiles'][0]:.2f}, {v['over_raw_quartiles'][1]:.2f}] "
                 f"serve {v['serve_us_per_msg']:.1f} µs" for k, v in r["by_kind"].items() if k != "raw")
                 + f"; raw serve {r['by_kind']['raw']['serve_us_per_msg']:.1f} µs", flush=True)
-    res["load_average_end"] = os.getloadavg()
-    path.write_text(json.dumps(res, indent=2) + "\n")
-    h = res["host"]
-    lines = [f"{res['date']}, {h['cpu_model']}, {h['cores']} cores, load average at start / end: "
-             f"{h['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}. `python -m benchmarks.bench_ps "
+    lines = [_write_json(path, res, res["host"]) + f". `python -m benchmarks.bench_ps "
              f"--interleaved FILE`: {seconds:g} s a run of 0.5 s windows, raw and another kind alternating (raw, "
              "PS, raw, Python, raw, floor, raw, …; see `interleaved`); each window against the mean rate of the "
              "raw windows either side; median [quartiles] over a kind's windows. CPU µs per message: the "
@@ -790,11 +791,7 @@ def write_ingest(path: Path, seconds: float, rounds: int) -> None:
             print(f"ingest {rule}{' pinned' if pinned else ''}: PS {r['ps_pushes_per_s']:.0f}/s vs raw "
                   f"{r['raw_zmq_msgs_per_s']:.0f}/s = {r['ps_over_raw']:.2f} [{_ratios(r)}], stub "
                   f"{r['stub_over_raw']:.2f}", flush=True)
-    res["load_average_end"] = os.getloadavg()
-    path.write_text(json.dumps(res, indent=2) + "\n")
-    h = res["host"]
-    lines = [f"{res['date']}, {h['cpu_model']}, {h['cores']} cores, load average at start / end: "
-             f"{h['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}; medians of {rounds} alternating rounds "
+    lines = [_write_json(path, res, res["host"]) + f"; medians of {rounds} alternating rounds "
              f"of {seconds:g} s (PS, its numpy path, the canned-Ack stub, raw: see bench_ps's docstring); "
              "per-round ratios in brackets", "",
              "| rule | CPUs | PS pushes/s | raw msgs/s | PS/raw (goal) | PS CPU µs/push | raw CPU µs/msg "
