@@ -185,6 +185,10 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_TypeError, "push(ps, peer, frames, principal)");
         return NULL;
     }
+    if (push_frames == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_shortpath.setup() was not called (ps/server.py calls it at import)");
+        return NULL;
+    }
     PyObject *ps = args[0], *peer = args[1], *frames = args[2], *principal = args[3];
     owned o = {.n = 0};
     PyObject *out = NULL, *x;
@@ -199,6 +203,10 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     TRY(fields = keep(&o, PyObject_CallFunctionObjArgs(push_frames, frames, x, NULL)));
     if (fields == Py_None)
         goto none;
+    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != 7) {
+        PyErr_SetString(PyExc_TypeError, "_shortpath: push_frames gave no 7-tuple");
+        goto error;
+    }
     PyObject *session = PyTuple_GET_ITEM(fields, 0), *seq = PyTuple_GET_ITEM(fields, 1),
              *version = PyTuple_GET_ITEM(fields, 2), *loss = PyTuple_GET_ITEM(fields, 3),
              *nbytes = PyTuple_GET_ITEM(fields, 4), *n_values = PyTuple_GET_ITEM(fields, 5),
@@ -326,6 +334,10 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         goto error;
     }
     if (seen != NULL) {
+        if (!PyTuple_Check(seen) || PyTuple_GET_SIZE(seen) != 2) {
+            PyErr_SetString(PyExc_TypeError, "_shortpath: a ParameterServer._window entry is not (step, pushes)");
+            goto error;
+        }
         largest = PyTuple_GET_ITEM(seen, 0);
         double l = PyFloat_AsDouble(largest);
         if (l == -1.0 && PyErr_Occurred())
