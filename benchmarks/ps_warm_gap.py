@@ -1,0 +1,116 @@
+"""What separates the PS's short path from its compiled parts alone, warm (one thread, no serve loop):
+µs per AdaComp push through ``ParameterServer.process`` with the short path compiled, with it in Python
+(``_push_py``), and through ``bench_ps.compiled_floor`` (header, session, check, kernel, Ack — no
+bookkeeping), in alternating batches; then the pieces of the difference, each timed alone: AdaComp's
+``apply`` against its kernel called directly, its wrapper's checks, the touch log's bookkeeping, the
+``Applied`` record and the hooks the short path calls.
+
+    python -m benchmarks.ps_warm_gap [--out benchmarks/results/ps-warm-gap.json]   (+ .md)
+
+The setting is the ingest benchmark's (``bench_ps.pushing_devices``: 8 devices with a pull on record,
+64 distinct top-1 % gradients of the CNN, fresh sequence numbers); the garbage collector is off while
+timing, so its passes don't land in one variant's batches. Medians over the batches of each variant."""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import time
+import timeit
+from pathlib import Path
+
+OUT = Path(__file__).parent / "results" / "ps-warm-gap.json"
+
+
+def alternating(batches: int = 30, pushes: int = 2000) -> dict:
+    """µs per push of each variant: the median over ``batches`` batches of ``pushes`` each, in turn."""
+    from benchmarks.bench_ps import compiled_floor, push_batch, pushing_devices
+    from edgebed.ps import server
+    compiled = server._SHORT
+    ps, sessions, pool = pushing_devices("adacomp", 8, 64)
+    floor = compiled_floor(ps)
+    seq = [1] * len(sessions)
+    variants = {"compiled": (compiled, ps.process), "python": (None, ps.process), "floor": (compiled, floor)}
+    times = {k: [] for k in variants}
+    try:
+        for _ in range(batches):
+            for name, (short, process) in variants.items():
+                server._SHORT = short
+                msgs = push_batch(sessions, pool, seq, pushes)
+                t = time.perf_counter()
+                for m in msgs:
+                    process(b"p", m)
+                times[name].append((time.perf_counter() - t) / pushes * 1e6)
+    finally:
+        server._SHORT = compiled
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def pieces() -> dict:
+    """µs of each piece, timed alone (least of 5 repeats of 20,000 calls)."""
+    from benchmarks.bench_ps import push_batch, pushing_devices
+    from edgebed.ps import _fastpush as fast
+    from edgebed.ps.aggregate import adacomp_apply
+    from edgebed.ps.rules.base import Applied
+    ps, sessions, pool = pushing_devices("adacomp", 8, 64)
+    seq = [1] * len(sessions)
+    for m in push_batch(sessions, pool, seq, 2000):   # as in the ingest run: the pulls now hold snapshots
+        ps.process(b"p", m)
+    rule, (values, indices) = ps.rule, pool[0]
+    snap = rule.pulls.dense.get(0)
+
+    def t(fn) -> float:
+        return min(timeit.repeat(fn, number=20_000, repeat=5)) / 20_000 * 1e6
+    kernel = t(lambda: fast.adacomp(rule.theta, rule.counts, snap, indices, values, rule.lr, 0, rule._lr_table))
+    return {
+        "rule_apply": t(lambda: rule.apply(0, 0, values, indices)),
+        "kernel_alone": kernel,
+        "wrapper_checks": t(lambda: adacomp_apply(rule.theta, rule.counts, snap, indices, values, rule.lr, 0,
+                                                  rule._lr_table)) - kernel,
+        "touch_log_bookkeeping": t(lambda: rule.pulls.applied(indices, rule.counts)),
+        "applied_record": t(lambda: Applied(0, 1.0, 2.0)),
+        "hook_clock": t(lambda: ps.hooks.clock()),
+        "hooks_class_of_record_step_scale": t(lambda: (ps.config.class_of(0), ps.hooks.record("updates", {}),
+                                                       rule.step_scale())),
+    }
+
+
+def markdown(res: dict) -> str:
+    w, p = res["warm_us_per_push"], res["pieces_us"]
+    rows = [f"{res['date']}, {res['host']['cpu_model']}, {res['host']['cores']} cores, load average "
+            f"{res['host']['load_average'][0]:.1f} at the start. `python -m benchmarks.ps_warm_gap`: an AdaComp "
+            "push, warm, one thread, GC off; medians of 30 alternating batches of 2,000 pushes.", "",
+            "| short path compiled | short path in Python | compiled parts alone | gap, compiled − floor |",
+            "|---|---|---|---|",
+            f"| {w['compiled']:.2f} µs | {w['python']:.2f} µs | {w['floor']:.2f} µs | {w['compiled'] - w['floor']:.2f} µs |",
+            "", "Pieces of the gap, each timed alone (µs a call):", "", "| piece | µs |", "|---|---|"]
+    rows += [f"| {k.replace('_', ' ')} | {v:.2f} |" for k, v in p.items()]
+    return "\n".join(rows) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    from benchmarks.bench_ps import _host
+    res = {"what": "ps_warm_gap: the PS's short path (compiled, Python) against its compiled parts alone, warm, "
+                   "and the pieces of the difference", "date": time.strftime("%Y-%m-%d %H:%M"), "host": _host()}
+    gc.collect()
+    gc.disable()
+    try:
+        res["warm_us_per_push"] = alternating()
+        res["pieces_us"] = pieces()
+    finally:
+        gc.enable()
+    res["load_average_end"] = os.getloadavg()
+    out = Path(args.out)
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(res))
+    print(markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
