@@ -17,11 +17,11 @@ Pushes: nearly every message is a version-1 push from a device in good standing,
 those by a short path — the fields read from the canonical header without building a Push, the
 checks that can refuse it made before anything changes — then ``_apply_push``, which the general
 ``_on_push`` ends with too. Anything else the short path meets (another message, an unknown session,
-a duplicate, a refusal, a held reply) it hands to the general path
-untouched, so every refusal and its wording are the general path's (the one step it may have taken
-first is the periodic look at Θ, where the general path takes it too: just before the entries' check;
-the general path then finds it done); both give the same Θ, tables and counts
-(tests/unit/ps/test_push_paths.py). ``fast_push = False`` turns it off.
+a duplicate, a refusal, a held reply) it hands to the general path untouched, so every refusal and its
+wording are the general path's. The one step it may have taken first is the periodic look at Θ, which
+both paths take just before the entries' check; the general path then finds it done. Both give the
+same Θ, tables and counts (tests/unit/ps/test_push_paths.py). The short path is compiled
+(``_shortpath.c``) where built; ``_push_py`` is its specification. ``fast_push = False`` turns it off.
 """
 from __future__ import annotations
 
@@ -298,8 +298,8 @@ class ParameterServer:
 
     def _push(self, peer: bytes, frames, principal: Optional[int]) -> Optional[list]:
         """The short path of ``process`` for a version-1 push of a device in good standing (see the
-        module docstring): its Ack's frames, or None, having changed nothing, for ``process`` to take
-        the message the general way. ``_push_py``'s steps, compiled (``_shortpath.c``) where built and
+        module docstring): its Ack's frames, or None, having changed nothing (but for the periodic look
+        at Θ, if it was due), for ``process`` to take the message the general way. ``_push_py``'s steps, compiled (``_shortpath.c``) where built and
         the compiled kernels are on."""
         if _SHORT is not None and aggregate._fast is not None:
             return _SHORT.push(self, peer, frames, principal)
