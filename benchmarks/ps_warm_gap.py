@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import os
 import statistics
 import time
 import timeit
@@ -77,11 +75,11 @@ def pieces() -> dict:
     }
 
 
-def markdown(res: dict) -> str:
+def markdown(res: dict, opening: str) -> str:
+    """The .md under ``opening`` (``bench_ps._write_json``'s: when, the host, its load)."""
     w, p = res["warm_us_per_push"], res["pieces_us"]
-    rows = [f"{res['date']}, {res['host']['cpu_model']}, {res['host']['cores']} cores, load average "
-            f"{res['host']['load_average'][0]:.1f} at the start. `python -m benchmarks.ps_warm_gap`: an AdaComp "
-            "push, warm, one thread, GC off; medians of 30 alternating batches of 2,000 pushes.", "",
+    rows = [f"{opening}. `python -m benchmarks.ps_warm_gap`: an AdaComp push, warm, one thread, GC off; "
+            "medians of 30 alternating batches of 2,000 pushes.", "",
             "| short path compiled | short path in Python | compiled parts alone | gap, compiled − floor |",
             "|---|---|---|---|",
             f"| {w['compiled']:.2f} µs | {w['python']:.2f} µs | {w['floor']:.2f} µs | {w['compiled'] - w['floor']:.2f} µs |",
@@ -94,7 +92,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
-    from benchmarks.bench_ps import _host
+    from benchmarks.bench_ps import _host, _write_json
     res = {"what": "ps_warm_gap: the PS's short path (compiled, Python) against its compiled parts alone, warm, "
                    "and the pieces of the difference", "date": time.strftime("%Y-%m-%d %H:%M"), "host": _host()}
     gc.collect()
@@ -104,11 +102,10 @@ def main(argv=None) -> int:
         res["pieces_us"] = pieces()
     finally:
         gc.enable()
-    res["load_average_end"] = os.getloadavg()
     out = Path(args.out)
-    out.write_text(json.dumps(res, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(res))
-    print(markdown(res))
+    text = markdown(res, _write_json(out, res, res["host"]))
+    out.with_suffix(".md").write_text(text)
+    print(text)
     return 0
 
 

@@ -100,6 +100,13 @@ static PyObject *field(PyObject *obj, PyObject *dict, PyObject *name) {
             goto error;   \
     } while (0)
 
+/* obj.n is true: the push goes the general way (in push, whose locals x and t it uses). */
+#define IF_TRUE_NONE(obj, n)                  \
+    TRY(x = GET(obj, n));                     \
+    TRYI(t = PyObject_IsTrue(x));             \
+    if (t)                                    \
+        goto none;
+
 /* map[key] += n, or -1. */
 static int add_item(PyObject *map, PyObject *key, PyObject *n) {
     PyObject *v = PyObject_GetItem(map, key);
@@ -114,7 +121,7 @@ static int add_item(PyObject *map, PyObject *key, PyObject *n) {
     return r;
 }
 
-/* TrafficMeter.push_received(nbytes, d) (push = 1) or .ack_sent(nbytes, d) (push = 0): the same
+/* TrafficMeter.received("push", nbytes, d) (push = 1) or .sent("ack", nbytes, d) (push = 0): the same
  * counters, under the meter's lock (the engine reads them from its own thread). Its attributes are
  * read and written in its instance dict, as ``field`` reads. */
 static int meter_count(PyObject *meter, PyObject *nbytes, PyObject *d, int push) {
@@ -215,12 +222,11 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     /* d = self.sessions.get(session); st = self.devices[d] */
     PyObject *d, *st;
     TRY(x = GET(ps, sessions));
-    d = PyDict_Check(x) ? PyDict_GetItemWithError(x, session) : NULL;
     if (!PyDict_Check(x)) {
         PyErr_SetString(PyExc_TypeError, "_shortpath: ParameterServer.sessions is not a dict");
         goto error;
     }
-    if (d == NULL) {
+    if ((d = PyDict_GetItemWithError(x, session)) == NULL) {
         if (PyErr_Occurred())
             goto error;
         goto none;
@@ -236,11 +242,6 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     TRY(x = GET(st, peer));
     TRYI(t = PyObject_RichCompareBool(x, peer, Py_NE));
     if (t)
-        goto none;
-#define IF_TRUE_NONE(obj, n)                  \
-    TRY(x = GET(obj, n));                     \
-    TRYI(t = PyObject_IsTrue(x));             \
-    if (t)                                    \
         goto none;
     IF_TRUE_NONE(st, excluded)
     IF_TRUE_NONE(st, frozen)

@@ -326,14 +326,14 @@ class ParameterServer:
         if verdict != ENTRIES_OK:
             return None
         self._peer, self._principal = peer, principal
-        self.meter.push_received(nbytes, d)
+        self.meter.received("push", nbytes, d)
         now = self._now()
         st.last_seen = now[0]
         freeze = self._apply_push(d, st, seq, version, values, indices, loss, nbytes, now, top)
         out = self._reply_frames(d, freeze)
         if self._held:
             self._release()
-        self.meter.ack_sent(len(out[0]), d)
+        self.meter.sent("ack", len(out[0]), d)
         return out
 
     def _on_push(self, msg: wire.Push, nbytes):

@@ -148,14 +148,11 @@ class TouchLog:
             self._repack(-used)
         self._appended(used, indices)
 
-    def skip(self, indices: Optional[np.ndarray], settled: bool = False) -> None:
+    def skip(self, indices: Optional[np.ndarray]) -> None:
         """A new stamp that no outstanding pull will ask about (none is on record in the log): count
-        it, write nothing. Its lists' older stamps are all dead then, so σ stays exact. ``settled``:
-        no stamp is pinned either, so every stamp up to this one is dead (``advance(stamp)``)."""
+        it, write nothing. Its lists' older stamps are all dead then, so σ stays exact."""
         self.stamp += 1
         self._appended(self.used, indices)
-        if settled:
-            self.advance(self.stamp)
 
     def _appended(self, used: int, indices) -> None:
         self.used = used
@@ -282,11 +279,9 @@ class PullRecords:
         if self.since:
             self.log.append(indices)
             self.bound(counts)
-        elif self._order:   # no pull reads the log (only dense snapshots): nothing to record
+        else:   # no pull reads the log (only dense snapshots, or none): nothing to record
             self.log.skip(indices)
             self._settle()
-        else:   # and none pins it: _settle would only move the floor up to the new stamp
-            self.log.skip(indices, settled=True)
 
     def _settle(self) -> None:
         while self._order and not self._pinned[self._order[0]]:

@@ -48,29 +48,6 @@ class TrafficMeter:
                 d["push_bytes"] += nbytes
                 d["pushes"] += 1
 
-    def push_received(self, nbytes: int, device: int) -> None:
-        """``received("push", nbytes, device)``, for the PS's short path: the same counts, one call."""
-        with self._lock:
-            self.ingress_bytes += nbytes
-            self.messages_in += 1
-            self.push_bytes += nbytes
-            k = self.by_kind["push"]
-            k["in_bytes"] += nbytes
-            k["in_msgs"] += 1
-            d = self.by_device[device]
-            d["in_bytes"] += nbytes
-            d["push_bytes"] += nbytes
-            d["pushes"] += 1
-
-    def ack_sent(self, nbytes: int, device: int) -> None:
-        """``sent("ack", nbytes, device)``, for the PS's short path: the same counts, one call."""
-        with self._lock:
-            self.egress_bytes += nbytes
-            k = self.by_kind["ack"]
-            k["out_bytes"] += nbytes
-            k["out_msgs"] += 1
-            self.by_device[device]["out_bytes"] += nbytes
-
     def statistics(self, nbytes: int) -> None:
         """Bytes of running statistics within a push already counted by ``received`` (shown apart)."""
         with self._lock:
