@@ -111,7 +111,15 @@ class Engine:
         self._signals = StopSignals(lambda: self._setup_path).install()
         path = runtime = None
         try:
-            path, runtime = self._prepare()
+            try:
+                path, runtime = self._prepare()
+            except Exception:
+                # The interrupt raised into set-up can come out as another exception: a library that
+                # wraps what its callbacks raise turns it into its own error (pydantic's serializers:
+                # "Error calling function `write`: KeyboardInterrupt"). It is still the user's interrupt.
+                if not self._signals.raised:
+                    raise
+                raise KeyboardInterrupt from None
             return RunLoop(self.sc, self.run_sc, path, runtime, timing=self.timing, numerics=self.numerics,
                            signals=self._signals, progress=self.progress, phase=self._phase,
                            resume=bool(self.resume)).run()

@@ -83,6 +83,11 @@ class StopSignals:
             os.close(w)          # the watcher reads EOF and ends (it closes the read end)
             self._wakeup = None
 
+    @property
+    def raised(self) -> bool:
+        """Whether a signal was raised into set-up (KeyboardInterrupt or Interrupted)."""
+        return self._raised
+
     def _handle(self, signum, frame) -> None:
         if self.requested is None:
             self.requested = _name(signum)

@@ -1,0 +1,38 @@
+"""A Ctrl-C during set-up ends the run as interrupted — marked incomplete, KeyboardInterrupt to the
+caller — also when it lands inside a library that wraps what its callbacks raise: pydantic turns a
+KeyboardInterrupt in a serializer (the scenario's units, written into the run directory) into
+"Error calling function `write`: KeyboardInterrupt", which `edgebed run` printed as an error (seen in a
+fresh-clone run of tests/integration/test_group_signals.py)."""
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from edgebed import units
+from edgebed.emulator.engine import Engine
+from edgebed.scenario import parse_scenario
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_an_interrupt_a_library_wraps_during_set_up_still_ends_the_run_interrupted(tmp_path, monkeypatch):
+    sc = parse_scenario({"name": "wrapped", "model": {"name": "mlp"}, "workers": {"n": 2},
+                         "dataset": {"source": "bundled"}, "stop": {"updates": 5}, "runtime": {"name": "sim"}})
+    real, pressed = units._number, []
+
+    def number(x):   # the serializer writing the scenario's units: Ctrl-C lands here
+        if not pressed:
+            pressed.append(True)
+            signal.raise_signal(signal.SIGINT)   # the engine's handler raises at the next bytecode
+        return real(x)
+    monkeypatch.setattr(units, "_number", number)
+    before = signal.getsignal(signal.SIGINT)
+    engine = Engine(sc, out=tmp_path / "runs")
+    with pytest.raises(KeyboardInterrupt):
+        engine.run()
+    assert pressed
+    summary = json.loads((engine.run_dir / "summary.json").read_text())
+    assert summary["status"] == "incomplete" and "set-up" in summary["reason"]
+    assert signal.getsignal(signal.SIGINT) is before   # the engine's handlers are gone
