@@ -220,35 +220,11 @@ done:
  *   PS has checked them strictly increasing). lr_table: float32, lr_table[σ] = float32(α / max(σ, 1))
  *   computed as above for the small σ (a division per entry was half of this function's time). */
 #define SNAP_AHEAD 32
-static PyObject *adacomp(PyObject *self, PyObject *args) {
-    Py_buffer tb, cb, vb, lb, sb = {0}, ib = {0};
-    PyObject *snap_obj, *idx_obj;
-    double alpha;
-    long long staleness;
-    if (!PyArg_ParseTuple(args, "w*w*OOy*dLy*", &tb, &cb, &snap_obj, &idx_obj, &vb, &alpha, &staleness, &lb))
-        return NULL;
-    PyObject *ret = NULL;
-    int have_snap = snap_obj != Py_None, have_idx = idx_obj != Py_None;
-    if (have_snap && PyObject_GetBuffer(snap_obj, &sb, PyBUF_SIMPLE) < 0)
-        goto done;
-    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
-        goto done;
-    Py_ssize_t n = items(&tb, 4, "theta"), nc = items(&cb, 4, "counts"), m = items(&vb, 4, "values");
-    Py_ssize_t nl = items(&lb, 4, "lr_table");
-    if (n < 0 || nc < 0 || m < 0 || nl < 0)
-        goto done;
-    const float *table = (const float *)lb.buf;
-    if (nc != n || (have_snap && sb.len != cb.len)) {
-        PyErr_SetString(PyExc_ValueError, "theta, counts and snapshot must have the same length");
-        goto done;
-    }
-    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
-    if (check_push(have_idx ? &ib : NULL, &vb, m, n) < 0)
-        goto done;
-    float *theta = (float *)tb.buf;
-    uint32_t *counts = (uint32_t *)cb.buf;
-    const uint32_t *snap = have_snap ? (const uint32_t *)sb.buf : NULL;
-    const float *v = (const float *)vb.buf;
+/* adacomp's pass over the m sent entries (ix NULL: every entry), on buffers already checked: (Σσ, max σ)
+ * in *sum and *max. */
+static void adacomp_pass(float *theta, uint32_t *counts, const uint32_t *snap, const uint32_t *ix, const float *v,
+                         Py_ssize_t m, double alpha, long long staleness, const float *table, Py_ssize_t nl,
+                         unsigned long long *sum_out, unsigned long long *max_out) {
     unsigned long long sum = 0, max = 0;
     float global_lr = (float)(alpha / (double)(staleness > 1 ? staleness : 1));
     for (Py_ssize_t j = 0; j < m; j++) {
@@ -281,6 +257,38 @@ static PyObject *adacomp(PyObject *self, PyObject *args) {
         sum = (unsigned long long)(staleness > 0 ? staleness : 0) * (unsigned long long)m;
         max = staleness > 0 ? (unsigned long long)staleness : 0;
     }
+    *sum_out = sum;
+    *max_out = max;
+}
+
+static PyObject *adacomp(PyObject *self, PyObject *args) {
+    Py_buffer tb, cb, vb, lb, sb = {0}, ib = {0};
+    PyObject *snap_obj, *idx_obj;
+    double alpha;
+    long long staleness;
+    if (!PyArg_ParseTuple(args, "w*w*OOy*dLy*", &tb, &cb, &snap_obj, &idx_obj, &vb, &alpha, &staleness, &lb))
+        return NULL;
+    PyObject *ret = NULL;
+    int have_snap = snap_obj != Py_None, have_idx = idx_obj != Py_None;
+    if (have_snap && PyObject_GetBuffer(snap_obj, &sb, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t n = items(&tb, 4, "theta"), nc = items(&cb, 4, "counts"), m = items(&vb, 4, "values");
+    Py_ssize_t nl = items(&lb, 4, "lr_table");
+    if (n < 0 || nc < 0 || m < 0 || nl < 0)
+        goto done;
+    const float *table = (const float *)lb.buf;
+    if (nc != n || (have_snap && sb.len != cb.len)) {
+        PyErr_SetString(PyExc_ValueError, "theta, counts and snapshot must have the same length");
+        goto done;
+    }
+    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
+    if (check_push(have_idx ? &ib : NULL, &vb, m, n) < 0)
+        goto done;
+    unsigned long long sum, max;
+    adacomp_pass((float *)tb.buf, (uint32_t *)cb.buf, have_snap ? (const uint32_t *)sb.buf : NULL, ix,
+                 (const float *)vb.buf, m, alpha, staleness, table, nl, &sum, &max);
     ret = Py_BuildValue("KK", sum, max);
 done:
     RELEASE(&tb, &cb, &vb, &lb, &sb, &ib);
@@ -509,42 +517,17 @@ done:
  *   entries are independent (indices unique), so a step in several calls gives the same bits as in
  *   one. One pass, not a check of every list before the step: at 11 M parameters each pass over the
  *   heads is a cache miss per entry. */
-static PyObject *adacomp_touch_from(PyObject *self, PyObject *args) {
-    Py_buffer tb, cb, pb, hb, vb, lb, ib = {0};
-    PyObject *idx_obj;
-    long long used;
-    double alpha;
-    unsigned long long since, stamp, floor_;
-    Py_ssize_t first;
-    if (!PyArg_ParseTuple(args, "w*w*w*w*LOy*dy*KKKn", &tb, &cb, &pb, &hb, &used, &idx_obj, &vb, &alpha, &lb,
-                          &since, &stamp, &floor_, &first))
-        return NULL;
-    PyObject *ret = NULL;
-    int have_idx = idx_obj != Py_None;
-    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
-        goto done;
-    Py_ssize_t n = items(&tb, 4, "theta"), nc = items(&cb, 4, "counts"), m = items(&vb, 4, "values");
-    Py_ssize_t nl = items(&lb, 4, "lr_table"), nh, pool_n;
-    if (n < 0 || nc < 0 || m < 0 || nl < 0 || log_sizes(&hb, &pb, &nh, &pool_n) < 0)
-        goto done;
-    if (nc != n || nh != n) {
-        PyErr_SetString(PyExc_ValueError, "theta, counts and heads must have one entry per parameter");
-        goto done;
-    }
-    const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
-    if (check_push(have_idx ? &ib : NULL, &vb, m, n) < 0)
-        goto done;
-    if (used < 0 || used > (long long)pool_n || first < 0 || first > m) {
-        PyErr_SetString(PyExc_ValueError, "used must lie within the pool, first within the entries");
-        goto done;
-    }
-    float *theta = (float *)tb.buf;
-    uint32_t *counts = (uint32_t *)cb.buf, *pool = (uint32_t *)pb.buf;
-    head_t *h = (head_t *)hb.buf;
-    const float *v = (const float *)vb.buf, *table = (const float *)lb.buf;
-    unsigned long long sum = 0, max = 0;
-    long long need = 0;
+/* adacomp_touch_from's pass, on buffers already checked: from entry `first` on, adds to *sum and *max,
+ * sets *used, *next (m when all are done) and *need (0, or the pool entries the remaining entries'
+ * moves may take when it stopped at *next). 0, or -1 with ValueError set on a bad list. */
+static int touch_from(float *theta, uint32_t *counts, uint32_t *pool, Py_ssize_t pool_n, head_t *h, Py_ssize_t n,
+                      const uint32_t *ix, const float *v, Py_ssize_t m, double alpha, const float *table,
+                      Py_ssize_t nl, uint32_t since, uint32_t stamp, uint32_t floor_, Py_ssize_t first,
+                      long long *used_io, unsigned long long *sum, unsigned long long *max, Py_ssize_t *next,
+                      long long *need) {
+    long long used = *used_io;
     Py_ssize_t j;
+    *need = 0;
     if (ix)   /* the first entries' heads (the loop asks HEAD_AHEAD ahead) */
         for (j = first; j < m && j < first + HEAD_AHEAD; j++)
             PREFETCH(&h[ix[j]], 1);
@@ -567,28 +550,69 @@ static PyObject *adacomp_touch_from(PyObject *self, PyObject *args) {
         }
         head_t *hk = &h[k];
         if (list_ok(h, k, n, pool_n) < 0)
-            goto done;
-        uint32_t sigma = hk->len - upper(pool + hk->start, hk->len, (uint32_t)since);
+            return -1;
+        uint32_t sigma = hk->len - upper(pool + hk->start, hk->len, since);
         if (hk->len == hk->cap) {
-            long long room = make_room(hk, pool, used, pool_n, (uint32_t)floor_);
+            long long room = make_room(hk, pool, used, pool_n, floor_);
             if (room < 0) {   /* the free tail is full: stop here, the caller repacks */
-                need = append_need(h, ix, j, m, n, pool_n);
-                if (need < 0)
-                    goto done;
+                *need = append_need(h, ix, j, m, n, pool_n);
+                if (*need < 0)
+                    return -1;
                 break;
             }
             used = room;
         }
         float lr = (Py_ssize_t)sigma < nl ? table[sigma] : (float)(alpha / (double)(sigma > 1 ? sigma : 1));
-        sum += sigma;
-        if (sigma > max)
-            max = sigma;
+        *sum += sigma;
+        if (sigma > *max)
+            *max = sigma;
         float step = v[j] * lr;
         theta[k] = theta[k] - step;
         counts[k] += 1;
-        pool[hk->start + hk->len++] = (uint32_t)stamp;
+        pool[hk->start + hk->len++] = stamp;
     }
-    ret = Py_BuildValue("LKKnL", used, sum, max, j, need);
+    *used_io = used;
+    *next = j;
+    return 0;
+}
+
+static PyObject *adacomp_touch_from(PyObject *self, PyObject *args) {
+    Py_buffer tb, cb, pb, hb, vb, lb, ib = {0};
+    PyObject *idx_obj;
+    long long used;
+    double alpha;
+    unsigned long long since, stamp, floor_;
+    Py_ssize_t first;
+    if (!PyArg_ParseTuple(args, "w*w*w*w*LOy*dy*KKKn", &tb, &cb, &pb, &hb, &used, &idx_obj, &vb, &alpha, &lb,
+                          &since, &stamp, &floor_, &first))
+        return NULL;
+    PyObject *ret = NULL;
+    int have_idx = idx_obj != Py_None;
+    if (have_idx && PyObject_GetBuffer(idx_obj, &ib, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t n = items(&tb, 4, "theta"), nc = items(&cb, 4, "counts"), m = items(&vb, 4, "values");
+    Py_ssize_t nl = items(&lb, 4, "lr_table"), nh, pool_n;
+    if (n < 0 || nc < 0 || m < 0 || nl < 0 || log_sizes(&hb, &pb, &nh, &pool_n) < 0)
+        goto done;
+    if (nc != n || nh != n) {
+        PyErr_SetString(PyExc_ValueError, "theta, counts and heads must have one entry per parameter");
+        goto done;
+    }
+    if (check_push(have_idx ? &ib : NULL, &vb, m, n) < 0)
+        goto done;
+    if (used < 0 || used > (long long)pool_n || first < 0 || first > m) {
+        PyErr_SetString(PyExc_ValueError, "used must lie within the pool, first within the entries");
+        goto done;
+    }
+    unsigned long long sum = 0, max = 0;
+    long long need;
+    Py_ssize_t next;
+    if (touch_from((float *)tb.buf, (uint32_t *)cb.buf, (uint32_t *)pb.buf, pool_n, (head_t *)hb.buf, n,
+                   have_idx ? (const uint32_t *)ib.buf : NULL, (const float *)vb.buf, m, alpha,
+                   (const float *)lb.buf, nl, (uint32_t)since, (uint32_t)stamp, (uint32_t)floor_, first, &used, &sum,
+                   &max, &next, &need) < 0)
+        goto done;
+    ret = Py_BuildValue("LKKnL", used, sum, max, next, need);
 done:
     RELEASE(&tb, &cb, &pb, &hb, &vb, &lb, &ib);
     return ret;
@@ -637,6 +661,320 @@ done:
     return ret;
 }
 
+/* ---- AdaComp.apply compiled (edgebed/ps/rules/adacomp.py) ----
+ *
+ * adacomp_step(rule, device, staleness, values, indices|None[, raw]) -> (σ mean, σ max), or None having
+ *   changed nothing
+ *   ``AdaComp._apply_py``, step for step, on the same Python objects, in its two common cases:
+ *   - the device's pull is in the touch log: its stamp from ``rule.pulls.since``, ``TouchLog.adacomp``
+ *     (the stamp, the pass, a repack through the log's own ``_repack`` when the pool's tail fills,
+ *     ``_appended``) and ``PullRecords.bound``'s first test (when it holds, ``bound`` itself runs, in
+ *     Python);
+ *   - no pull at all is in the log: ``adacomp_apply`` against the device's dense snapshot (or, with
+ *     none, the global τ ``staleness``), then ``PullRecords.applied``'s case for an empty log
+ *     (``TouchLog.skip``, ``_settle``; its loop over stamps still listed in Python).
+ *   None — the Python code then runs — in the third (other devices' pulls in the log, this one's not)
+ *   and when an array is not what the compiled passes take (float32 values, uint32 indices,
+ *   C-contiguous; raw true: values and indices are a push's frames as received, the wire's
+ *   little-endian float32 and uint32 in any contiguous buffer, which the PS's short path has checked
+ *   already — no arrays made for them). It owns no state: every value is read from and written to the
+ *   objects' instance dicts, as the Python code reads and writes them.
+ *   tests/unit/ps/test_adacomp_step.py plays one random run of pulls, pushes (repacks, dense snapshots),
+ *   departures and a restart to a rule on this and one on ``_apply_py``: the same Θ, counters, log and
+ *   records after every step. Why: the Python around the passes — the calls, the attribute reads, the
+ *   tuples — cost the PS's short path about 1.4 µs a push warm, twice that in the serve loop
+ *   (benchmarks/results/ps-warm-gap.md), against the 0.8 of raw pyzmq it has to reach. */
+
+/* The attribute names it reads, interned at import (PyInit__fastpush). */
+#define STEP_NAMES(X) X(pulls) X(since) X(log) X(theta) X(counts) X(lr) X(_lr_table) X(heads) X(pool) X(used) \
+    X(stamp) X(floor) X(_entries) X(_order) X(_skip) X(size) X(_repack) X(bound) X(dense) X(_settle)
+#define STEP_ENUM(n) S_##n,
+#define STEP_TEXT(n) #n,
+enum { STEP_NAMES(STEP_ENUM) S_COUNT };
+static const char *step_text[] = {STEP_NAMES(STEP_TEXT)};
+static PyObject *step_name[S_COUNT];
+#define S(n) step_name[S_##n]
+
+/* An item of a dict of instance attributes: a borrowed reference, or NULL with AttributeError set. */
+static PyObject *attr(PyObject *dict, PyObject *name) {
+    PyObject *v = PyDict_GetItemWithError(dict, name);
+    if (v == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_AttributeError, "adacomp_step: no attribute %U where AdaComp keeps one", name);
+    return v;
+}
+
+/* dict[name] = an int (a new one, let go of here): 0, or -1 with an error set. */
+static int set_ll(PyObject *dict, PyObject *name, long long value) {
+    PyObject *x = PyLong_FromLongLong(value);
+    if (x == NULL)
+        return -1;
+    int r = PyDict_SetItem(dict, name, x);
+    Py_DECREF(x);
+    return r;
+}
+
+/* A buffer of 4-byte items of format `kind` ('f' float32, 'I' uint32; 0: any bytes, a whole number of
+ * 4-byte items), C-contiguous (and writable if asked): 1 taken, 0 not such a buffer (nothing held, no
+ * error), -1 error. */
+static int typed(PyObject *obj, Py_buffer *b, char kind, int writable) {
+    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_BufferError) || PyErr_ExceptionMatches(PyExc_ValueError)
+            || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    const char *f = b->format ? b->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
+    int ok = kind == 0 ? b->len % 4 == 0
+                       : b->itemsize == 4 && f[0] != '\0' && f[1] == '\0' && (f[0] == kind || (kind == 'I' && f[0] == 'L'));
+    if (!ok) {
+        PyBuffer_Release(b);
+        b->obj = NULL;
+    }
+    return ok;
+}
+
+/* The touch log's entries appended by the stamps up to the new one: TouchLog._appended's list. */
+static int appended(PyObject *ld, Py_ssize_t m, PyObject **entries) {
+    if ((*entries = attr(ld, S(_entries))) == NULL)
+        return -1;
+    if (!PyList_Check(*entries) || PyList_GET_SIZE(*entries) == 0) {
+        PyErr_SetString(PyExc_TypeError, "adacomp_step: TouchLog._entries is not a list with its first 0");
+        return -1;
+    }
+    PyObject *x = PyLong_FromSsize_t(m);
+    if (x == NULL)
+        return -1;
+    PyObject *total = PyNumber_Add(PyList_GET_ITEM(*entries, PyList_GET_SIZE(*entries) - 1), x);
+    Py_DECREF(x);
+    if (total == NULL)
+        return -1;
+    int t = PyList_Append(*entries, total);
+    Py_DECREF(total);
+    return t;
+}
+
+static PyObject *adacomp_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "adacomp_step(rule, device, staleness, values, indices[, raw])");
+        return NULL;
+    }
+    PyObject *rule = args[0], *device = args[1], *values = args[3], *indices = args[4];
+    long long staleness = PyLong_AsLongLong(args[2]);
+    if (staleness == -1 && PyErr_Occurred())
+        return NULL;
+    int raw = nargs == 6 ? PyObject_IsTrue(args[5]) : 0;
+    if (raw < 0)
+        return NULL;
+#if !PY_LITTLE_ENDIAN
+    if (raw)   /* the wire's little-endian numbers are not this host's: the caller makes arrays */
+        Py_RETURN_NONE;
+#endif
+    Py_buffer tb = {0}, cb = {0}, pb = {0}, hb = {0}, vb = {0}, lb = {0}, ib = {0}, sb = {0};
+    PyObject *rd = NULL, *pd = NULL, *ld = NULL, *ret = NULL, *x, *log, *pulls, *since_map, *entries, *order;
+    int t;
+    rd = PyObject_GenericGetDict(rule, NULL);
+    if (rd == NULL || (pulls = attr(rd, S(pulls))) == NULL || (pd = PyObject_GenericGetDict(pulls, NULL)) == NULL
+        || (since_map = attr(pd, S(since))) == NULL || (log = attr(pd, S(log))) == NULL
+        || (ld = PyObject_GenericGetDict(log, NULL)) == NULL || (order = attr(pd, S(_order))) == NULL)
+        goto done;
+    if (!PyDict_Check(since_map)) {
+        PyErr_SetString(PyExc_TypeError, "adacomp_step: PullRecords.since is not a dict");
+        goto done;
+    }
+    /* which case: the device's pull in the log; else, with no pull in the log at all, its dense snapshot
+       or none (the global τ); else (others' pulls in the log) the Python code */
+    PyObject *since_obj = PyDict_GetItemWithError(since_map, device), *snap = NULL;
+    if (since_obj == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        if (PyDict_GET_SIZE(since_map) != 0) {
+            ret = Py_NewRef(Py_None);
+            goto done;
+        }
+        if ((x = attr(pd, S(dense))) == NULL)
+            goto done;
+        if (!PyDict_Check(x)) {
+            PyErr_SetString(PyExc_TypeError, "adacomp_step: PullRecords.dense is not a dict");
+            goto done;
+        }
+        if ((snap = PyDict_GetItemWithError(x, device)) == NULL && PyErr_Occurred())
+            goto done;
+    }
+    PyObject *theta, *counts, *lr, *table;
+    if ((theta = attr(rd, S(theta))) == NULL || (counts = attr(rd, S(counts))) == NULL || (lr = attr(rd, S(lr))) == NULL
+        || (table = attr(rd, S(_lr_table))) == NULL)
+        goto done;
+    /* the arrays the compiled pass takes, else the Python code (its numpy case) */
+    if ((t = typed(values, &vb, raw ? 0 : 'f', 0)) <= 0
+        || (indices != Py_None && (t = typed(indices, &ib, raw ? 0 : 'I', 0)) <= 0)
+        || (t = typed(theta, &tb, 'f', 1)) <= 0 || (t = typed(counts, &cb, 'I', 1)) <= 0
+        || (snap != NULL && (t = typed(snap, &sb, 'I', 0)) <= 0)) {
+        if (t == 0)
+            ret = Py_NewRef(Py_None);
+        goto done;
+    }
+    double alpha = PyFloat_AsDouble(lr);
+    if (alpha == -1.0 && PyErr_Occurred())
+        goto done;
+    if (PyObject_GetBuffer(table, &lb, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t n = tb.len / 4, m = vb.len / 4, nl = lb.len / 4, nh, pool_n;
+    const uint32_t *ix = indices != Py_None ? (const uint32_t *)ib.buf : NULL;
+    if (cb.len / 4 != n || (snap != NULL && sb.len != cb.len)) {
+        ret = Py_NewRef(Py_None);   /* not the PS's arrays: the Python code says what is wrong */
+        goto done;
+    }
+    if (check_push(ix ? &ib : NULL, &vb, m, n) < 0)
+        goto done;
+    long long used, skip;
+    unsigned long long stamp, floor_, sum = 0, max = 0;
+    if ((x = attr(ld, S(used))) == NULL || ((used = PyLong_AsLongLong(x)) == -1 && PyErr_Occurred())
+        || (x = attr(ld, S(stamp))) == NULL
+        || ((stamp = PyLong_AsUnsignedLongLong(x)) == (unsigned long long)-1 && PyErr_Occurred())
+        || (x = attr(ld, S(floor))) == NULL
+        || ((floor_ = PyLong_AsUnsignedLongLong(x)) == (unsigned long long)-1 && PyErr_Occurred())
+        || (x = attr(ld, S(_skip))) == NULL || ((skip = PyLong_AsLongLong(x)) == -1 && PyErr_Occurred()))
+        goto done;
+
+    if (since_obj == NULL) {
+        /* adacomp_apply(θ, counts, snapshot, …, staleness), then pulls.applied with no pull in the log:
+           log.skip(indices) (a stamp, nothing written) and pulls._settle() */
+        Py_ssize_t pending = PyObject_Length(order);
+        if (pending < 0)
+            goto done;
+        adacomp_pass((float *)tb.buf, (uint32_t *)cb.buf, snap ? (const uint32_t *)sb.buf : NULL, ix,
+                     (const float *)vb.buf, m, alpha, staleness, (const float *)lb.buf, nl, &sum, &max);
+        stamp += 1;
+        if (set_ll(ld, S(stamp), (long long)stamp) < 0 || appended(ld, m, &entries) < 0)
+            goto done;
+        if (pending > 0) {   /* stamps whose pulls are gone still listed: the Python code settles them */
+            if ((x = PyObject_CallMethodNoArgs(pulls, S(_settle))) == NULL)
+                goto done;
+            Py_DECREF(x);
+        } else if (stamp > floor_) {   /* log.advance(log.stamp): every stamp is dead */
+            skip += (long long)(stamp - floor_);
+            if (set_ll(ld, S(_skip), skip) < 0 || set_ll(ld, S(floor), (long long)stamp) < 0)
+                goto done;
+            if (skip > 1024 && skip > PyList_GET_SIZE(entries) / 2) {   /* del self._entries[:self._skip] */
+                if (PyList_SetSlice(entries, 0, (Py_ssize_t)skip, NULL) < 0 || set_ll(ld, S(_skip), 0) < 0)
+                    goto done;
+            }
+        }
+    } else {
+        /* TouchLog.adacomp: the new stamp, then the pass (with repacks), then pulls.bound(counts) */
+        unsigned long long since = PyLong_AsUnsignedLongLong(since_obj);
+        if (since == (unsigned long long)-1 && PyErr_Occurred())
+            goto done;
+        PyObject *heads, *pool;
+        if ((heads = attr(ld, S(heads))) == NULL || (pool = attr(ld, S(pool))) == NULL
+            || PyObject_GetBuffer(heads, &hb, PyBUF_WRITABLE) < 0 || PyObject_GetBuffer(pool, &pb, PyBUF_WRITABLE) < 0
+            || log_sizes(&hb, &pb, &nh, &pool_n) < 0)
+            goto done;
+        if (nh != n) {
+            PyErr_SetString(PyExc_ValueError, "theta, counts and heads must have one entry per parameter");
+            goto done;
+        }
+        if (used < 0 || used > (long long)pool_n) {
+            PyErr_SetString(PyExc_ValueError, "the touch log's used end lies outside its pool");
+            goto done;
+        }
+        stamp += 1;
+        if (set_ll(ld, S(stamp), (long long)stamp) < 0)
+            goto done;
+        Py_ssize_t first = 0;
+        long long need;
+        while (1) {
+            if (touch_from((float *)tb.buf, (uint32_t *)cb.buf, (uint32_t *)pb.buf, pool_n, (head_t *)hb.buf, n, ix,
+                           (const float *)vb.buf, m, alpha, (const float *)lb.buf, nl, (uint32_t)since,
+                           (uint32_t)stamp, (uint32_t)floor_, first, &used, &sum, &max, &first, &need) < 0)
+                goto done;
+            if (!need)
+                break;
+            /* the pool's free tail is full: self.used = used; self._repack(need); the new pool */
+            t = set_ll(ld, S(used), used);
+            PyBuffer_Release(&pb);
+            pb.obj = NULL;
+            if (t < 0 || (x = PyLong_FromLongLong(need)) == NULL)
+                goto done;
+            PyObject *r = PyObject_CallMethodOneArg(log, S(_repack), x);
+            Py_DECREF(x);
+            if (r == NULL)
+                goto done;
+            Py_DECREF(r);
+            if ((x = attr(ld, S(used))) == NULL || ((used = PyLong_AsLongLong(x)) == -1 && PyErr_Occurred())
+                || (pool = attr(ld, S(pool))) == NULL || PyObject_GetBuffer(pool, &pb, PyBUF_WRITABLE) < 0
+                || log_sizes(&hb, &pb, &nh, &pool_n) < 0)
+                goto done;
+            if (used < 0 || used > (long long)pool_n) {
+                PyErr_SetString(PyExc_ValueError, "the touch log's used end lies outside its pool");
+                goto done;
+            }
+        }
+        if (set_ll(ld, S(used), used) < 0 || appended(ld, m, &entries) < 0)
+            goto done;
+        /* pulls.bound(counts), whose loop runs while the oldest pull alone keeps more than |Θ| entries:
+           its first test here, the loop itself in Python when the test holds */
+        Py_ssize_t pending = PyObject_Length(order);
+        if (pending < 0)
+            goto done;
+        if (pending > 0) {
+            long long oldest, size;
+            PyObject *o0 = PySequence_GetItem(order, 0);
+            if (o0 == NULL)
+                goto done;
+            oldest = PyLong_AsLongLong(o0);
+            Py_DECREF(o0);
+            if ((oldest == -1 && PyErr_Occurred()) || (x = attr(ld, S(size))) == NULL
+                || ((size = PyLong_AsLongLong(x)) == -1 && PyErr_Occurred()))
+                goto done;
+            /* log.entries_between(oldest, stamp) > log.size */
+            long long at = skip - (long long)floor_, a = oldest + at, b = (long long)stamp + at;
+            if (a < 0 || b >= PyList_GET_SIZE(entries) || a > b) {
+                PyErr_SetString(PyExc_ValueError, "adacomp_step: the oldest pull's stamp lies outside the touch log");
+                goto done;
+            }
+            PyObject *diff = PyNumber_Subtract(PyList_GET_ITEM(entries, b), PyList_GET_ITEM(entries, a));
+            if (diff == NULL)
+                goto done;
+            long long between = PyLong_AsLongLong(diff);
+            Py_DECREF(diff);
+            if (between == -1 && PyErr_Occurred())
+                goto done;
+            if (between > size) {
+                if ((x = PyObject_CallMethodOneArg(pulls, S(bound), counts)) == NULL)
+                    goto done;
+                Py_DECREF(x);
+            }
+        }
+    }
+
+    /* (Σσ / m, max σ) as Python gives them: total / n if n else 0.0, float(top) */
+    PyObject *mean;
+    if (m == 0)
+        mean = PyFloat_FromDouble(0.0);
+    else if (sum < (1ULL << 53))   /* both exact in a double: one correctly rounded division, as Python's */
+        mean = PyFloat_FromDouble((double)sum / (double)m);
+    else {
+        PyObject *s = PyLong_FromUnsignedLongLong(sum), *d = PyLong_FromSsize_t(m);
+        mean = s && d ? PyNumber_TrueDivide(s, d) : NULL;
+        Py_XDECREF(s);
+        Py_XDECREF(d);
+    }
+    if (mean == NULL)
+        goto done;
+    ret = Py_BuildValue("(Nd)", mean, (double)max);
+done:
+    RELEASE(&tb, &cb, &pb, &hb, &vb, &lb, &ib, &sb);
+    Py_XDECREF(rd);
+    Py_XDECREF(pd);
+    Py_XDECREF(ld);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"check_sparse", check_sparse, METH_VARARGS, "check_sparse(indices, values, n, limit) -> 0 fine, "
      "1 not increasing, 2 index >= n, 3 NaN/Inf, 4 outside ±limit"},
@@ -652,6 +990,9 @@ static PyMethodDef methods[] = {
      "indices|None, values, alpha, lr_table, since, stamp, floor, first) -> (used', sum σ, max σ, next, needed): "
      "AdaComp's step with σ from the touch log, and the log's append, from entry first on (needed > 0: stopped "
      "at next for a repack)"},
+    {"adacomp_step", (PyCFunction)(void (*)(void))adacomp_step, METH_FASTCALL, "adacomp_step(rule, device, "
+     "staleness, values, indices|None[, raw]) -> (sigma mean, sigma max), or None having changed nothing: "
+     "AdaComp.apply compiled (see _fastpush.c)"},
     {"touch_append", touch_append, METH_VARARGS, "touch_append(pool, heads, used, indices|None, stamp, floor) "
      "-> new used, or -needed when the pool's free tail is too small"},
     {"touch_compact", touch_compact, METH_VARARGS, "touch_compact(pool, heads, floor, new_pool) -> used, or "
@@ -662,4 +1003,9 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastpush",
                                     "The PS's compiled push path (see _fastpush.c).", -1, methods};
 
-PyMODINIT_FUNC PyInit__fastpush(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fastpush(void) {
+    for (int i = 0; i < S_COUNT; i++)
+        if ((step_name[i] = PyUnicode_InternFromString(step_text[i])) == NULL)
+            return NULL;
+    return PyModule_Create(&module);
+}

@@ -9,8 +9,9 @@
  * file owns no state: every value it reads or writes is an attribute of the ParameterServer, its
  * DeviceState, TrafficMeter, Hooks or update rule, read afresh on every push, so the Python methods
  * that change them (hello, the look at Θ, checkpoints, the engine's reads under the meter's lock) need
- * to know nothing of it. What stays Python is called from here: the rule's ``apply`` (AdaComp's touch
- * log, ASGD's step), the hooks (clock, record, consumed), and ``_after_apply`` — the rare tail (an
+ * to know nothing of it. What stays Python is called from here: the rule's ``apply`` (ASGD's step; a
+ * rule with a ``compiled_step`` — AdaComp: its touch log and step, _fastpush.c — has that called
+ * instead, and ``apply`` only when it hands the push back), the hooks (clock, record, consumed), and ``_after_apply`` — the rare tail (an
  * evaluation snapshot, the stop rule, a crash draw, a checkpoint, a look at Θ after a large step) —
  * when one of its conditions holds, tested here exactly as ``_after_apply`` tests them.
  *
@@ -41,7 +42,7 @@ static PyObject *one;   /* the int 1 */
     X(apply) X(step_scale) X(_window) X(consumed) X(record) X(updates) X(update) X(wall_time) \
     X(virtual_time) X(device) X(speed_class) X(class_of) X(staleness) X(sigma_mean) X(sigma_max) \
     X(entries) X(bytes_in) X(loss) X(_eval_step) X(stop_updates) X(crash_probability) \
-    X(checkpoint_every) X(anchor) X(_after_apply) X(_reply_frames) X(_release) X(value_limit)
+    X(checkpoint_every) X(anchor) X(_after_apply) X(_reply_frames) X(_release) X(value_limit) X(compiled_step)
 #define ENUM(n) N_##n,
 #define STRING(n) #n,
 enum { NAMES(ENUM) N_NAMES };
@@ -182,6 +183,20 @@ done:
     return ok;
 }
 
+/* Whether the wire's little-endian float32 and uint32 are this host's: then a kernel may read a frame
+ * as received instead of an array over it. */
+#define WIRE_IS_NATIVE PY_LITTLE_ENDIAN
+
+/* values, indices = np.frombuffer(frames[1], float32), np.frombuffer(frames[2], uint32) (indices None
+ * for a dense push), kept in o: 0, or -1 with an error set. */
+static int arrays(PyObject **frame, PyObject *n_indices, PyObject **values, PyObject **indices, owned *o) {
+    if ((*values = keep(o, PyObject_CallFunctionObjArgs(frombuffer, frame[1], f4, NULL))) == NULL)
+        return -1;
+    if (n_indices != Py_None && (*indices = keep(o, PyObject_CallFunctionObjArgs(frombuffer, frame[2], u4, NULL))) == NULL)
+        return -1;
+    return 0;
+}
+
 /* A long long from a Python int, or -1 with an error set (the values read here are never negative). */
 static long long as_ll(PyObject *x) { return x == NULL ? -1 : PyLong_AsLongLong(x); }
 
@@ -270,19 +285,19 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (PyErr_Occurred())
         goto error;
 
-    /* values, indices as numpy arrays over the frames; the check, and max |v| */
-    PyObject **frame = PySequence_Fast_ITEMS(frames), *values, *indices = Py_None, *limit, *fast, *verdict;
-    TRY(values = keep(&o, PyObject_CallFunctionObjArgs(frombuffer, frame[1], f4, NULL)));
-    if (n_indices != Py_None)
-        TRY(indices = keep(&o, PyObject_CallFunctionObjArgs(frombuffer, frame[2], u4, NULL)));
+    /* the check, and max |v|: a sparse push's on its frames as received (the kernel reads any buffer; on
+       a little-endian host the wire's numbers are the host's), a dense one's on values as an array */
+    PyObject **frame = PySequence_Fast_ITEMS(frames), *values = NULL, *indices = Py_None, *limit, *fast, *verdict;
     if (limit_at + check_every <= ps_version)   /* the bound's look at Θ is due: taken as _push_py takes it */
         TRY(keep(&o, PyObject_CallMethodNoArgs(ps, NAME(value_limit))));
     TRY(limit = GET(ps, _limit));
     TRY(fast = keep(&o, PyObject_GetAttr(aggregate, NAME(_fast))));
-    if (indices != Py_None && fast != Py_None)   /* check_entries_top's compiled case: its kernel directly */
-        verdict = PyObject_CallMethodObjArgs(fast, NAME(check_sparse_top), indices, values, n_obj, limit, NULL);
-    else
+    if (n_indices != Py_None && fast != Py_None && WIRE_IS_NATIVE)   /* check_entries_top's compiled case */
+        verdict = PyObject_CallMethodObjArgs(fast, NAME(check_sparse_top), frame[2], frame[1], n_obj, limit, NULL);
+    else {
+        TRYI(arrays(frame, n_indices, &values, &indices, &o));
         verdict = PyObject_CallFunctionObjArgs(check_entries_top, indices, values, n_obj, limit, NULL);
+    }
     TRY(keep(&o, verdict));
     if (!PyTuple_Check(verdict) || PyTuple_GET_SIZE(verdict) != 2) {
         PyErr_SetString(PyExc_TypeError, "_shortpath: the entry check gave no (verdict, top)");
@@ -313,11 +328,32 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     TRYI(PyObject_SetAttr(st, NAME(last_seen), wall));
 
     /* _apply_push: the rule's step, the version, the step's note, the device's counters */
-    PyObject *staleness, *rule, *applied, *new_version;
+    PyObject *staleness, *rule, *new_version, *sigma_mean, *sigma_max;
     TRY(staleness = keep(&o, PyNumber_Subtract(ps_version_obj, version)));
     TRY(rule = GET(ps, rule));
-    TRY(x = keep(&o, PyObject_GetAttr(rule, NAME(apply))));
-    TRY(applied = keep(&o, PyObject_CallFunctionObjArgs(x, d, staleness, values, indices, NULL)));
+    /* rule.apply(d, staleness, values, indices), or its compiled step where the rule has one (AdaComp:
+       what apply itself would call, without the Applied record around its (σ mean, σ max)) */
+    PyObject *compiled, *applied = Py_None;
+    TRY(compiled = keep(&o, PyObject_GetAttr(rule, NAME(compiled_step))));
+    if (compiled != Py_None) {   /* on the frames as received (raw): no arrays made */
+        PyObject *step_args[6] = {rule, d, staleness, frame[1], n_indices != Py_None ? frame[2] : Py_None, Py_True};
+        TRY(applied = keep(&o, PyObject_Vectorcall(compiled, step_args, 6, NULL)));
+        if (applied != Py_None && (!PyTuple_Check(applied) || PyTuple_GET_SIZE(applied) != 2)) {
+            PyErr_SetString(PyExc_TypeError, "_shortpath: the rule's compiled_step gave no (sigma mean, sigma max)");
+            goto error;
+        }
+    }
+    if (applied != Py_None) {
+        sigma_mean = PyTuple_GET_ITEM(applied, 0);
+        sigma_max = PyTuple_GET_ITEM(applied, 1);
+    } else {
+        if (values == NULL)
+            TRYI(arrays(frame, n_indices, &values, &indices, &o));
+        TRY(x = keep(&o, PyObject_GetAttr(rule, NAME(apply))));
+        TRY(applied = keep(&o, PyObject_CallFunctionObjArgs(x, d, staleness, values, indices, NULL)));
+        TRY(sigma_mean = keep(&o, PyObject_GetAttr(applied, NAME(sigma_mean))));
+        TRY(sigma_max = keep(&o, PyObject_GetAttr(applied, NAME(sigma_max))));
+    }
     TRY(new_version = keep(&o, PyLong_FromLongLong(ps_version + 1)));
     TRYI(PyObject_SetAttr(ps, NAME(version), new_version));
     /* _note_step(d, values, top): step = top × the rule's step scale; the device's window */
@@ -357,11 +393,9 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     TRY(keep(&o, PyObject_CallFunctionObjArgs(x, peer, Py_None, NULL)));
 
     /* _record_update: the updates row */
-    PyObject *row, *sigma_mean, *sigma_max, *speed_class;
+    PyObject *row, *speed_class;
     TRY(x = GET(config, class_of));
     TRY(speed_class = keep(&o, PyObject_CallOneArg(x, d)));
-    TRY(sigma_mean = keep(&o, PyObject_GetAttr(applied, NAME(sigma_mean))));
-    TRY(sigma_max = keep(&o, PyObject_GetAttr(applied, NAME(sigma_max))));
     TRY(row = keep(&o, PyDict_New()));
     if (PyDict_SetItem(row, NAME(update), new_version) < 0 || PyDict_SetItem(row, NAME(wall_time), wall) < 0
         || PyDict_SetItem(row, NAME(virtual_time), virt) < 0 || PyDict_SetItem(row, NAME(device), d) < 0

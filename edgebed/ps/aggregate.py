@@ -14,7 +14,7 @@ import numpy as np
 # editable install whose extension was not rebuilt after a pull) lacks some: it is not used, and
 # the PS says so once, instead of failing at the first push that needs the missing one.
 FUNCTIONS = ("check_sparse", "check_sparse_top", "max_abs", "sgd_sparse", "adacomp", "touch_sigma",
-             "adacomp_touch_from", "touch_append", "touch_compact")
+             "adacomp_touch_from", "touch_append", "touch_compact", "adacomp_step")
 try:
     from . import _fastpush as _fast
 except ImportError:   # not built (no C compiler at install time): numpy

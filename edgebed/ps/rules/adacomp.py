@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import aggregate
 from ..aggregate import adacomp_apply, lr_table
 from ...algorithms.params import AdaCompParams
 from ..staleness import PullRecords
@@ -31,7 +32,21 @@ class AdaComp(UpdateRule):
     def on_pull(self, device, version):
         self.pulls.pull(device)
 
+    # The common cases compiled (the device's pull in the touch log; no pull in the log at all):
+    # _fastpush.adacomp_step, which follows _apply_py step for step; tests/unit/ps/test_adacomp_step.py
+    # holds them together.
+    compiled_step = getattr(aggregate._fast, "adacomp_step", None)
+
     def apply(self, device, staleness, values, indices):
+        step = self.compiled_step   # a C function: not bound to the rule, which it takes first
+        if step is not None and aggregate._fast is not None:
+            done = step(self, device, staleness, values, indices, False)
+            if done is not None:
+                return Applied(staleness, *done)
+        return self._apply_py(device, staleness, values, indices)
+
+    def _apply_py(self, device, staleness, values, indices):
+        """``apply`` in Python: the specification of ``compiled_step``, and what runs where it can't."""
         pulls = self.pulls
         since = pulls.since.get(device)
         if since is not None:   # σ from the touch log, which records this update in the same pass

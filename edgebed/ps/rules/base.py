@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import Callable, ClassVar, Optional
 
 import numpy as np
 
@@ -36,6 +36,12 @@ class UpdateRule(ABC):
     compressor: ClassVar[str] = "dense"       # what devices send: dense | top-c | top-c-per-layer
     policy: ClassVar[str] = "gradient"        # what devices do between messages (device_agent/policies.py)
     empty_push_is_report: ClassVar[bool] = False   # True: a 0-entry push means something (PS applies it)
+    # A compiled ``apply`` for the PS's short path, where the rule has one: ``compiled_step(rule, device,
+    # staleness, values, indices, raw)`` → (σ mean, σ max) having applied the push, or None having changed nothing
+    # (then the PS calls ``apply``). raw False: values and indices are ``apply``'s arrays; True: the push's
+    # frames as received, checked (the wire's little-endian float32 and uint32). A C function (it does
+    # not bind as a method). Only used while the compiled kernels are on (``aggregate._fast``).
+    compiled_step: ClassVar[Optional[Callable]] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -61,7 +61,7 @@ def test_it_keeps_no_reference(rule):
     assert len(gc.get_objects()) <= objects + 50   # nothing piles up (a leak would leave ~3,000)
 
 
-@pytest.mark.parametrize("where", ["record", "apply", "clock"])
+@pytest.mark.parametrize("where", ["record", "apply", "compiled_step", "clock"])
 def test_an_exception_from_python_it_calls_reaches_the_caller_with_the_meter_unlocked(where):
     _compiled()
 
@@ -69,8 +69,10 @@ def test_an_exception_from_python_it_calls_reaches_the_caller_with_the_meter_unl
         raise RuntimeError(f"boom in {where}")
     hooks = Hooks(record=lambda table, row: table == "updates" and boom()) if where == "record" else Hooks()
     ps, session, push = _pushing("adacomp", hooks)
-    if where == "apply":
-        ps.rule.apply = boom
+    if where == "apply":   # a rule without a compiled step
+        ps.rule.compiled_step, ps.rule.apply = None, boom
+    elif where == "compiled_step":
+        ps.rule.compiled_step = boom
     elif where == "clock":
         ps.hooks.clock = boom
     with pytest.raises(RuntimeError, match=f"boom in {where}"):
