@@ -164,11 +164,16 @@ static int check_indices(Py_buffer *ib, Py_buffer *vb, Py_ssize_t n) {
         return -1;
     }
     const uint32_t *ix = (const uint32_t *)ib->buf;
-    for (Py_ssize_t j = 0; j < ib->len / 4; j++) {
-        if ((Py_ssize_t)ix[j] >= n) {
-            PyErr_Format(PyExc_ValueError, "index %u out of range (theta has %zd entries)", ix[j], n);
-            return -1;
-        }
+    Py_ssize_t k = ib->len / 4;
+    uint32_t top = 0;
+    for (Py_ssize_t j = 0; j < k; j++)   /* branch-free, so the compiler vectorises it; the culprit after */
+        top = ix[j] > top ? ix[j] : top;
+    if (k > 0 && (Py_ssize_t)top >= n) {
+        for (Py_ssize_t j = 0; j < k; j++)
+            if ((Py_ssize_t)ix[j] >= n) {
+                PyErr_Format(PyExc_ValueError, "index %u out of range (theta has %zd entries)", ix[j], n);
+                return -1;
+            }
     }
     return 0;
 }
