@@ -143,3 +143,18 @@ def test_it_keeps_no_reference():
         step(rule, (i + 1) % 4, 0, vals, idx)
         step(rule, 99, 0, vals, idx)   # handed back
     assert [sys.getrefcount(x) for x in watched] == before
+
+
+def test_raw_takes_the_frames_the_serve_loop_receives():
+    """On the short path the values and indices are ZeroMQ frames as received (zmq.Frame): the same
+    step as on arrays."""
+    zmq = pytest.importorskip("zmq")
+    size = 64
+    a, b = AdaComp(np.ones(size, np.float32), 0.1), AdaComp(np.ones(size, np.float32), 0.1)
+    idx, vals = np.arange(1, size, 3, dtype=np.uint32), np.linspace(-1, 1, 21, dtype=np.float32)
+    for rule in (a, b):
+        rule.on_pull(0, 0)
+    step = AdaComp.compiled_step
+    got = step(a, 0, 0, zmq.Frame(vals.tobytes()), zmq.Frame(idx.tobytes()), True)
+    assert got == step(b, 0, 0, vals, idx, False) and got is not None
+    assert _state(a) == _state(b)
