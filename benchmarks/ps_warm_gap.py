@@ -3,7 +3,7 @@
 (``_push_py``), and through ``bench_ps.compiled_floor`` (header, session, check, kernel, Ack — no
 bookkeeping), in alternating batches; then the pieces of the difference, each timed alone: AdaComp's
 ``apply`` against its kernel called directly, its wrapper's checks, the touch log's bookkeeping, the
-``Applied`` record and the hooks the short path calls.
+``Applied`` record, the hooks the short path calls and the traffic meter's two counts.
 
     python -m benchmarks.ps_warm_gap [--out benchmarks/results/ps-warm-gap.json]   (+ .md)
 
@@ -72,6 +72,8 @@ def pieces() -> dict:
         "hook_clock": t(lambda: ps.hooks.clock()),
         "hooks_class_of_record_step_scale": t(lambda: (ps.config.class_of(0), ps.hooks.record("updates", {}),
                                                        rule.step_scale())),
+        # what the short path counts per push (_shortpath.c mirrors these two under the meter's lock)
+        "traffic_counts_push_and_ack": t(lambda: (ps.meter.received("push", 17102, 0), ps.meter.sent("ack", 40, 0))),
     }
 
 
