@@ -464,6 +464,26 @@ done:
     return ret;
 }
 
+/* touch_append's work on buffers already checked: appends `stamp` to the lists of the m sent entries
+ * (ix NULL: every parameter), *used the new end of the used pool and *need 0; or, changing nothing,
+ * *need the pool entries the moved lists might take when the free tail can't hold them. 0, or -1 with
+ * ValueError set on a bad list. */
+static int append_run(uint32_t *pool, Py_ssize_t pool_n, head_t *h, Py_ssize_t n, const uint32_t *ix, Py_ssize_t m,
+                      uint32_t stamp, uint32_t floor_, long long *used, long long *need) {
+    *need = append_need(h, ix, 0, m, n, pool_n);
+    if (*need < 0)
+        return -1;
+    if (*used + *need > (long long)pool_n)
+        return 0;
+    *need = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        if (ix)
+            prefetch_lists(h, pool, ix, j, m);
+        *used = append_one(&h[ix ? (Py_ssize_t)ix[j] : j], pool, *used, pool_n, stamp, floor_);
+    }
+    return 0;
+}
+
 /* touch_append(pool, heads, used, indices|None, stamp, floor) -> used' or −needed
  *   Appends `stamp` to the list of every sent k. A full list first drops its dead stamps (≤ floor)
  *   in place; if still full it moves to the pool's free tail pool[used:] with twice the room. Returns
@@ -487,23 +507,12 @@ static PyObject *touch_append(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "used must lie within the pool");
         goto done;
     }
-    uint32_t *pool = (uint32_t *)pb.buf;
-    head_t *h = (head_t *)hb.buf;
     const uint32_t *ix = have_idx ? (const uint32_t *)ib.buf : NULL;
-    Py_ssize_t m = have_idx ? ib.len / 4 : n;
-    long long need = append_need(h, ix, 0, m, n, pool_n);
-    if (need < 0)
+    long long need;
+    if (append_run((uint32_t *)pb.buf, pool_n, (head_t *)hb.buf, n, ix, have_idx ? ib.len / 4 : n, (uint32_t)stamp,
+                   (uint32_t)floor_, &used, &need) < 0)
         goto done;
-    if (used + need > (long long)pool_n) {
-        ret = PyLong_FromLongLong(-need);
-        goto done;
-    }
-    for (Py_ssize_t j = 0; j < m; j++) {
-        if (ix)
-            prefetch_lists(h, pool, ix, j, m);
-        used = append_one(&h[ix ? (Py_ssize_t)ix[j] : j], pool, used, pool_n, (uint32_t)stamp, (uint32_t)floor_);
-    }
-    ret = PyLong_FromLongLong(used);
+    ret = PyLong_FromLongLong(need ? -need : used);
 done:
     RELEASE(&pb, &hb, &ib);
     return ret;
@@ -670,23 +679,26 @@ done:
  *
  * adacomp_step(rule, device, staleness, values, indices|None[, raw]) -> (σ mean, σ max), or None having
  *   changed nothing
- *   ``AdaComp._apply_py``, step for step, on the same Python objects, in its two common cases:
+ *   ``AdaComp._apply_py``, step for step, on the same Python objects:
  *   - the device's pull is in the touch log: its stamp from ``rule.pulls.since``, ``TouchLog.adacomp``
  *     (the stamp, the pass, a repack through the log's own ``_repack`` when the pool's tail fills,
  *     ``_appended``) and ``PullRecords.bound``'s first test (when it holds, ``bound`` itself runs, in
  *     Python);
- *   - no pull at all is in the log: ``adacomp_apply`` against the device's dense snapshot (or, with
- *     none, the global τ ``staleness``), then ``PullRecords.applied``'s case for an empty log
- *     (``TouchLog.skip``, ``_settle``; its loop over stamps still listed in Python).
- *   None — the Python code then runs — in the third (other devices' pulls in the log, this one's not)
- *   and when an array is not what the compiled passes take (float32 values, uint32 indices,
+ *   - it is not: ``adacomp_apply`` against the device's dense snapshot (or, with none, the global τ
+ *     ``staleness``), then ``PullRecords.applied`` — with other pulls in the log ``TouchLog.append``
+ *     (as touch_append, repacks as above) and ``bound``'s first test; with none, ``TouchLog.skip`` and
+ *     ``_settle`` (its loop over stamps still listed in Python). With more devices than one push's
+ *     entries divide |Θ| by (about 1/c: 100 at c = 1 %), a device's pull has mostly become a dense
+ *     snapshot by the time it pushes, while newer pulls are in the log: this case.
+ *   None — the Python code then runs — when an array is not what the compiled passes take (float32
+ *   values, uint32 indices,
  *   C-contiguous; raw true: values and indices are a push's frames as received, the wire's
  *   little-endian float32 and uint32 in any contiguous buffer, which the PS's short path has checked
  *   already — no arrays made for them). It owns no state: every value is read from and written to the
  *   objects' instance dicts, as the Python code reads and writes them.
- *   tests/unit/ps/test_adacomp_step.py plays one random run of pulls, pushes (repacks, dense snapshots),
- *   departures and a restart to a rule on this and one on ``_apply_py``: the same Θ, counters, log and
- *   records after every step. Why: the Python around the passes — the calls, the attribute reads, the
+ *   tests/unit/ps/test_adacomp_step.py plays one random run of pulls, pushes (repacks, dense snapshots,
+ *   each case above), departures and a restart to a rule on this and one on ``_apply_py``: the same Θ,
+ *   counters, log and records after every step. Why: the Python around the passes — the calls, the attribute reads, the
  *   tuples — cost the PS's short path about 1.4 µs a push warm, twice that in the serve loop
  *   (benchmarks/results/ps-warm-gap.md), against the 0.8 of raw pyzmq it has to reach. */
 
@@ -734,7 +746,8 @@ static int typed(PyObject *obj, Py_buffer *b, char kind, int writable) {
     if (*f == '@' || *f == '=' || *f == '<')
         f++;
     int ok = kind == 0 ? b->len % 4 == 0
-                       : b->itemsize == 4 && f[0] != '\0' && f[1] == '\0' && (f[0] == kind || (kind == 'I' && f[0] == 'L'));
+                       : b->itemsize == 4 && f[0] != '\0' && f[1] == '\0'
+                             && (f[0] == kind || (kind == 'I' && f[0] == 'L'));
     if (!ok) {
         PyBuffer_Release(b);
         b->obj = NULL;
@@ -760,6 +773,38 @@ static int appended(PyObject *ld, Py_ssize_t m, PyObject **entries) {
     int t = PyList_Append(*entries, total);
     Py_DECREF(total);
     return t;
+}
+
+/* 0 if the touch log's used end lies within its pool, else -1 with ValueError set. */
+static int used_in(long long used, Py_ssize_t pool_n) {
+    if (used < 0 || used > (long long)pool_n) {
+        PyErr_SetString(PyExc_ValueError, "the touch log's used end lies outside its pool");
+        return -1;
+    }
+    return 0;
+}
+
+/* The pool's free tail is full: self.used = *used; self._repack(need); then the new pool (*pb, its
+ * size) and used end. 0, or -1 with an error set. */
+static int repack(PyObject *log, PyObject *ld, long long need, Py_buffer *pb, Py_buffer *hb, Py_ssize_t *pool_n,
+                  long long *used) {
+    int t = set_ll(ld, S(used), *used);
+    PyBuffer_Release(pb);
+    pb->obj = NULL;
+    PyObject *x, *r, *pool;
+    Py_ssize_t nh;
+    if (t < 0 || (x = PyLong_FromLongLong(need)) == NULL)
+        return -1;
+    r = PyObject_CallMethodOneArg(log, S(_repack), x);
+    Py_DECREF(x);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    if ((x = attr(ld, S(used))) == NULL || ((*used = PyLong_AsLongLong(x)) == -1 && PyErr_Occurred())
+        || (pool = attr(ld, S(pool))) == NULL || PyObject_GetBuffer(pool, pb, PyBUF_WRITABLE) < 0
+        || log_sizes(hb, pb, &nh, pool_n) < 0)
+        return -1;
+    return used_in(*used, *pool_n);
 }
 
 static PyObject *adacomp_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -790,16 +835,12 @@ static PyObject *adacomp_step(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "adacomp_step: PullRecords.since is not a dict");
         goto done;
     }
-    /* which case: the device's pull in the log; else, with no pull in the log at all, its dense snapshot
-       or none (the global τ); else (others' pulls in the log) the Python code */
+    /* which case: the device's pull in the log; else its dense snapshot, or none (the global τ) */
     PyObject *since_obj = PyDict_GetItemWithError(since_map, device), *snap = NULL;
+    int logged = PyDict_GET_SIZE(since_map) != 0;   /* pulls in the log: a step is appended to it */
     if (since_obj == NULL) {
         if (PyErr_Occurred())
             goto done;
-        if (PyDict_GET_SIZE(since_map) != 0) {
-            ret = Py_NewRef(Py_None);
-            goto done;
-        }
         if ((x = attr(pd, S(dense))) == NULL)
             goto done;
         if (!PyDict_Check(x)) {
@@ -845,35 +886,7 @@ static PyObject *adacomp_step(PyObject *self, PyObject *const *args, Py_ssize_t 
         || (x = attr(ld, S(_skip))) == NULL || ((skip = PyLong_AsLongLong(x)) == -1 && PyErr_Occurred()))
         goto done;
 
-    if (since_obj == NULL) {
-        /* adacomp_apply(θ, counts, snapshot, …, staleness), then pulls.applied with no pull in the log:
-           log.skip(indices) (a stamp, nothing written) and pulls._settle() */
-        Py_ssize_t pending = PyObject_Length(order);
-        if (pending < 0)
-            goto done;
-        adacomp_pass((float *)tb.buf, (uint32_t *)cb.buf, snap ? (const uint32_t *)sb.buf : NULL, ix,
-                     (const float *)vb.buf, m, alpha, staleness, (const float *)lb.buf, nl, &sum, &max);
-        stamp += 1;
-        if (set_ll(ld, S(stamp), (long long)stamp) < 0 || appended(ld, m, &entries) < 0)
-            goto done;
-        if (pending > 0) {   /* stamps whose pulls are gone still listed: the Python code settles them */
-            if ((x = PyObject_CallMethodNoArgs(pulls, S(_settle))) == NULL)
-                goto done;
-            Py_DECREF(x);
-        } else if (stamp > floor_) {   /* log.advance(log.stamp): every stamp is dead */
-            skip += (long long)(stamp - floor_);
-            if (set_ll(ld, S(_skip), skip) < 0 || set_ll(ld, S(floor), (long long)stamp) < 0)
-                goto done;
-            if (skip > 1024 && skip > PyList_GET_SIZE(entries) / 2) {   /* del self._entries[:self._skip] */
-                if (PyList_SetSlice(entries, 0, (Py_ssize_t)skip, NULL) < 0 || set_ll(ld, S(_skip), 0) < 0)
-                    goto done;
-            }
-        }
-    } else {
-        /* TouchLog.adacomp: the new stamp, then the pass (with repacks), then pulls.bound(counts) */
-        unsigned long long since = PyLong_AsUnsignedLongLong(since_obj);
-        if (since == (unsigned long long)-1 && PyErr_Occurred())
-            goto done;
+    if (logged) {   /* the log's buffers: its lists are appended to */
         PyObject *heads, *pool;
         if ((heads = attr(ld, S(heads))) == NULL || (pool = attr(ld, S(pool))) == NULL
             || PyObject_GetBuffer(heads, &hb, PyBUF_WRITABLE) < 0 || PyObject_GetBuffer(pool, &pb, PyBUF_WRITABLE) < 0
@@ -883,15 +896,19 @@ static PyObject *adacomp_step(PyObject *self, PyObject *const *args, Py_ssize_t 
             PyErr_SetString(PyExc_ValueError, "theta, counts and heads must have one entry per parameter");
             goto done;
         }
-        if (used < 0 || used > (long long)pool_n) {
-            PyErr_SetString(PyExc_ValueError, "the touch log's used end lies outside its pool");
+        if (used_in(used, pool_n) < 0)
             goto done;
-        }
+    }
+    long long need;
+    if (since_obj != NULL) {
+        /* TouchLog.adacomp: the new stamp, then the pass (with repacks) */
+        unsigned long long since = PyLong_AsUnsignedLongLong(since_obj);
+        if (since == (unsigned long long)-1 && PyErr_Occurred())
+            goto done;
         stamp += 1;
         if (set_ll(ld, S(stamp), (long long)stamp) < 0)
             goto done;
         Py_ssize_t first = 0;
-        long long need;
         while (1) {
             if (touch_from((float *)tb.buf, (uint32_t *)cb.buf, (uint32_t *)pb.buf, pool_n, (head_t *)hb.buf, n, ix,
                            (const float *)vb.buf, m, alpha, (const float *)lb.buf, nl, (uint32_t)since,
@@ -899,28 +916,32 @@ static PyObject *adacomp_step(PyObject *self, PyObject *const *args, Py_ssize_t 
                 goto done;
             if (!need)
                 break;
-            /* the pool's free tail is full: self.used = used; self._repack(need); the new pool */
-            t = set_ll(ld, S(used), used);
-            PyBuffer_Release(&pb);
-            pb.obj = NULL;
-            if (t < 0 || (x = PyLong_FromLongLong(need)) == NULL)
+            if (repack(log, ld, need, &pb, &hb, &pool_n, &used) < 0)
                 goto done;
-            PyObject *r = PyObject_CallMethodOneArg(log, S(_repack), x);
-            Py_DECREF(x);
-            if (r == NULL)
-                goto done;
-            Py_DECREF(r);
-            if ((x = attr(ld, S(used))) == NULL || ((used = PyLong_AsLongLong(x)) == -1 && PyErr_Occurred())
-                || (pool = attr(ld, S(pool))) == NULL || PyObject_GetBuffer(pool, &pb, PyBUF_WRITABLE) < 0
-                || log_sizes(&hb, &pb, &nh, &pool_n) < 0)
-                goto done;
-            if (used < 0 || used > (long long)pool_n) {
-                PyErr_SetString(PyExc_ValueError, "the touch log's used end lies outside its pool");
-                goto done;
-            }
         }
-        if (set_ll(ld, S(used), used) < 0 || appended(ld, m, &entries) < 0)
+    } else {
+        /* adacomp_apply(θ, counts, snapshot, …, staleness), then pulls.applied: with pulls in the log,
+           log.append(indices) (the new stamp, appended with repacks); without, log.skip(indices) (a
+           stamp, nothing written) */
+        adacomp_pass((float *)tb.buf, (uint32_t *)cb.buf, snap ? (const uint32_t *)sb.buf : NULL, ix,
+                     (const float *)vb.buf, m, alpha, staleness, (const float *)lb.buf, nl, &sum, &max);
+        stamp += 1;
+        if (set_ll(ld, S(stamp), (long long)stamp) < 0)
             goto done;
+        while (logged) {
+            if (append_run((uint32_t *)pb.buf, pool_n, (head_t *)hb.buf, n, ix, m, (uint32_t)stamp, (uint32_t)floor_,
+                           &used, &need) < 0)
+                goto done;
+            if (!need)
+                break;
+            if (repack(log, ld, need, &pb, &hb, &pool_n, &used) < 0)
+                goto done;
+        }
+    }
+    /* self._appended(used, indices) */
+    if (set_ll(ld, S(used), used) < 0 || appended(ld, m, &entries) < 0)
+        goto done;
+    if (logged) {
         /* pulls.bound(counts), whose loop runs while the oldest pull alone keeps more than |Θ| entries:
            its first test here, the loop itself in Python when the test holds */
         Py_ssize_t pending = PyObject_Length(order);
@@ -953,6 +974,25 @@ static PyObject *adacomp_step(PyObject *self, PyObject *const *args, Py_ssize_t 
                 if ((x = PyObject_CallMethodOneArg(pulls, S(bound), counts)) == NULL)
                     goto done;
                 Py_DECREF(x);
+            }
+        }
+    } else {
+        /* pulls._settle(): with no pull in the log, the stamps still listed (their pulls gone) are
+           settled in Python; with none listed, log.advance(log.stamp): every stamp is dead */
+        Py_ssize_t pending = PyObject_Length(order);
+        if (pending < 0)
+            goto done;
+        if (pending > 0) {
+            if ((x = PyObject_CallMethodNoArgs(pulls, S(_settle))) == NULL)
+                goto done;
+            Py_DECREF(x);
+        } else if (stamp > floor_) {
+            skip += (long long)(stamp - floor_);
+            if (set_ll(ld, S(_skip), skip) < 0 || set_ll(ld, S(floor), (long long)stamp) < 0)
+                goto done;
+            if (skip > 1024 && skip > PyList_GET_SIZE(entries) / 2) {   /* del self._entries[:self._skip] */
+                if (PyList_SetSlice(entries, 0, (Py_ssize_t)skip, NULL) < 0 || set_ll(ld, S(_skip), 0) < 0)
+                    goto done;
             }
         }
     }

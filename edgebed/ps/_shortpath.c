@@ -11,7 +11,8 @@
  * that change them (hello, the look at Θ, checkpoints, the engine's reads under the meter's lock) need
  * to know nothing of it. What stays Python is called from here: the rule's ``apply`` (ASGD's step; a
  * rule with a ``compiled_step`` — AdaComp: its touch log and step, _fastpush.c — has that called
- * instead, and ``apply`` only when it hands the push back), the hooks (clock, record, consumed), and ``_after_apply`` — the rare tail (an
+ * instead, and ``apply`` only when it hands the push back), the hooks (clock, record, consumed), and
+ * ``_after_apply`` — the rare tail (an
  * evaluation snapshot, the stop rule, a crash draw, a checkpoint, a look at Θ after a large step) —
  * when one of its conditions holds, tested here exactly as ``_after_apply`` tests them.
  *

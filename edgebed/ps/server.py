@@ -299,8 +299,8 @@ class ParameterServer:
     def _push(self, peer: bytes, frames, principal: Optional[int]) -> Optional[list]:
         """The short path of ``process`` for a version-1 push of a device in good standing (see the
         module docstring): its Ack's frames, or None, having changed nothing (but for the periodic look
-        at Θ, if it was due), for ``process`` to take the message the general way. ``_push_py``'s steps, compiled (``_shortpath.c``) where built and
-        the compiled kernels are on."""
+        at Θ, if it was due), for ``process`` to take the message the general way. ``_push_py``'s steps,
+        compiled (``_shortpath.c``) where built and the compiled kernels are on."""
         if _SHORT is not None and aggregate._fast is not None:
             return _SHORT.push(self, peer, frames, principal)
         return self._push_py(peer, frames, principal)

@@ -32,9 +32,8 @@ class AdaComp(UpdateRule):
     def on_pull(self, device, version):
         self.pulls.pull(device)
 
-    # The common cases compiled (the device's pull in the touch log; no pull in the log at all):
-    # _fastpush.adacomp_step, which follows _apply_py step for step; tests/unit/ps/test_adacomp_step.py
-    # holds them together.
+    # Compiled: _fastpush.adacomp_step, which follows _apply_py step for step (it hands back only
+    # arrays its passes don't take); tests/unit/ps/test_adacomp_step.py holds them together.
     compiled_step = getattr(aggregate._fast, "adacomp_step", None)
 
     def apply(self, device, staleness, values, indices):

@@ -1,10 +1,10 @@
 """AdaComp's compiled step (``_fastpush.adacomp_step``, the rule's ``compiled_step``) against its
 specification, ``AdaComp._apply_py``: one random run of pulls, pushes, departures and a restart played to
 a rule on each (every other push to the compiled one as the short path passes it: the frames' bytes,
-raw) — pushes that fill the touch log's pool midway (repacks), pulls that pin the log until
-they get dense snapshots, dense pushes, pushes it must hand back (float64, non-contiguous, no pull in
-the log) — gives the same Θ bits, counters, (σ mean, σ max), touch log and pull records after every
-step."""
+raw) — pushes that fill the touch log's pool midway (repacks), pulls that pin the log until they get
+dense snapshots, pushes of devices whose pull is not in the log beside others' that are, dense pushes,
+pushes it must hand back (float64, non-contiguous) — gives the same Θ bits, counters, (σ mean, σ max),
+touch log and pull records after every step."""
 from __future__ import annotations
 
 import sys
@@ -56,7 +56,7 @@ def test_the_compiled_step_gives_what_the_python_step_gives(seed, monkeypatch):
     theta = rng.standard_normal(size).astype(np.float32)
     fast, spec = AdaComp(theta.copy(), 0.05), AdaComp(theta.copy(), 0.05)
     spec.compiled_step = None   # the instance's: apply runs _apply_py
-    calls, handed_back, without_log, with_snapshot = [0], [0], [0], [0]
+    calls, handed_back, without_log, with_snapshot, beside_log = [0], [0], [0], [0], [0]
     step = AdaComp.compiled_step
 
     def counted(rule, device, staleness, values, indices, raw):
@@ -64,11 +64,12 @@ def test_the_compiled_step_gives_what_the_python_step_gives(seed, monkeypatch):
         if (calls[0] % 2 and values.dtype == np.float32 and values.flags.c_contiguous
                 and (indices is None or indices.dtype == np.uint32)):   # the short path's way: the frames' bytes
             values, indices, raw = values.tobytes(), None if indices is None else indices.tobytes(), True
-        empty_log = not rule.pulls.since
+        empty_log, beside = not rule.pulls.since, rule.pulls.since and device not in rule.pulls.since
         out = step(rule, device, staleness, values, indices, raw)
         if out is not None and empty_log:
             without_log[0] += 1
             with_snapshot[0] += device in rule.pulls.dense
+        beside_log[0] += out is not None and bool(beside)
         handed_back[0] += out is None
         return out
 
@@ -99,8 +100,9 @@ def test_the_compiled_step_gives_what_the_python_step_gives(seed, monkeypatch):
         assert _state(fast) == _state(spec), f"the rules part at step {i}"
         dense_seen = max(dense_seen, len(fast.pulls.dense))
     assert calls[0] > 1000 and calls[0] - handed_back[0] > 800   # the compiled step did most pushes
-    assert handed_back[0] > 50        # and handed some back: others' pulls in the log, arrays it does not take
+    assert handed_back[0] > 50        # and handed some back: arrays it does not take
     assert without_log[0] > 20 and with_snapshot[0] > 5   # no pull in the log: the global τ, dense snapshots
+    assert beside_log[0] > 50         # its own pull not in the log, others' in it: appended there
     assert len(repacks) > 20          # pools filled up, some in the middle of a compiled pass
     assert dense_seen > 0             # pulls that pinned the log got dense snapshots (bound's loop)
 
@@ -112,7 +114,6 @@ def test_a_push_it_hands_back_or_refuses_changes_nothing():
     idx = np.arange(0, size, 2, dtype=np.uint32)
     before = _state(rule)
     step = AdaComp.compiled_step
-    assert step(rule, 2, 0, np.ones(idx.size, np.float32), idx) is None                  # no pull on record
     assert step(rule, 1, 0, np.ones(idx.size, np.float64), idx) is None                  # float64 values
     assert step(rule, 1, 0, np.ones(idx.size, np.float32), idx.astype(np.int64)) is None   # int64 indices
     assert step(rule, 1, 0, np.ones(2 * idx.size, np.float32)[::2], idx) is None         # not contiguous
