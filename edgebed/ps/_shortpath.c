@@ -28,6 +28,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+#include <string.h>
 
 /* Set once by setup() (ps/server.py at import): the functions and constants the steps use. */
 static PyObject *push_frames, *aggregate, *check_entries_top, *frombuffer, *f4, *u4, *ack_template;
@@ -38,12 +40,12 @@ static PyObject *one;   /* the int 1 */
 #define NAMES(X) X(config) X(max_message_bytes) X(sessions) X(devices) X(peer) X(excluded) X(frozen) \
     X(stopped) X(_held) X(last_seq) X(version) X(statistics) X(_limit_at) X(_limit) X(theta) X(size) \
     X(_fast) X(check_sparse_top) X(_peer) X(_principal) X(meter) X(_lock) X(acquire) X(release) \
-    X(ingress_bytes) X(messages_in) X(push_bytes) X(egress_bytes) X(by_kind) X(by_device) X(push) X(ack) \
+    X(_ingress_bytes) X(_messages_in) X(push_bytes) X(_push_bytes) X(_egress_bytes) X(_by_kind) X(_by_device) X(push) X(ack) \
     X(in_bytes) X(in_msgs) X(out_bytes) X(out_msgs) X(pushes) X(hooks) X(clock) X(last_seen) X(rule) \
     X(apply) X(step_scale) X(_window) X(consumed) X(record) X(updates) X(update) X(wall_time) \
     X(virtual_time) X(device) X(speed_class) X(class_of) X(staleness) X(sigma_mean) X(sigma_max) \
     X(entries) X(bytes_in) X(loss) X(_eval_step) X(stop_updates) X(crash_probability) \
-    X(checkpoint_every) X(anchor) X(_after_apply) X(_reply_frames) X(_release) X(value_limit) X(compiled_step)
+    X(checkpoint_every) X(anchor) X(_after_apply) X(_reply_frames) X(_release) X(value_limit) X(compiled_step) X(tally)
 #define ENUM(n) N_##n,
 #define STRING(n) #n,
 enum { NAMES(ENUM) N_NAMES };
@@ -125,7 +127,8 @@ static int add_item(PyObject *map, PyObject *key, PyObject *n) {
 
 /* TrafficMeter.received("push", nbytes, d) (push = 1) or .sent("ack", nbytes, d) (push = 0): the same
  * counters, under the meter's lock (the engine reads them from its own thread). Its attributes are
- * read and written in its instance dict, as ``field`` reads. */
+ * read and written in its instance dict, as ``field`` reads. For a push the meter's tally (below)
+ * doesn't take: a meter without one, or a device number out of its range. */
 static int meter_count(PyObject *meter, PyObject *nbytes, PyObject *d, int push) {
     PyObject *m = PyObject_GenericGetDict(meter, NULL), *lock = NULL, *r, *kind = NULL, *dev = NULL, *map;
     if (m == NULL || (lock = field(meter, m, NAME(_lock))) == NULL) {
@@ -141,19 +144,19 @@ static int meter_count(PyObject *meter, PyObject *nbytes, PyObject *d, int push)
     Py_DECREF(r);
     int ok = -1;
     if (push) {
-        if (add_item(m, NAME(ingress_bytes), nbytes) < 0 || add_item(m, NAME(messages_in), one) < 0
-            || add_item(m, NAME(push_bytes), nbytes) < 0)
+        if (add_item(m, NAME(_ingress_bytes), nbytes) < 0 || add_item(m, NAME(_messages_in), one) < 0
+            || add_item(m, NAME(_push_bytes), nbytes) < 0)
             goto done;
-    } else if (add_item(m, NAME(egress_bytes), nbytes) < 0)
+    } else if (add_item(m, NAME(_egress_bytes), nbytes) < 0)
         goto done;
-    if ((map = field(meter, m, NAME(by_kind))) == NULL)
+    if ((map = field(meter, m, NAME(_by_kind))) == NULL)
         goto done;
     kind = PyObject_GetItem(map, push ? NAME(push) : NAME(ack));   /* a defaultdict: made if missing */
     Py_DECREF(map);
     if (kind == NULL || add_item(kind, push ? NAME(in_bytes) : NAME(out_bytes), nbytes) < 0
         || add_item(kind, push ? NAME(in_msgs) : NAME(out_msgs), one) < 0)
         goto done;
-    if ((map = field(meter, m, NAME(by_device))) == NULL)
+    if ((map = field(meter, m, NAME(_by_device))) == NULL)
         goto done;
     dev = PyObject_GetItem(map, d);
     Py_DECREF(map);
@@ -182,6 +185,164 @@ done:
     Py_DECREF(r);
     PyErr_Restore(type, value, tb);
     return ok;
+}
+
+/* Tally: the traffic meter's counts of the pushes this path applies and the Acks it sends, in C.
+ *
+ * Owned by the PS thread, which adds to it here; read by TrafficMeter (edgebed/ps/traffic.py), which
+ * folds it into its counters whenever they are read (any thread, under the meter's lock), by ``take``:
+ * everything since the last take, zeroed in the same step. An add and the copy-and-zero half of a take
+ * call no Python code and allocate nothing Python-managed, so neither can be interrupted by the other
+ * thread: a reader sees a push counted whole or not at all, and none twice or lost.
+ *
+ * Why: the meter's Python counters (dicts of ints, under a threading.Lock) cost a push 1.4 µs warm,
+ * the largest piece of what separated the short path from its compiled parts
+ * (benchmarks/results/ps-warm-gap.md). */
+#define TALLY_DEVICES_MAX (1 << 22)   /* device numbers at or above it take the meter's own counters */
+enum { T_PUSH_BYTES, T_PUSHES, T_ACK_BYTES, T_ACKS, T_PER_DEVICE = 3 };
+
+typedef struct {
+    PyObject_HEAD
+    long long total[4];   /* push bytes, pushes, Ack bytes, Acks */
+    long long *dev;       /* per device: push bytes, pushes, Ack bytes */
+    unsigned char *marked;
+    uint32_t *touched;    /* the devices with counts since the last take, each once */
+    Py_ssize_t cap, n_touched;
+} Tally;
+
+static void tally_dealloc(Tally *t) {
+    PyMem_RawFree(t->dev);
+    PyMem_RawFree(t->marked);
+    PyMem_RawFree(t->touched);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+/* Room for device d: 0, or -1 (nothing changed) when the memory isn't there. */
+static int tally_grow(Tally *t, Py_ssize_t d) {
+    Py_ssize_t cap = t->cap ? t->cap : 64;
+    while (cap <= d)
+        cap *= 2;
+    long long *dev = PyMem_RawCalloc((size_t)cap * T_PER_DEVICE, sizeof(long long));
+    unsigned char *marked = PyMem_RawCalloc((size_t)cap, 1);
+    uint32_t *touched = PyMem_RawMalloc((size_t)cap * sizeof(uint32_t));
+    if (dev == NULL || marked == NULL || touched == NULL) {
+        PyMem_RawFree(dev);
+        PyMem_RawFree(marked);
+        PyMem_RawFree(touched);
+        return -1;
+    }
+    if (t->cap) {
+        memcpy(dev, t->dev, (size_t)t->cap * T_PER_DEVICE * sizeof(long long));
+        memcpy(marked, t->marked, (size_t)t->cap);
+        memcpy(touched, t->touched, (size_t)t->n_touched * sizeof(uint32_t));
+    }
+    PyMem_RawFree(t->dev);
+    PyMem_RawFree(t->marked);
+    PyMem_RawFree(t->touched);
+    t->dev = dev, t->marked = marked, t->touched = touched, t->cap = cap;
+    return 0;
+}
+
+/* A push of nbytes from device d applied (push = 1), or an Ack of nbytes sent to it (push = 0): 1, or
+ * 0 having counted nothing (a device number out of the tally's range, or no memory to grow it: the
+ * caller counts it the meter's way). No Python code runs here. */
+static int tally_add(Tally *t, Py_ssize_t d, long long nbytes, int push) {
+    if (d < 0 || d >= TALLY_DEVICES_MAX || (d >= t->cap && tally_grow(t, d) < 0))
+        return 0;
+    long long *dv = t->dev + d * T_PER_DEVICE;
+    if (push) {
+        t->total[T_PUSH_BYTES] += nbytes;
+        t->total[T_PUSHES] += 1;
+        dv[0] += nbytes;
+        dv[1] += 1;
+    } else {
+        t->total[T_ACK_BYTES] += nbytes;
+        t->total[T_ACKS] += 1;
+        dv[2] += nbytes;
+    }
+    if (!t->marked[d]) {
+        t->marked[d] = 1;
+        t->touched[t->n_touched++] = (uint32_t)d;
+    }
+    return 1;
+}
+
+/* Tally.take() -> None, or (push bytes, pushes, Ack bytes, Acks, ((device, push bytes, pushes, Ack
+ * bytes), ...)): the counts since the last take, which are zeroed. */
+static PyObject *tally_take(Tally *t, PyObject *unused) {
+    Py_ssize_t n = t->n_touched;
+    if (n == 0)
+        Py_RETURN_NONE;
+    long long total[4], *copy = PyMem_RawMalloc((size_t)n * 4 * sizeof(long long));
+    if (copy == NULL)
+        return PyErr_NoMemory();
+    /* copied and zeroed with no Python call in between: atomic for the PS thread's adds */
+    memcpy(total, t->total, sizeof total);
+    memset(t->total, 0, sizeof t->total);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t d = t->touched[i];
+        long long *dv = t->dev + (Py_ssize_t)d * T_PER_DEVICE;
+        copy[4 * i] = d, copy[4 * i + 1] = dv[0], copy[4 * i + 2] = dv[1], copy[4 * i + 3] = dv[2];
+        dv[0] = dv[1] = dv[2] = 0;
+        t->marked[d] = 0;
+    }
+    t->n_touched = 0;
+    PyObject *devices = PyTuple_New(n), *out = NULL;
+    if (devices == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = Py_BuildValue("(LLLL)", copy[4 * i], copy[4 * i + 1], copy[4 * i + 2], copy[4 * i + 3]);
+        if (row == NULL)
+            goto done;
+        PyTuple_SET_ITEM(devices, i, row);
+    }
+    out = Py_BuildValue("(LLLLO)", total[0], total[1], total[2], total[3], devices);
+done:
+    Py_XDECREF(devices);
+    PyMem_RawFree(copy);
+    return out;
+}
+
+static PyMethodDef tally_methods[] = {
+    {"take", (PyCFunction)tally_take, METH_NOARGS,
+     "take() -> None, or (push bytes, pushes, Ack bytes, Acks, ((device, push bytes, pushes, Ack bytes), ...)): "
+     "the counts since the last take, zeroed"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject TallyType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "edgebed.ps._shortpath.Tally",
+    .tp_basicsize = sizeof(Tally),
+    .tp_dealloc = (destructor)tally_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The traffic meter's counts of the short path's pushes and Acks (see _shortpath.c).",
+    .tp_methods = tally_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* A push (push = 1) or Ack counted: in the meter's tally when it has one that takes device d, else as
+ * TrafficMeter.received / .sent count it. 0, or -1 with an error set. */
+static int count(PyObject *meter, PyObject *nbytes, long long n, PyObject *d, int push) {
+    PyObject *m = PyObject_GenericGetDict(meter, NULL), *tally;
+    if (m == NULL)
+        return -1;
+    tally = PyDict_GetItemWithError(m, NAME(tally));   /* borrowed */
+    Py_DECREF(m);
+    if (tally == NULL && PyErr_Occurred())
+        return -1;
+    if (tally != NULL && Py_IS_TYPE(tally, &TallyType)) {
+        Py_ssize_t dev = PyLong_Check(d) ? PyLong_AsSsize_t(d) : -1;
+        if (dev == -1 && PyErr_Occurred())
+            PyErr_Clear();   /* not a small int: the meter's way */
+        else if (tally_add((Tally *)tally, dev, n, push))
+            return 0;
+    }
+    PyObject *obj = nbytes != NULL ? Py_NewRef(nbytes) : PyLong_FromLongLong(n);
+    if (obj == NULL)
+        return -1;
+    int r = meter_count(meter, obj, d, push);
+    Py_DECREF(obj);
+    return r;
 }
 
 /* Whether the wire's little-endian float32 and uint32 are this host's: then a kernel may read a frame
@@ -318,7 +479,10 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     TRYI(PyObject_SetAttr(ps, NAME(_principal), principal));
     PyObject *meter, *hooks, *now, *wall, *virt;
     TRY(meter = GET(ps, meter));
-    TRYI(meter_count(meter, nbytes, d, 1));
+    long long push_n = as_ll(nbytes);
+    if (push_n == -1 && PyErr_Occurred())
+        goto error;
+    TRYI(count(meter, nbytes, push_n, d, 1));
     TRY(hooks = GET(ps, hooks));
     PyObject *hooks_dict;
     TRY(hooks_dict = DICT(hooks));
@@ -462,8 +626,7 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t head_n = PyObject_Length(head);
     if (head_n < 0)
         goto error;
-    TRY(x = keep(&o, PyLong_FromSsize_t(head_n)));
-    TRYI(meter_count(meter, x, d, 0));
+    TRYI(count(meter, NULL, head_n, d, 0));
     drop(&o);
     return out;
 
@@ -508,5 +671,10 @@ PyMODINIT_FUNC PyInit__shortpath(void) {
     for (int i = 0; i < N_NAMES; i++)
         if ((names[i] = PyUnicode_InternFromString(name_text[i])) == NULL)
             return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&TallyType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddObjectRef(m, "Tally", (PyObject *)&TallyType) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -49,7 +49,7 @@ def test_it_keeps_no_reference(rule):
     messages = [push(seq) for seq in range(1, 3001)]
     ps.process(b"peer", messages[0])   # first-use allocations (the meter's rows) before counting
     watched = [session, ps, ps.config, ps.devices[0], ps.meter, ps.hooks, ps.rule, ps.theta,
-               ps.meter.by_kind["push"], ps.meter.by_device[0], wire._ACK_APPLIED]
+               ps.meter.by_kind["push"], ps.meter.by_device[0], ps.meter.tally, wire._ACK_APPLIED]
     counts = [sys.getrefcount(x) for x in watched]
     gc.collect()
     objects = len(gc.get_objects())
