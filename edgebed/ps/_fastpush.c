@@ -15,6 +15,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -63,17 +64,30 @@ static int sparse_verdict(const uint32_t *ix, Py_ssize_t k, const float *v, Py_s
         return 1;
     if (k > 0 && (Py_ssize_t)ix[k - 1] >= n)
         return 2;
-    /* NaN fails both comparisons, ±Inf the bound: one pass finds any bad value (compared in double, as
-       the numpy path's float(v.min()) is); the magnitudes' bits (sign cleared) order as |v| does */
+    /* The magnitudes' bits (sign cleared) order as |v| does, NaN above +Inf above every finite value:
+       one integer maximum gives max |v| and finds any bad value. A value is bad when |v| > limit (as
+       the numpy path compares it, in double) or NaN. For a float32 v, |v| > limit exactly when |v| >
+       the largest float32 not above limit, so the test is |v|'s bits against that float's bits. */
     int bad = 0;
     uint32_t top = 0;
     for (Py_ssize_t j = 0; j < m; j++) {
-        double x = (double)v[j];
-        bad |= (x != x) | (x < -limit) | (x > limit);
         uint32_t a;
         memcpy(&a, &v[j], sizeof a);
         a &= 0x7fffffffu;
         top = a > top ? a : top;
+    }
+    if (limit >= 0.0) {   /* a NaN or negative limit (never the PS's) takes the comparison in double */
+        float below = limit >= (double)FLT_MAX ? (isinf(limit) ? INFINITY : FLT_MAX) : (float)limit;
+        if ((double)below > limit)   /* rounded up: the float below it */
+            below = nextafterf(below, 0.0f);
+        uint32_t bound;
+        memcpy(&bound, &below, sizeof bound);
+        bad = top > bound;
+    } else {
+        for (Py_ssize_t j = 0; j < m; j++) {
+            double x = (double)v[j];
+            bad |= (x != x) | (x < -limit) | (x > limit);
+        }
     }
     if (top_bits)
         *top_bits = top;

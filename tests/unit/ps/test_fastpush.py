@@ -155,6 +155,38 @@ def test_check_entries_top_is_the_verdict_and_max_abs_either_path(case, numpy_pa
             assert np.isnan(top[1])
 
 
+def test_check_entries_same_verdict_at_the_limits_edge(numpy_path):
+    """The compiled check tests |v| against the largest float32 not above the limit, as integers; the
+    numpy path's exact test compares in double. Values on either side of limits that are float32
+    numbers, lie between two of them, or sit at float32's end (FLT_MAX, beyond it, ∞, 0): the verdict
+    of that comparison. (The numpy path's Σv² shortcut is checked beside it for limits of 1e-3 to 1e30:
+    at a limit of 0 or 1e-45 a subnormal value's square underflows, and past 1e154 the bound's square
+    overflows. The PS's limits are far inside.)"""
+    _require_compiled()
+    f32 = np.float32
+    big = float(np.finfo(f32).max)
+    limits = [0.0, 1e-45, 1.0, 1e6, 0.1, 1e6 + 0.03, 3.0e38, big, big * 1.0000001, 1e300, float("inf")]
+    limits += [float(np.nextafter(f32(x), f32(np.inf))) for x in (1.0, 1e6)]
+    limits += [(float(f32(x)) + float(np.nextafter(f32(x), f32(np.inf)))) / 2 for x in (1.0, 1e6, 0.1)]
+    idx = np.arange(1, dtype=np.uint32)
+    for limit in limits:
+        near = f32(min(limit, big))
+        with np.errstate(over="ignore"):   # past FLT_MAX: ∞
+            values = {f32(0), -f32(0), near, np.nextafter(near, f32(0)), np.nextafter(near, f32(np.inf)),
+                      f32(np.inf), f32(1e-45)}
+        for v in values:
+            for sign in (1, -1):
+                vals = np.array([sign * v], f32)
+                x = float(vals[0])
+                bad = x != x or x < -limit or x > limit   # an infinite limit passes ∞
+                want = (aggregate.ENTRIES_OK if not bad else
+                        aggregate.NOT_FINITE if not np.isfinite(x) else aggregate.TOO_LARGE)
+                if 1e-3 <= limit <= 1e30:
+                    assert numpy_path(aggregate.check_entries, idx, vals, 10, limit) == want, (limit, vals)
+                assert aggregate.check_entries(idx, vals, 10, limit) == want, (limit, vals)
+                assert aggregate.check_entries_top(idx, vals, 10, limit)[0] == want, (limit, vals)
+
+
 @pytest.mark.parametrize("size", [1, 7, 16, 17, 2_122])
 def test_check_entries_top_max_matches_max_abs_at_any_length(size, numpy_path):
     _require_compiled()
