@@ -422,20 +422,7 @@ def _serve_ps(rule: str, seconds: float, sockets: int, stub: bool = False, numpy
         for d in range(sockets):
             ps.rule.on_pull(d, 0)
     if stub:
-        real, ack = ps.process, wire.encode(wire.Ack(1))
-
-        clock, busy = time.perf_counter, busy_us * 1e-6
-
-        def canned(peer, frames, principal=None):
-            if len(frames) == 1:   # hello
-                return real(peer, frames, principal)
-            if busy:
-                until = clock() + busy
-                while clock() < until:
-                    pass
-            ps.version += 1
-            return ack
-        ps.process = canned
+        ps.process = canned_ack(ps, busy_us)
     fast, cpus = aggregate._fast, os.sched_getaffinity(0)
     if numpy_path:
         aggregate._fast = None
@@ -604,7 +591,7 @@ def interleaved(rule: str = "adacomp", seconds: float = 20.0, window: float = 0.
     for kind in ("raw", *turn):
         ws = [w for w in windows if w["kind"] == kind]
         msgs = sum(w["messages"] for w in ws)
-        row = {"messages": msgs, "per_s": statistics.median(w["rate"] for w in ws),
+        row = {"windows": len(ws), "messages": msgs, "per_s": statistics.median(w["rate"] for w in ws),
                "cpu_us_per_msg": sum(w["cpu_us_per_msg"] * w["messages"] for w in ws) / max(msgs, 1),
                "serve_us_per_msg": sum(w["serve_us_per_msg"] * w["messages"] for w in ws) / max(msgs, 1)}
         if kind != "raw":
@@ -693,11 +680,21 @@ def ingest_by_size(seconds: float = 2.0, rounds: int = 3, sockets: int = SIZE_SO
     return rows
 
 
+# What makes this machine another instruction-set "host" (tests/integration/test_numerics_hosts.py's
+# HOST_B: numpy's AVX-512 groups off, OpenBLAS on an AVX kernel, ATen and oneDNN limited)
+DISPATCH_ENV = ("NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
+                "ONEDNN_MAX_CPU_ISA", "EDGEBED_GEMM_PATH")
+
+
 def _host() -> dict:
     """The CPU model, cores and load average: what a rate measured on a shared host depends on."""
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), "unknown")
-    return {"cpu_model": model, "cores": os.cpu_count(), "load_average": os.getloadavg()}
+    dispatch = {k: os.environ[k] for k in DISPATCH_ENV if k in os.environ}   # another "host" of this one
+    from edgebed import numerics
+    return {"cpu_model": model, "cores": os.cpu_count(), "load_average": os.getloadavg(),
+            "numpy_simd": numerics._numpy_simd(), "blas_kernel": numerics._blas_kernel(),
+            **({"dispatch_env": dispatch} if dispatch else {})}
 
 
 def _write_json(path: Path, res: dict, host: dict) -> str:
@@ -706,7 +703,10 @@ def _write_json(path: Path, res: dict, host: dict) -> str:
     res["load_average_end"] = os.getloadavg()
     path.write_text(json.dumps(res, indent=2) + "\n")
     return (f"{res['date']}, {host['cpu_model']}, {host['cores']} cores, load average at start / end: "
-            f"{host['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}")
+            f"{host['load_average'][0]:.1f} / {res['load_average_end'][0]:.1f}"
+            + (f"; dispatch as another host: {' '.join(f'{k}={v}' for k, v in host['dispatch_env'].items())} "
+               f"(numpy's SIMD found: {', '.join(host['numpy_simd'].get('found', [])) or 'none'}; OpenBLAS kernel "
+               f"{host['blas_kernel']})" if host.get("dispatch_env") else ""))
 
 
 def write_sizes(path: Path, seconds: float, rounds: int) -> None:
@@ -739,8 +739,41 @@ def python_short_path(ps: ParameterServer):
     return process
 
 
+def on_numpy_path(ps: ParameterServer):
+    """A ``process`` for ``interleaved``: the PS's own with its compiled kernels switched off
+    (``aggregate._fast = None``, so the short path too), the numpy code it falls back to."""
+    from edgebed.ps import aggregate
+
+    def process(peer, frames, principal=None):
+        fast, aggregate._fast = aggregate._fast, None
+        try:
+            return type(ps).process(ps, peer, frames, principal)
+        finally:
+            aggregate._fast = fast
+    return process
+
+
+def canned_ack(ps: ParameterServer, busy_us: float = 0.0):
+    """A ``process`` that answers every push with a canned Ack without decoding it, but hellos as the PS
+    does, and counts versions: the serve loop and ZeroMQ alone, the ceiling of any ``process``
+    (``busy_us``: after spinning that long on the serve thread, a ``process`` of exactly that cost)."""
+    ack, clock, busy = wire.encode(wire.Ack(1)), time.perf_counter, busy_us * 1e-6
+
+    def canned(peer, frames, principal=None):
+        if len(frames) == 1:   # hello
+            return type(ps).process(ps, peer, frames, principal)
+        if busy:
+            until = clock() + busy
+            while clock() < until:
+                pass
+        ps.version += 1
+        return ack
+    return canned
+
+
 INTERLEAVED_KINDS = {"ps": "the PS (short path compiled)", "python": "the PS, short path in Python",
-                     "floor": "compiled parts alone (compiled_floor)"}
+                     "floor": "compiled parts alone (compiled_floor)", "numpy": "the PS on its numpy path",
+                     "stub": "canned-Ack stub (hellos answered, versions counted)"}
 
 
 def write_interleaved(path: Path, seconds: float) -> None:
@@ -828,6 +861,8 @@ def main(argv=None) -> int:
                     "taking turns; --seconds a run, default 30) to FILE (json) and FILE with .md")
     ap.add_argument("--seconds", type=float, help="--sizes, --ingest, --guard: seconds of each PS or raw run "
                     "(default 2); --interleaved: of each run (default 30)")
+    ap.add_argument("--interleaved-seconds", type=float, help="the main run's interleaved ingest: seconds a "
+                    "setting (default 45; --quick 6)")
     ap.add_argument("--guard", metavar="FILE", help="only ingest with the frame guard vs without, to FILE (json)")
     args = ap.parse_args(argv)
     if args.breakdown:
@@ -909,6 +944,18 @@ def main(argv=None) -> int:
             print(f"ingest {rule}{' pinned' if pinned else ''}: PS {r['ps_pushes_per_s']:.0f}/s vs raw pyzmq "
                   f"{r['raw_zmq_msgs_per_s']:.0f}/s = {r['ps_over_raw']:.2f} ({r['message_bytes']} B messages; "
                   f"medians of {args.rounds} rounds)", flush=True)
+    # the same four settings in alternating windows of one run: the figure the goals are read from
+    res["ingest_interleaved"] = []
+    iseconds = args.interleaved_seconds or (6.0 if args.quick else 45.0)
+    for pinned in (False, True):
+        for rule in ("adacomp", "asgd"):
+            r = interleaved(rule, iseconds, pinned=pinned, others={"numpy": on_numpy_path, "stub": canned_ack})
+            r.pop("window_list")
+            r["load_average_after"] = os.getloadavg()
+            res["ingest_interleaved"].append(r)
+            print(f"interleaved {rule}{' pinned' if pinned else ''}: " + "; ".join(
+                f"{k} {v['over_raw']:.2f} [{v['over_raw_quartiles'][0]:.2f}, {v['over_raw_quartiles'][1]:.2f}]"
+                for k, v in r["by_kind"].items() if k != "raw"), flush=True)
     res["million_frames"] = million_frames(100_000 if args.quick else 1_000_000)
     print(f"million frames: {res['million_frames']}", flush=True)
     res["load_average_end"] = os.getloadavg()
@@ -947,6 +994,26 @@ def main(argv=None) -> int:
               f"{r['numpy_cpu_us_per_push']:.1f} "
               f"| {r['stub_pushes_per_s']:.0f} ({r['stub_over_raw']:.2f}) [{_ratios(r, 'stub_over_raw')}], "
               f"{r['stub_cpu_us_per_push']:.1f} |" for r in res["ingest"]]
+    lines += ["", f"Ingest in alternating windows of one run (`interleaved`: {iseconds:g} s a setting, 0.5 s "
+              "windows; the same serving process, clients and connections throughout; at each window's start the "
+              "serve loop's `process` switches between raw — a canned Ack, nothing decoded — and, in turn, the "
+              "real PS, the PS on its numpy path and the canned-Ack stub). Each window against the mean rate of "
+              "the raw windows either side of it; median [quartiles] over a kind's windows. The goals are read "
+              "here: separate runs seconds apart drift with this host's load (the per-round ratios above).", "",
+              "| rule | CPUs | process | of raw (goal) | windows | msgs/s | serve thread µs/msg |",
+              "|---|---|---|---|---|---|---|"]
+    for r in res["ingest_interleaved"]:
+        for kind, v in r["by_kind"].items():
+            if kind == "raw":
+                continue
+            lines.append(f"| {r['rule']} | {'pinned' if r['pinned'] else 'shared'} | {INTERLEAVED_KINDS[kind]} "
+                         f"| {v['over_raw']:.2f} [{v['over_raw_quartiles'][0]:.2f}, {v['over_raw_quartiles'][1]:.2f}]"
+                         + (f" (≥ {r['goal_ratio']:.1f})" if kind == "ps" else "")
+                         + f" | {v['windows']} | {v['per_s']:.0f} | {v['serve_us_per_msg']:.1f} |")
+        raw = r["by_kind"]["raw"]
+        lines.append(f"| {r['rule']} | {'pinned' if r['pinned'] else 'shared'} | raw (canned Ack) | 1 | "
+                     f"{raw['windows']} | {raw['per_s']:.0f} "
+                     f"| {raw['serve_us_per_msg']:.1f} |")
     m = res["million_frames"]
     if m["reply"] is None and m.get("cut_by_guard"):
         lines += ["", f"One message of {m['frames']:,} empty frames: cut by the frame guard before the serve "

@@ -63,15 +63,18 @@ def test_the_raw_ceiling_survives_peers_that_vanish_before_their_replies():
 @pytest.mark.parametrize("rule", ["adacomp", "asgd"])   # sparse and dense pushes
 def test_the_interleaved_ingest_switches_between_ps_and_raw(rule):
     """``interleaved`` serves real pushes in its PS windows (the PS applies them: with its short path
-    compiled, or in Python; or ``compiled_floor`` runs their kernels) and canned Acks in its raw windows,
+    compiled, or in Python, or on its numpy path; or ``compiled_floor`` runs their kernels; or the stub
+    answers them) and canned Acks in its raw windows,
     over the same connections: every kind of window answers messages, raw between every two others,
     and every other window is set against the two raw ones beside it."""
-    res = bench_ps.interleaved(rule, 1.8, window=0.2, sockets=2, warmup=0.1,
-                               others={"python": bench_ps.python_short_path, "floor": bench_ps.compiled_floor})
+    others = {"python": bench_ps.python_short_path, "floor": bench_ps.compiled_floor,
+              "numpy": bench_ps.on_numpy_path, "stub": bench_ps.canned_ack}
+    res = bench_ps.interleaved(rule, 1.8, window=0.2, sockets=2, warmup=0.1, others=others)
     kinds = [w["kind"] for w in res["window_list"]]
-    assert kinds[::2] == ["raw"] * (len(kinds) // 2 + 1) and kinds[1:4:2] + kinds[5:6] == ["ps", "python", "floor"]
+    assert kinds[::2] == ["raw"] * (len(kinds) // 2 + 1) and kinds[1::2][:5] == ["ps", *others]
     assert all(w["messages"] > 0 for w in res["window_list"])
-    for kind in ("ps", "python", "floor"):
+    for kind in ("ps", *others):
         row = res["by_kind"][kind]
-        assert len(row["window_ratios"]) == kinds.count(kind) and row["over_raw"] > 0 and row["serve_us_per_msg"] > 0
+        assert len(row["window_ratios"]) == kinds.count(kind) == row["windows"]
+        assert row["over_raw"] > 0 and row["serve_us_per_msg"] > 0
     assert res["ps_over_raw"] == res["by_kind"]["ps"]["over_raw"] and res["raw_messages"] > 0
