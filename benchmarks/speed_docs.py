@@ -30,94 +30,98 @@ def _load(values) -> str:
     return f"load {values[0]:.1f}" if values else "load not recorded"
 
 
-def _range(r: dict) -> str:
-    return f"{r['median']:.2f}× (rounds {r['min']:.2f}–{r['max']:.2f})"
-
-
-def numerics_row() -> str:
-    d = _read("numerics.json")
-    s = d["summary"]
-    return (f"| `portable` per paper-CNN SGD step, of `native` | ≤ 1.5× | **{_range(s['ratio_cnn'])}**; before "
-            f"`portable`'s own products {_range(s['ratio_before_cnn'])}; MLP {_range(s['ratio_mlp'])} "
-            f"| `numerics.json`, {d['date']}, {d['fingerprints']['native']['cpu']}, {d['cores']} cores, "
-            f"{_load(d.get('load_average_at_end'))} at the end |")
-
-
 def _ingest(runs: list, rule: str, pinned: bool) -> dict:
     return next(r for r in runs if r["rule"] == rule and r["pinned"] == pinned)
 
 
-def ps_rows() -> list[str]:
+def _windows(ps: dict) -> str:
+    return f"**{ps['over_raw']:.2f}**"
+
+
+def _quartiles(ps: dict) -> str:
+    return f"quartiles {ps['over_raw_quartiles'][0]:.2f}–{ps['over_raw_quartiles'][1]:.2f}"
+
+
+def numerics_rows() -> tuple[list[str], str]:
+    d = _read("numerics.json")
+    s = d["summary"]
+    row = (f"| `portable` ÷ `native`, paper-CNN step | ≤ 1.5× | **{s['ratio_cnn']['median']:.2f}×** "
+           f"| rounds {s['ratio_cnn']['min']:.2f}–{s['ratio_cnn']['max']:.2f}; "
+           f"{s['ratio_before_cnn']['median']:.2f}× before `portable`'s own products | `numerics.json` |")
+    return [row], (f"`numerics.json`: {d['date']}, {d['fingerprints']['native']['cpu']}, {d['cores']} cores, "
+                   f"{_load(d.get('load_average_at_end'))} at the end")
+
+
+def ps_rows() -> tuple[list[str], str]:
     d = _read("ps.json")
-    where = (f"`ps.json`, {d['date']}, {d['machine']['cpu_model']}, {d['machine']['cores']} cores, "
-             f"load {d['load_average_start'][0]:.1f} / {d['load_average_end'][0]:.1f}")
     rows = []
-    for rule, goal in (("adacomp", 0.8), ("asgd", 0.9)):
-        cells = []
+    for rule, name, goal in (("adacomp", "AdaComp", 0.8), ("asgd", "dense ASGD", 0.9)):
         for pinned in (False, True):
             r = _ingest(d["ingest_interleaved"], rule, pinned)
-            ps, stub = r["by_kind"]["ps"], r["by_kind"]["stub"]
             sep = _ingest(d["ingest"], rule, pinned)
-            cells.append(f"{'pinned' if pinned else 'shared'} **{ps['over_raw']:.2f}** "
-                         f"[{ps['over_raw_quartiles'][0]:.2f}, {ps['over_raw_quartiles'][1]:.2f}] over "
-                         f"{ps['windows']} windows, stub {stub['over_raw']:.2f}; separate runs "
-                         f"{sep['ps_over_raw']:.2f} (rounds " + ", ".join(f"{x['ps_over_raw']:.2f}" for x in sep["rounds"])
-                         + f"), stub {sep['stub_over_raw']:.2f}")
-        rows.append(f"| PS ingest, {'AdaComp' if rule == 'adacomp' else 'dense ASGD'} pushes, of raw pyzmq "
-                    f"| ≥ {goal} | " + "; ".join(cells) + f" | {where} |")
-    return rows
+            rows.append(f"| PS ingest ÷ raw, {name}, {'pinned' if pinned else 'shared'} | ≥ {goal} "
+                        f"| {_windows(r['by_kind']['ps'])} | {_quartiles(r['by_kind']['ps'])}; stub "
+                        f"{r['by_kind']['stub']['over_raw']:.2f}; separate runs {sep['ps_over_raw']:.2f} | `ps.json` |")
+    return rows, (f"`ps.json`: {d['date']}, {d['machine']['cpu_model']}, {d['machine']['cores']} cores, "
+                  f"load {d['load_average_start'][0]:.1f} at the start, {d['load_average_end'][0]:.1f} at the end; "
+                  f"{d['ingest_interleaved'][0]['by_kind']['ps']['windows']} windows of each kind a setting")
 
 
-def avx2_row() -> str:
+def avx2_rows() -> tuple[list[str], str]:
     """The AdaComp ingest with numpy and OpenBLAS dispatching as on an AVX2-only host (the newest
     ``ps-interleaved-avx2-dispatch*.json``)."""
     path = sorted(RESULTS.glob("ps-interleaved-avx2-dispatch*.json"))[-1]
     d = json.loads(path.read_text())
-    cells = []
+    host = d["host"]
+    rows = []
     for pinned in (False, True):
         ps = _ingest(d["runs"], "adacomp", pinned)["by_kind"]["ps"]
-        cells.append(f"{'pinned' if pinned else 'shared'} **{ps['over_raw']:.2f}** "
-                     f"[{ps['over_raw_quartiles'][0]:.2f}, {ps['over_raw_quartiles'][1]:.2f}]")
-    host = d["host"]
-    return (f"| The same, AdaComp, with numpy and OpenBLAS dispatching as on an AVX2-only host (numpy found "
-            f"{', '.join(host['numpy_simd']['found'])}, OpenBLAS {host['blas_kernel']}) | ≥ 0.8 | " + "; ".join(cells)
-            + f" | `{path.name}`, {d['date']}, {host['cpu_model']}, {host['cores']} cores, load "
-            f"{host['load_average'][0]:.1f} / {d['load_average_end'][0]:.1f} |")
+        rows.append(f"| The same, AdaComp, {'pinned' if pinned else 'shared'}, AVX2 dispatch | ≥ 0.8 | {_windows(ps)} "
+                    f"| {_quartiles(ps)} | `{path.name}` |")
+    return rows, (f"`{path.name}`: {d['date']}, {host['cpu_model']}, {host['cores']} cores, load "
+                   f"{host['load_average'][0]:.1f} at the start; numpy found {', '.join(host['numpy_simd']['found'])}, "
+                   f"OpenBLAS's kernel {host['blas_kernel']}")
 
 
-def scale_row() -> str:
+def scale_rows() -> tuple[list[str], str]:
     d = _read("scale.json")
     rate = {p["n"]: p["updates_per_cpu_s"] for p in d["points"]
             if p["model"] == "mlp" and p["rule"] == "asgd" and p.get("updates_per_cpu_s")}
-    return (f"| MLP ASGD at n = 10,000, updates per CPU second, of n = 200 | ≥ 0.8× | **{rate[10_000] / rate[200]:.2f}×** "
-            f"({rate[10_000]:.1f} against {rate[200]:.1f}) | `scale.json`, {d['date']}, {d['machine']['cpu_model']}, "
-            f"{d['machine']['cores']} cores |")
+    row = (f"| MLP ASGD, n = 10,000 ÷ n = 200, updates per CPU s | ≥ 0.8× | **{rate[10_000] / rate[200]:.2f}×** "
+           f"| {rate[10_000]:.1f} and {rate[200]:.1f} | `scale.json` |")
+    return [row], f"`scale.json`: {d['date']}, {d['machine']['cpu_model']}, {d['machine']['cores']} cores"
 
 
-def sim_row() -> str:
+def sim_rows() -> tuple[list[str], str]:
     d = _read("numerics-sim.json")
     s = d["summary"]
-    return (f"| A paper-scale virtual-clock run under `portable` ({d['updates']:,} updates of paper-fig3), updates "
-            f"per CPU second | quoted | **{s['before_updates_per_cpu_s']:.1f} before, {s['after_updates_per_cpu_s']:.1f} "
-            f"after ({s['speedup']:.2f}×)** | `numerics-sim.json`, {d['date']}, {d['cpu']}, {d['cores']} cores, "
-            f"{_load(d.get('load_average_at_end'))} at the end |")
+    row = (f"| Paper-scale virtual clock, `portable`, updates per CPU s | before → after "
+           f"| **{s['speedup']:.2f}×** | {s['before_updates_per_cpu_s']:.1f} → {s['after_updates_per_cpu_s']:.1f} "
+           f"| `numerics-sim.json` |")
+    return [row], (f"`numerics-sim.json`: {d['date']}, {d['updates']:,} updates of paper-fig3 per run, before and "
+                   f"after `portable`'s own products, {d['cpu']}, {d['cores']} cores, "
+                   f"{_load(d.get('load_average_at_end'))} at the end")
 
 
 def block() -> str:
-    rows = ["| figure | goal | measured | file, when, host |", "|---|---|---|---|",
-            numerics_row(), *ps_rows(), avx2_row(), scale_row(), sim_row()]
+    rows, where = ["| figure | goal | measured | beside it | file |", "|---|---|---|---|---|"], []
+    for part in (numerics_rows, ps_rows, avx2_rows, scale_rows, sim_rows):
+        r, w = part()
+        rows += r
+        where.append(f"- {w}.")
     return (f"{BEGIN}\n"
-            "Issue #40's figures as the committed files hold them (regenerate: `python -m benchmarks.speed_docs`). "
-            "PS ingest: the PS and raw — the same serve loop around a `process` that does no work — in alternating "
-            "0.5 s windows of one run, each window against the raw windows either side, median [quartiles]; "
-            "the canned-Ack stub (hellos answered, versions counted) is measured the same way, the ceiling; the "
-            "separate runs seconds apart beside them. CPUs shared: the serving and client processes where the "
-            "scheduler puts them; pinned: the server on CPU 0, the clients on CPU 1. One CPU type was available "
-            "here (AMD EPYC Zen 4, AVX-512); the AVX2 row is that CPU with numpy's and OpenBLAS's dispatch "
-            "limited to what an AVX2-only host gets. The PS's own C code is built for the baseline x86-64 "
-            "(no `-march`), so it runs the same instructions on every host; a CPU of another design (Zen 3's "
-            "half-size L2, for one) was not measured.\n\n"
-            + "\n".join(rows) + f"\n{END}")
+            "Issue #40's figures as the committed files in `benchmarks/results/` hold them (regenerate: "
+            "`python -m benchmarks.speed_docs`).\n\n" + "\n".join(rows) + "\n\n"
+            "PS ingest: the PS and raw (the same serve loop around a `process` that does no work) in "
+            "alternating 0.5 s windows of one run, each window against the raw windows either side of it; "
+            "the median over the windows, and its quartiles. The canned-Ack stub, the ceiling, is measured the same way. "
+            "\"Separate runs\" is the ratio of median rates of whole runs seconds apart. Shared: the serving "
+            "and client processes wherever the scheduler puts them; pinned: the server on CPU 0, the clients "
+            "on CPU 1. One CPU type was available here (AMD EPYC Zen 4, AVX-512). The AVX2 row is that CPU "
+            "with numpy's and OpenBLAS's dispatch limited to what an AVX2-only host gets. The PS's own C code "
+            "is built for baseline x86-64 (no `-march`), so it runs the same instructions on every host. A "
+            "CPU of another design (Zen 3, with half of Zen 4's L2 cache) was not measured.\n\n"
+            "When and where:\n\n" + "\n".join(where) + f"\n{END}")
 
 
 def write_docs(check: bool = False) -> int:

@@ -32,5 +32,5 @@ def test_a_changed_result_makes_the_page_out_of_date(tmp_path, monkeypatch):
     doc["ingest_interleaved"][0]["by_kind"]["ps"]["over_raw"] = 0.123
     (tmp_path / "ps.json").write_text(json.dumps(doc))
     monkeypatch.setattr(speed_docs, "RESULTS", tmp_path)
-    assert "**0.12**" in speed_docs.block()
+    assert "| **0.12** |" in speed_docs.block()
     assert speed_docs.write_docs(check=True) == 1
