@@ -789,5 +789,18 @@ def _dispatch(args) -> int:
         return 2
 
 
+def _forget_caught_interrupt() -> None:
+    """CPython remembers a KeyboardInterrupt that escaped code run from source text (``exec`` or
+    ``eval`` of a string: dataclasses and namedtuples build their methods so, hundreds of times in
+    torch's import) and, in a program started with ``python -m``, ends the process by SIGINT at exit
+    for it — even when the program caught it and chose its exit code (Py_RunMain, Modules/main.c).
+    A Ctrl-C during set-up lands in such code now and then: `python -m edgebed.cli run` printed
+    "interrupted" and then died by SIGINT instead of exiting 130. Every exec of source text starts by
+    clearing that memory, so an empty one forgets it."""
+    exec("")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()   # an interrupt main did not catch still propagates, and ends the process by SIGINT
+    _forget_caught_interrupt()
+    sys.exit(code)
