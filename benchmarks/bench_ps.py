@@ -776,6 +776,24 @@ INTERLEAVED_KINDS = {"ps": "the PS (short path compiled)", "python": "the PS, sh
                      "stub": "canned-Ack stub (hellos answered, versions counted)"}
 
 
+def interleaved_settings(seconds: float, others: dict, label: str = "") -> list[dict]:
+    """``interleaved`` for AdaComp and ASGD, CPUs shared then pinned, ``others`` taking turns with the PS
+    between the raw windows: the runs without their window lists, each with the load after it; a line
+    printed per setting."""
+    runs = []
+    for pinned in (False, True):
+        for rule in ("adacomp", "asgd"):
+            r = interleaved(rule, seconds, pinned=pinned, others=others)
+            r.pop("window_list")
+            r["load_average_after"] = os.getloadavg()
+            runs.append(r)
+            print(f"{label}{rule} {'pinned' if pinned else 'shared'}: " + "; ".join(
+                f"{k} {v['over_raw']:.2f} [{v['over_raw_quartiles'][0]:.2f}, {v['over_raw_quartiles'][1]:.2f}] "
+                f"serve {v['serve_us_per_msg']:.1f} µs" for k, v in r["by_kind"].items() if k != "raw")
+                + f"; raw serve {r['by_kind']['raw']['serve_us_per_msg']:.1f} µs", flush=True)
+    return runs
+
+
 def write_interleaved(path: Path, seconds: float) -> None:
     """``--interleaved``: ``interleaved`` for AdaComp and ASGD, CPUs shared and pinned, the windows of
     each run taking turns between the real PS, the PS with its short path in Python and
@@ -783,17 +801,8 @@ def write_interleaved(path: Path, seconds: float) -> None:
     res = {"what": "bench_ps --interleaved: PS against raw in alternating 0.5 s windows of one run (the same "
                    "processes and connections); between the raw windows, in turn: the real PS, the PS with its "
                    "short path in Python, the compiled parts of a push alone (compiled_floor)",
-           "date": time.strftime("%Y-%m-%d %H:%M"), "host": _host(), "seconds_each": seconds, "runs": []}
-    for pinned in (False, True):
-        for rule in ("adacomp", "asgd"):
-            r = interleaved(rule, seconds, pinned=pinned, others={"python": python_short_path, "floor": compiled_floor})
-            r.pop("window_list")
-            r["load_average_after"] = os.getloadavg()
-            res["runs"].append(r)
-            print(f"{rule} {'pinned' if pinned else 'shared'}: " + "; ".join(
-                f"{k} {v['over_raw']:.2f} [{v['over_raw_quartiles'][0]:.2f}, {v['over_raw_quartiles'][1]:.2f}] "
-                f"serve {v['serve_us_per_msg']:.1f} µs" for k, v in r["by_kind"].items() if k != "raw")
-                + f"; raw serve {r['by_kind']['raw']['serve_us_per_msg']:.1f} µs", flush=True)
+           "date": time.strftime("%Y-%m-%d %H:%M"), "host": _host(), "seconds_each": seconds}
+    res["runs"] = interleaved_settings(seconds, {"python": python_short_path, "floor": compiled_floor})
     lines = [_write_json(path, res, res["host"]) + f". `python -m benchmarks.bench_ps "
              f"--interleaved FILE`: {seconds:g} s a run of 0.5 s windows, raw and another kind alternating (raw, "
              "PS, raw, Python, raw, floor, raw, …; see `interleaved`); each window against the mean rate of the "
@@ -945,17 +954,9 @@ def main(argv=None) -> int:
                   f"{r['raw_zmq_msgs_per_s']:.0f}/s = {r['ps_over_raw']:.2f} ({r['message_bytes']} B messages; "
                   f"medians of {args.rounds} rounds)", flush=True)
     # the same four settings in alternating windows of one run: the figure the goals are read from
-    res["ingest_interleaved"] = []
     iseconds = args.interleaved_seconds or (6.0 if args.quick else 45.0)
-    for pinned in (False, True):
-        for rule in ("adacomp", "asgd"):
-            r = interleaved(rule, iseconds, pinned=pinned, others={"numpy": on_numpy_path, "stub": canned_ack})
-            r.pop("window_list")
-            r["load_average_after"] = os.getloadavg()
-            res["ingest_interleaved"].append(r)
-            print(f"interleaved {rule}{' pinned' if pinned else ''}: " + "; ".join(
-                f"{k} {v['over_raw']:.2f} [{v['over_raw_quartiles'][0]:.2f}, {v['over_raw_quartiles'][1]:.2f}]"
-                for k, v in r["by_kind"].items() if k != "raw"), flush=True)
+    res["ingest_interleaved"] = interleaved_settings(iseconds, {"numpy": on_numpy_path, "stub": canned_ack},
+                                                     label="interleaved ")
     res["million_frames"] = million_frames(100_000 if args.quick else 1_000_000)
     print(f"million frames: {res['million_frames']}", flush=True)
     res["load_average_end"] = os.getloadavg()
