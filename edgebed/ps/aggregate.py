@@ -13,7 +13,7 @@ import numpy as np
 # Every function the PS calls on the compiled path. A module built from an older _fastpush.c (an
 # editable install whose extension was not rebuilt after a pull) lacks some: it is not used, and
 # the PS says so once, instead of failing at the first push that needs the missing one.
-FUNCTIONS = ("check_sparse", "check_sparse_top", "max_abs", "sgd_sparse", "adacomp", "touch_sigma",
+FUNCTIONS = ("check_sparse", "check_sparse_top", "max_abs", "sgd_sparse", "sgd_dense", "adacomp", "touch_sigma",
              "adacomp_touch_from", "touch_append", "touch_compact", "adacomp_step")
 try:
     from . import _fastpush as _fast
@@ -29,6 +29,7 @@ FAST = _fast is not None
 # dtype instances: comparing an array's dtype with one is ~2.5× faster than with the scalar type (which
 # numpy converts on every comparison); a few of these per push. Same answers.
 F32, U32 = np.dtype(np.float32), np.dtype(np.uint32)
+_NO_INDICES = np.zeros(0, np.uint32)   # a dense push's check: the compiled sparse check with no indices
 PUSH_PATH = "compiled" if FAST else "numpy"   # for the manifest (rundir.host_facts)
 
 
@@ -42,7 +43,12 @@ def staleness_lr(alpha: float, staleness):
 
 
 def apply_dense(theta: np.ndarray, grad: np.ndarray, lr: float, scratch: np.ndarray | None = None) -> None:
-    """Θ ← Θ − lr·g, in place. ``scratch`` (float32, Θ's size) avoids allocating |Θ| floats per call."""
+    """Θ ← Θ − lr·g, in place: one compiled pass for float32 (``sgd_dense``); else numpy, where
+    ``scratch`` (float32, Θ's size) avoids allocating |Θ| floats per call. The same bits either way."""
+    if (_fast is not None and theta.dtype == F32 and grad.dtype == F32 and theta.flags.c_contiguous
+            and grad.flags.c_contiguous and theta.size == grad.size):
+        _fast.sgd_dense(theta, grad, lr)   # rounds lr to float32 like np.float32(lr)
+        return
     if scratch is None:
         theta -= np.float32(lr) * grad
     else:
@@ -58,10 +64,13 @@ def check_entries(indices: np.ndarray | None, values: np.ndarray, n: int, limit:
     """Are a push's entries safe to apply to Θ of ``n`` entries? ``indices``: uint32, strictly
     increasing (so unique) and < n (None: a dense push); ``values``: finite and within ±``limit``.
     Returns the first failing test as ENTRIES_OK … TOO_LARGE (a NaN anywhere is NOT_FINITE, even next
-    to a too large value). Sparse float32 pushes take one C pass; dense ones one BLAS pass (Σv²)."""
+    to a too large value). Float32 pushes take one C pass, sparse or dense (without the C parts: numpy, and
+    a dense push's values one BLAS pass, Σv²)."""
     if (_fast is not None and indices is not None and values.dtype == F32 and indices.dtype == U32
             and values.flags.c_contiguous and indices.flags.c_contiguous):
         return _fast.check_sparse(indices, values, n, limit)
+    if _fast is not None and indices is None and values.dtype == F32 and values.flags.c_contiguous:
+        return _fast.check_sparse(_NO_INDICES, values, n, limit)   # no indices: the values' pass alone
     if indices is not None:
         if indices.size > 1 and np.count_nonzero(indices[1:] <= indices[:-1]):
             return NOT_INCREASING
@@ -76,9 +85,10 @@ def check_entries_top(indices: np.ndarray | None, values: np.ndarray, n: int, li
     """``check_entries``' verdict and ``max_abs(values)`` (NaN unless the verdict is ENTRIES_OK): for a
     sparse float32 push, from one compiled pass over the values instead of two (the PS's short path
     for pushes notes the largest |value| of each one it applies)."""
-    if (_fast is not None and indices is not None and values.dtype == F32 and indices.dtype == U32
-            and values.flags.c_contiguous and indices.flags.c_contiguous):
-        code, top = _fast.check_sparse_top(indices, values, n, limit)
+    if (_fast is not None and values.dtype == F32 and values.flags.c_contiguous
+            and (indices is None or (indices.dtype == U32 and indices.flags.c_contiguous))):
+        # a dense push: the values' pass alone (no indices), one pass instead of Σv² and max |v|
+        code, top = _fast.check_sparse_top(_NO_INDICES if indices is None else indices, values, n, limit)
         return code, (top if code == ENTRIES_OK else math.nan)
     code = check_entries(indices, values, n, limit)
     return code, (max_abs(values) if code == ENTRIES_OK else math.nan)

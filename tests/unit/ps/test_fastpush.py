@@ -83,6 +83,48 @@ def test_sparse_sgd_same_bits_as_numpy(numpy_path):
         assert a.tobytes() == b.tobytes()
 
 
+def test_dense_sgd_same_bits_as_numpy(numpy_path):
+    """A dense ASGD push: the compiled one-pass step against numpy's, with and without its scratch."""
+    _require_compiled()
+    rng = np.random.default_rng(4)
+    theta = rng.standard_normal(N).astype(np.float32)
+    a, b, c = theta.copy(), theta.copy(), theta.copy()
+    scratch = np.empty_like(theta)
+    for lr in (0.1, 0.01 / 7, 1e-3 / 3, 0.05):
+        g = (rng.standard_normal(N) * 1e-2).astype(np.float32)
+        aggregate.apply_dense(a, g, lr)
+        numpy_path(aggregate.apply_dense, b, g, lr, scratch)
+        numpy_path(aggregate.apply_dense, c, g, lr)
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+    assert a.tobytes() != theta.tobytes()
+
+
+DENSE = {   # a dense push's values against a limit of 1e6
+    "fine": (np.array([1, -2, 3], np.float32), aggregate.ENTRIES_OK),
+    "at the limit": (np.array([1e6, -1e6, 0], np.float32), aggregate.ENTRIES_OK),
+    "too large": (np.array([1, -2e6, 1], np.float32), aggregate.TOO_LARGE),
+    "nan": (np.array([1, np.nan, 1], np.float32), aggregate.NOT_FINITE),
+    "inf": (np.array([1, 1, -np.inf], np.float32), aggregate.NOT_FINITE),
+    "nan beats too large": (np.array([5e6, 1, np.nan], np.float32), aggregate.NOT_FINITE),
+    "empty": (np.zeros(0, np.float32), aggregate.ENTRIES_OK),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DENSE))
+def test_dense_check_same_verdict_and_max_either_path(case, numpy_path):
+    """A dense push's check (no indices): the compiled values' pass and numpy's Σv² and min/max give
+    the same verdict, and the same max |v| when it is ENTRIES_OK."""
+    _require_compiled()
+    vals, want = DENSE[case]
+    assert aggregate.check_entries(None, vals, vals.size, 1e6) == want
+    assert numpy_path(aggregate.check_entries, None, vals, vals.size, 1e6) == want
+    fast, slow = aggregate.check_entries_top(None, vals, vals.size, 1e6), numpy_path(
+        aggregate.check_entries_top, None, vals, vals.size, 1e6)
+    assert fast[0] == slow[0] == want
+    if want == aggregate.ENTRIES_OK:
+        assert fast[1] == slow[1] and type(fast[1]) is float
+
+
 @pytest.mark.parametrize("rule", ["adacomp", "comp-asgd"])
 def test_ps_process_same_theta_and_records_either_path(rule, numpy_path):
     """Whole pushes through ParameterServer.process, with pulls between them: same Θ, same rows."""
@@ -217,6 +259,10 @@ def test_compiled_functions_refuse_bad_arguments():
         f.sgd_sparse(theta, np.array([11], np.uint32), np.ones(1, np.float32), 0.1)
     with pytest.raises(TypeError):   # Θ must be writable
         f.sgd_sparse(bytes(40), np.array([1], np.uint32), np.ones(1, np.float32), 0.1)
+    with pytest.raises(ValueError, match="dense push"):
+        f.sgd_dense(theta, np.ones(9, np.float32), 0.1)
+    with pytest.raises(TypeError):
+        f.sgd_dense(bytes(40), np.ones(10, np.float32), 0.1)
     assert not theta.any() and not counts.any()   # nothing was written
 
 
