@@ -29,6 +29,15 @@ SCENARIO = {
 }
 
 
+def joined_share(run: Path) -> tuple[dict, int]:
+    """Each class's share of the pushes applied after every device had pushed once, and how many."""
+    from edgebed.rundir import read_table
+    ups = read_table(run, "updates").sort_values("update")
+    first = ups.groupby("device")["update"].min()
+    after = ups[ups["update"] > first.max()]
+    return ({c: float((after["speed_class"] == c).mean()) for c in ("fast", "slow")}, len(after))
+
+
 @pytest.mark.timeout(120)
 def test_model_averaging_on_sim_matches_local(tmp_path):
     results = {}
@@ -38,12 +47,16 @@ def test_model_averaging_on_sim_matches_local(tmp_path):
         assert res.summary["status"] == "complete", res.summary
         assert res.summary["rule"]["rounds"] >= 12   # devices join at their first pull: early rounds may be smaller
         results[runtime] = measure(res.path, res.summary)
+        results[runtime]["joined_share"], results[runtime]["joined_updates"] = joined_share(res.path)
     local, sim = results["local"], results["sim"]
     # Devices join at their first pull, so the first rounds may close before all have joined (more so
-    # on local, where start-up is real); after that every round has one push per device.
-    for c in ("fast", "slow"):
-        assert local["class_share"][c] == pytest.approx(0.5, abs=0.1)
-        assert sim["class_share"][c] == pytest.approx(0.5, abs=0.1)
+    # on local, where start-up is real: a fresh clone's run beside two other test workers had the fast
+    # class at 0.60 of all pushes); the classes' shares are taken from the pushes after every device's
+    # first (0.50 / 0.50 local and 0.55 / 0.45 sim here, over 44 of the 48).
+    for run in (local, sim):
+        assert run["joined_updates"] >= 16, run["joined_updates"]
+        for c in ("fast", "slow"):
+            assert run["joined_share"][c] == pytest.approx(0.5, abs=0.1), run["joined_share"]
     # Same payload on both; only the header's integers (the pulled version, seq) are variable-length,
     # and which version a push carries depends on arrival order: equal within a few header bytes
     # (CI saw 796,957.7 vs 796,957.6).
