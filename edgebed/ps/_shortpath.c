@@ -299,6 +299,19 @@ static PyObject *tally_take(Tally *t, PyObject *unused) {
     out = Py_BuildValue("(LLLLO)", total[0], total[1], total[2], total[3], devices);
 done:
     Py_XDECREF(devices);
+    if (out == NULL) {   /* no memory for the answer: the counts go back, none lost (no Python runs here) */
+        for (int i = 0; i < 4; i++)
+            t->total[i] += total[i];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t d = (Py_ssize_t)copy[4 * i];
+            long long *dv = t->dev + d * T_PER_DEVICE;
+            dv[0] += copy[4 * i + 1], dv[1] += copy[4 * i + 2], dv[2] += copy[4 * i + 3];
+            if (!t->marked[d]) {
+                t->marked[d] = 1;
+                t->touched[t->n_touched++] = (uint32_t)d;
+            }
+        }
+    }
     PyMem_RawFree(copy);
     return out;
 }

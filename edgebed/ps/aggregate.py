@@ -42,11 +42,16 @@ def staleness_lr(alpha: float, staleness):
     return alpha / max(staleness, 1)
 
 
+def dense_compiled(theta: np.ndarray, grad: np.ndarray) -> bool:
+    """Whether ``apply_dense`` takes its compiled pass for these arrays (then it needs no scratch)."""
+    return (_fast is not None and theta.dtype == F32 and grad.dtype == F32 and theta.flags.c_contiguous
+            and grad.flags.c_contiguous and theta.size == grad.size)
+
+
 def apply_dense(theta: np.ndarray, grad: np.ndarray, lr: float, scratch: np.ndarray | None = None) -> None:
     """Θ ← Θ − lr·g, in place: one compiled pass for float32 (``sgd_dense``); else numpy, where
     ``scratch`` (float32, Θ's size) avoids allocating |Θ| floats per call. The same bits either way."""
-    if (_fast is not None and theta.dtype == F32 and grad.dtype == F32 and theta.flags.c_contiguous
-            and grad.flags.c_contiguous and theta.size == grad.size):
+    if dense_compiled(theta, grad):
         _fast.sgd_dense(theta, grad, lr)   # rounds lr to float32 like np.float32(lr)
         return
     if scratch is None:

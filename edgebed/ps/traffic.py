@@ -161,13 +161,12 @@ class TrafficMeter:
             return self._to_dict()
 
     def _to_dict(self) -> dict:
-        self._fold()
+        state = self._state()   # the tally folded in first
+        by_device = state.pop("by_device")
         by_class: dict[str, dict] = defaultdict(lambda: {"in_bytes": 0, "out_bytes": 0, "push_bytes": 0, "pushes": 0})
         for dev, d in self._by_device.items():
             c = by_class[self.class_of_device(dev)]
             for key in c:
                 c[key] += d[key]
-        state = self._state()
-        by_device = state.pop("by_device")
         return {"unit": "bytes (message payload: header + array frames)", **state,
                 "by_class": dict(by_class), "by_device": by_device}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..aggregate import apply_dense, apply_sparse, staleness_lr
+from ..aggregate import apply_dense, apply_sparse, dense_compiled, staleness_lr
 from ...algorithms.params import ASGDParams
 from .base import Applied, UpdateRule
 
@@ -11,12 +11,12 @@ from .base import Applied, UpdateRule
 class ASGD(UpdateRule):
     Params = ASGDParams
 
-    _scratch = None   # |Θ| float32, so a dense apply allocates nothing
+    _scratch = None   # |Θ| float32, so a dense apply on numpy's path allocates nothing (the compiled one needs none)
 
     def apply(self, device, staleness, values, indices):
         lr = float(staleness_lr(self.lr, staleness))
         if indices is None:
-            if self._scratch is None:
+            if self._scratch is None and not dense_compiled(self.theta, values):
                 self._scratch = np.empty_like(self.theta)
             apply_dense(self.theta, values, lr, self._scratch)
         else:

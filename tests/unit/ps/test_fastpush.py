@@ -99,6 +99,18 @@ def test_dense_sgd_same_bits_as_numpy(numpy_path):
     assert a.tobytes() != theta.tobytes()
 
 
+def test_asgd_keeps_a_scratch_copy_of_theta_only_on_numpy_path(numpy_path):
+    """The compiled dense step needs no |Θ| scratch array; numpy's path allocates one, once."""
+    _require_compiled()
+    theta = np.zeros(N, np.float32)
+    g = np.ones(N, np.float32)
+    fast, slow = RULES["asgd"](theta.copy(), 0.1), RULES["asgd"](theta.copy(), 0.1)
+    fast.apply(0, 0, g, None)
+    numpy_path(slow.apply, 0, 0, g, None)
+    assert fast._scratch is None and slow._scratch is not None and slow._scratch.size == N
+    assert fast.theta.tobytes() == slow.theta.tobytes()
+
+
 DENSE = {   # a dense push's values against a limit of 1e6
     "fine": (np.array([1, -2, 3], np.float32), aggregate.ENTRIES_OK),
     "at the limit": (np.array([1e6, -1e6, 0], np.float32), aggregate.ENTRIES_OK),
