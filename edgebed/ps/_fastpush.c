@@ -60,7 +60,7 @@ static Py_ssize_t items(Py_buffer *b, Py_ssize_t size, const char *name) {
  * GCC on x86-64 it is built twice, for baseline x86-64 and for AVX2 (whose 8-lane integer maximum the
  * baseline lacks: a dense push's check was slower than numpy's BLAS pass on the baseline build alone),
  * and the loader picks one for the CPU. The magnitudes fit in 31 bits, so a signed maximum is exact. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)   /* ifunc: glibc's */
 __attribute__((target_clones("avx2", "default")))
 #endif
 static uint32_t magnitude_top(const float *v, Py_ssize_t m) {
