@@ -19,7 +19,9 @@ from edgebed.scenario import parse_scenario, read_yaml
 from edgebed.timing import tbf_burst
 from tests.capabilities import require_docker, require_root
 
-pytestmark = [pytest.mark.docker, pytest.mark.root, pytest.mark.slow, pytest.mark.timeout(240)]
+# measures: it asserts every scheduled change lands within 10 % of its time, which tests running beside
+# it disturb (a fresh clone's first pass on 3 workers applied a recovery 1.93 s late at 19.2 s)
+pytestmark = [pytest.mark.docker, pytest.mark.root, pytest.mark.slow, pytest.mark.measures, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "churn-live.yaml"
