@@ -26,8 +26,8 @@ provision:
 # then the `measures` tests one at a time — they assert rates, quotas, shaping and pacing, which tests
 # running beside them would disturb. The first pass runs one worker a core (WORKERS=auto). With one more
 # it took 8 instead of 9–10 minutes here, but four of seven such fresh-clone runs on 2026-11-29 failed a
-# timing-sensitive test that passes with one worker a core (the averaging shares, the docker churn
-# run's timing, a Ctrl-C burst's answer, and a start-up Ctrl-C's exit -2: benchmarks/results/test_suite.txt).
+# timing-sensitive test (a start-up Ctrl-C's exit -2, the averaging shares, the docker churn run's
+# timing, a Ctrl-C burst's answer; the first three mended: benchmarks/results/test_suite.txt).
 # Extra pytest options: PYTEST_ADDOPTS. The `gpu` tests need a CUDA device, which CI has not:
 # `make test-gpu` (and benchmarks/gpu_check.py) where there is one.
 WORKERS ?= auto
