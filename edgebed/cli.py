@@ -1,4 +1,4 @@
-"""Command line: ``edgebed validate | run | runs | report | clean | study | image | compose | export``.
+"""Command line: ``edgebed validate | run | runs | report | clean | new | study | image | compose | export``.
 
 Results (tables, summaries, ``--json``) go to stdout; everything else is logged to stderr through
 ``edgebed.console`` (``-q`` warnings only, ``-v`` debug). Exit codes: 0 ok, 1 a run or study that
@@ -71,11 +71,12 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
         try:
             from .data import missing
             from .emulator.capacity import problems as capacity_problems
-            problems = _workload_problems(sc, out)   # the model takes the data (before anything runs it)
+            # the data is there (a typo in its path is named as one, before a loader reads it); then
+            # the model takes the data (before anything runs it)
+            problems = missing(sc.dataset) or _workload_problems(sc, out)
             if not problems:
                 runtime = get_runtime(sc.runtime.name)(sc, Path("/nonexistent"))
                 problems = runtime.check()
-                problems += missing(sc.dataset)
                 problems += [] if problems else capacity_problems(sc)   # samples for the partition; memory (sim)
         except (ScenarioError, ValueError, RuntimeError) as err:
             problems = [str(err)]
@@ -646,6 +647,20 @@ def _docker_parsers(sub) -> None:
         args.scenario, args.bind, args.out))
 
 
+def cmd_new(args) -> int:
+    from .scaffold import new_project
+    files = new_project(args.name)
+    if args.json:
+        _out(json.dumps({"directory": str(Path(args.name)), "files": [str(f) for f in files]}))
+        return 0
+    for f in files:
+        _out(f"  {f}")
+    d = Path(args.name)
+    log.info(f"next: cd {d} && edgebed validate scenario.yaml study.yaml && edgebed run scenario.yaml "
+             f"(then edgebed report runs/{d.name}-*)")
+    return 0
+
+
 def _common(p: argparse.ArgumentParser, top: bool = False) -> None:
     """-q / -v / --json, accepted before or after the verb (the verb's copy keeps the top's value)."""
     d = {} if top else {"default": argparse.SUPPRESS}
@@ -721,6 +736,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix", default="", metavar="RUN_ID_PREFIX",
                    help="with --all: only runs whose id (directory name) starts with this")
     p.set_defaults(func=cmd_clean)
+    p = sub.add_parser("new", help="write a ready project: scenario, model, data conversion stub, study, notebook")
+    p.add_argument("name", metavar="NAME", help="the new directory (its name names the project); must not exist")
+    p.set_defaults(func=cmd_new)
     _study_parser(sub)
     _docker_parsers(sub)
     for p in _subparsers(ap):

@@ -583,7 +583,11 @@ def _extra_key(loc: tuple) -> str:
     known = list(getattr(model, "model_fields", {}))
     return (f"unknown key{did_you_mean(key, known)}"
             + ("" if did_you_mean(key, known) else f"; the keys here are {', '.join(known)}" if known else "; remove it")
-            + " (scenarios/README.md lists every key)")
+            + f" ({REFERENCE} lists every key)")
+
+
+# Where a user reads every scenario key: the documentation site's generated reference page.
+REFERENCE = "the docs' Scenario keys page, scenario-reference/ on the site (make docs),"
 
 
 def did_you_mean(word: str, choices) -> str:

@@ -235,8 +235,8 @@ def resolve(ref) -> Workload:
     try:
         obj = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
-        raise ValueError(f"model {ref!r}: cannot import {attr!r} from {module!r} ({e}); put the module's "
-                         f"directory on PYTHONPATH or in the scenario's model.path") from e
+        from .suggest import import_problem
+        raise ValueError(import_problem(ref, module, attr, e)) from e
     if isinstance(obj, Workload):
         return obj
     if not callable(obj):

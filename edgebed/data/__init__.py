@@ -116,7 +116,9 @@ def missing(spec) -> list[str]:
         return []
     d = Path(spec.path)
     if not d.is_dir():
-        return [f"dataset.path: {d} is not a directory; give a directory with the four MNIST-format "
+        from ..suggest import missing_path
+        where = f" {missing_path(d)}" if not d.exists() else ""
+        return [f"dataset.path: {d} is not a directory{where}; give a directory with the four MNIST-format "
                 f"IDX files ({', '.join(STANDARD_FILES)})"]
     lacking = [s for s in STANDARD_FILES if not (d / s).exists() and not (d / f"{s}.gz").exists()]
     if lacking:

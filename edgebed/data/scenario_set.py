@@ -141,6 +141,7 @@ def formatted_missing(spec) -> list[str]:
     for key in ("path", "test_path"):
         p = getattr(spec, key)
         if p and not Path(p).expanduser().exists():
-            out.append(f"dataset.{key}: {p} does not exist; give the {spec.format} data set's file or "
-                       "directory (docs/data.md)")
+            from ..suggest import missing_path
+            out.append(f"dataset.{key}: {p} does not exist {missing_path(p)}; give the {spec.format} data "
+                       "set's file or directory (docs/data.md)")
     return out
