@@ -1,4 +1,4 @@
-"""The data dictionary: every column of a run's tables, its unit and meaning.
+"""The data dictionary: every column of a run's tables and every key of its summary.json, unit and meaning.
 
 One source for three readers: Parquet field metadata (``unit``, ``description`` on each field, via
 ``annotate``), the frames ``edgebed.load_run`` returns (``frame.attrs["units"]``), and the docs
@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
+_DICT = tomllib.loads((Path(__file__).with_name("datadict.toml")).read_text(encoding="utf-8"))
+# summary.json key (dotted inside a section) -> (unit, meaning): datadict.toml's ["summary.json"].
+SUMMARY: dict[str, tuple[str, str]] = {k: tuple(v) for k, v in _DICT.pop("summary.json").items()}
 # table -> column -> (unit, meaning), in the tables' column order: datadict.toml, beside this file.
 COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
-    table: {column: tuple(entry) for column, entry in columns.items()}
-    for table, columns in tomllib.loads((Path(__file__).with_name("datadict.toml")).read_text(encoding="utf-8")).items()
+    table: {column: tuple(entry) for column, entry in columns.items()} for table, columns in _DICT.items()
 }
 
 
@@ -48,6 +50,12 @@ def markdown() -> str:
                   "| column | unit | meaning |", "|---|---|---|"]
         lines += [f"| `{c}` | {u} | {m} |" for c, (u, m) in cols.items()]
         lines.append("")
+    lines += ["## `summary.json`", "",
+              "The run's outcome, one JSON object (`edgebed.load_run(path).summary`); a dotted key is a key "
+              "inside a section. Every key the engine writes is listed (a test fails otherwise).", "",
+              "| key | unit | meaning |", "|---|---|---|"]
+    lines += [f"| `{k}` | {u} | {m} |" for k, (u, m) in SUMMARY.items()]
+    lines.append("")
     return "\n".join(lines)
 
 
