@@ -22,6 +22,7 @@ NAV = [
         ("Running experiments", "running.md"),
         ("Analysing runs", "analysis.md"),
         ("Your own model and data", "your-own-model.md"),
+        ("Extending edgebed", "extending.md"),
     ]),
     ("Concepts", [
         ("What a run is and records", "concepts.md"),
