@@ -1,5 +1,7 @@
 """Issue 56, point 4: a typo gets the resolved directory and the close names, not generic advice."""
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -34,20 +36,26 @@ def test_a_typo_in_a_data_path_names_the_directory_it_was_resolved_against(tmp_p
 
 
 def test_a_typo_in_a_model_module_suggests_the_close_names(tmp_path, monkeypatch, capsys):
+    # names of this test's own: a package imported here stays in sys.modules for the tests after it
     project = tmp_path / "project"
-    (project / "mynets").mkdir(parents=True)
-    (project / "mynets" / "__init__.py").write_text("")
-    (project / "mynets" / "small.py").write_text("def small():\n    pass\n")
-    (project / "mymodel.py").write_text("def make():\n    pass\n")
+    (project / "nets56").mkdir(parents=True)
+    (project / "nets56" / "__init__.py").write_text("")
+    (project / "nets56" / "small.py").write_text("def small():\n    pass\n")
+    (project / "model56.py").write_text("def make():\n    pass\n")
     monkeypatch.chdir(tmp_path)               # the scenario's directory is not the working directory
-    monkeypatch.setattr("sys.path", list(__import__("sys").path))
-    for typo, close in (("mymodle:make", "'mymodel:make'"), ("mynets.smal:small", "'mynets.small:small'"),
-                        ("mymodel:mkae", "'mymodel:make'")):
-        (project / "s.yaml").write_text(BASE + f"model: {{name: '{typo}'}}\n")
-        errors = _validate(capsys, project / "s.yaml")
-        assert f"did you mean {close}?" in errors, errors
-        assert "PYTHONPATH" not in errors
-    assert module_candidates("mymodle", first=str(project)) == ["mymodel"]
+    monkeypatch.setattr("sys.path", list(sys.path))    # validate puts the scenario's directory on both
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))   # restored as it was, set or not
+    try:
+        for typo, close in (("modle56:make", "'model56:make'"), ("nets56.smal:small", "'nets56.small:small'"),
+                            ("model56:mkae", "'model56:make'")):
+            (project / "s.yaml").write_text(BASE + f"model: {{name: '{typo}'}}\n")
+            errors = _validate(capsys, project / "s.yaml")
+            assert f"did you mean {close}?" in errors, errors
+            assert "PYTHONPATH" not in errors
+        assert module_candidates("modle56", first=str(project)) == ["model56"]
+    finally:
+        for name in [m for m in sys.modules if m.split(".")[0] in ("nets56", "model56")]:
+            del sys.modules[name]
 
 
 def test_a_path_whose_directory_is_missing_names_the_first_one_that_exists(tmp_path):
