@@ -106,21 +106,27 @@ def _data_input(sc) -> tuple[tuple, int]:
 def _workload_problems(sc, out: dict) -> list[str]:
     """The model imported and built on the meta device against the data's shape and classes; its
     parameter count and per-step FLOPs join ``out["describes"]``."""
+    from .usercode import BUILD_TIMEOUT_ENV, build_timeout, deadline
     from .workload import input_problems, num_params, step_flops, use_path
     use_path(sc.model.path)
     shape, classes = _data_input(sc)
-    problems = input_problems(sc.model, shape, classes, where="model.name")
-    if not problems:
-        from .models import workload_state_problems
-        problems = workload_state_problems(sc.model, shape, where="model.name")
-    if not problems and out["kind"] == "scenario":
-        b = sc.algorithm.batch_size
-        out["describes"] += (f"; model: {num_params(sc.model):,} parameters, "
-                             f"{step_flops(sc.model, b, shape) / 1e6:.1f} MFLOP per step (batch {b})")
-        from .models import statistics_size
-        if statistics_size(sc.model):
-            out["describes"] += (f", {statistics_size(sc.model):,} running statistics "
-                                 f"(model.buffers: {sc.buffer_policy()})")
+    # the user's factory runs here, on the meta device: it must return at once (usercode.deadline)
+    with deadline(build_timeout(), f"model.name: model {sc.model.name!r} (its import, build on the meta "
+                  "device and one step's FLOP count at validate)",
+                  f"make its factory fast (no downloads, no training when it is built) or raise the "
+                  f"limit: {BUILD_TIMEOUT_ENV}=<seconds> edgebed validate …"):
+        problems = input_problems(sc.model, shape, classes, where="model.name")
+        if not problems:
+            from .models import workload_state_problems
+            problems = workload_state_problems(sc.model, shape, where="model.name")
+        if not problems and out["kind"] == "scenario":
+            b = sc.algorithm.batch_size
+            out["describes"] += (f"; model: {num_params(sc.model):,} parameters, "
+                                 f"{step_flops(sc.model, b, shape) / 1e6:.1f} MFLOP per step (batch {b})")
+            from .models import statistics_size
+            if statistics_size(sc.model):
+                out["describes"] += (f", {statistics_size(sc.model):,} running statistics "
+                                     f"(model.buffers: {sc.buffer_policy()})")
     return problems
 
 
