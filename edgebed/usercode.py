@@ -48,6 +48,7 @@ def in_stdlib_dir(path: str) -> bool:
     return any(p.is_relative_to(d) for d in _STDLIB_DIRS)
 
 
+@functools.lru_cache(maxsize=512)   # where a module comes from does not change while a process runs
 def is_stdlib_module(name: str) -> bool:
     """Whether module ``name`` is Python's own: built in, frozen, a file under the interpreter's
     standard-library directory (site-packages excluded), or, where no file says, a name in
