@@ -333,6 +333,10 @@ def resolve(ref) -> Workload:
     except (ImportError, AttributeError) as e:
         raise ValueError(f"model {ref!r}: cannot import {attr!r} from {module!r} ({e}); put the module's "
                          f"directory on PYTHONPATH or in the scenario's model.path") from e
+    except Exception as e:   # noqa: BLE001 — the user's module failed as it was imported
+        text = " ".join(f"{type(e).__name__}: {e}".split())
+        raise UserCodeError(f"model.name: importing {module} for model {ref!r} raised {text[:300]}"
+                            f"{_user_line(e)}; fix the module") from None
     usercode.check_target(obj, "model.name", ref, "a model", "it returns a torch nn.Module, or name an "
                           "edgebed.workload.Workload", accept=lambda o: isinstance(o, Workload))
     return obj if isinstance(obj, Workload) else Workload(ref, obj)
