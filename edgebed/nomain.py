@@ -6,7 +6,9 @@ multiprocessing's spawn and forkserver children run the starting program's main 
 ``edgebed.run`` at module level, without an ``if __name__ == "__main__":`` guard, then starts a run of
 its own in every agent. edgebed's children need nothing from ``__main__`` (their targets and
 arguments are edgebed's functions and plain data), so inside ``without_main`` the preparation data
-multiprocessing sends them leaves the main module out, as it does for an interactive session.
+multiprocessing sends them leaves the main module out, as it does for an interactive session. A
+study's worker processes run what they are given: ``needs_main`` says whether that refers to
+``__main__`` (a task the user defined in their script), which then still needs it.
 Standard library only: the fork server preloads the modules that import this one.
 """
 from __future__ import annotations
@@ -49,3 +51,14 @@ def without_main():
         yield
     finally:
         _here.depth -= 1
+
+
+def needs_main(*objects) -> bool:
+    """Whether ``objects`` pickled refer to the ``__main__`` module (a function or class defined in
+    the user's script), so that a child must import it to unpickle them; True when they do not pickle
+    (multiprocessing then says why, as without this check)."""
+    import pickle
+    try:
+        return b"__main__" in pickle.dumps(objects, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 — any pickling failure: leave the start as multiprocessing has it
+        return True

@@ -29,3 +29,30 @@ def test_children_started_inside_without_main_do_not_run_the_script_again(tmp_pa
     done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, timeout=50)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["module level ran", "spawn 0", "forkserver 0", "outside the block True"]
+
+
+EXECUTOR = textwrap.dedent('''
+    import os
+    from edgebed.study.executors.local import LocalExecutor
+    print("module level ran", flush=True)
+    ex = LocalExecutor(workers=2)
+    print("pids", len({f.result(60) for f in [ex.submit(os.getpid) for _ in range(2)]}), flush=True)
+''')
+
+GUARDED = textwrap.dedent('''
+    from edgebed.study.executors.local import LocalExecutor
+
+    def double(x):
+        return 2 * x
+
+    if __name__ == "__main__":
+        print(LocalExecutor(workers=2).submit(double, 21).result(60), flush=True)
+''')
+
+
+@pytest.mark.parametrize("script, lines", [(EXECUTOR, ["module level ran", "pids 2"]), (GUARDED, ["42"])])
+def test_a_studys_workers_skip_the_script_unless_their_task_is_defined_there(tmp_path, script, lines):
+    (tmp_path / "script.py").write_text(script)
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == lines
