@@ -92,12 +92,11 @@ def _validate_one(path: Path, overrides: tuple) -> dict:
     return out
 
 
-def _data_input(sc) -> tuple[tuple, int]:
-    """(one sample's shape, the number of classes) of the scenario's data set, read from it (IDX:
-    28×28 grey images in 10 classes); before a download is cached, what the model expects."""
-    from .data import input_of
+def _data_input(sc, got: tuple | None) -> tuple[tuple, int]:
+    """(one sample's shape, the number of classes) of the scenario's data set: ``got``, what
+    ``data.input_of`` read from it (IDX: 28×28 grey images in 10 classes); None (a download not cached
+    yet): what the model expects."""
     from .workload import resolve
-    got = input_of(sc.dataset)
     if got is None:
         w = resolve(sc.model)
         return w.input_shape, w.num_classes
@@ -107,21 +106,29 @@ def _data_input(sc) -> tuple[tuple, int]:
 def _workload_problems(sc, out: dict) -> list[str]:
     """The model imported and built on the meta device against the data's shape and classes; its
     parameter count and per-step FLOPs join ``out["describes"]``."""
+    from .data import input_of
+    from .usercode import BUILD_TIMEOUT_ENV, build_timeout, deadline
     from .workload import input_problems, num_params, step_flops, use_path
     use_path(sc.model.path)
-    shape, classes = _data_input(sc)
-    problems = input_problems(sc.model, shape, classes, where="model.name")
-    if not problems:
-        from .models import workload_state_problems
-        problems = workload_state_problems(sc.model, shape, where="model.name")
-    if not problems and out["kind"] == "scenario":
-        b = sc.algorithm.batch_size
-        out["describes"] += (f"; model: {num_params(sc.model):,} parameters, "
-                             f"{step_flops(sc.model, b, shape) / 1e6:.1f} MFLOP per step (batch {b})")
-        from .models import statistics_size
-        if statistics_size(sc.model):
-            out["describes"] += (f", {statistics_size(sc.model):,} running statistics "
-                                 f"(model.buffers: {sc.buffer_policy()})")
+    got = input_of(sc.dataset)   # the data set's files: read before the model's deadline starts
+    # the user's module is imported and its factory runs here, on the meta device: at once (usercode.deadline)
+    with deadline(build_timeout(), f"model.name: model {sc.model.name!r} (its import, build on the meta "
+                  "device and one step's FLOP count at validate)",
+                  f"make its factory fast (no downloads, no training when it is built) or raise the "
+                  f"limit: {BUILD_TIMEOUT_ENV}=<seconds> edgebed validate …"):
+        shape, classes = _data_input(sc, got)
+        problems = input_problems(sc.model, shape, classes, where="model.name")
+        if not problems:
+            from .models import workload_state_problems
+            problems = workload_state_problems(sc.model, shape, where="model.name")
+        if not problems and out["kind"] == "scenario":
+            b = sc.algorithm.batch_size
+            out["describes"] += (f"; model: {num_params(sc.model):,} parameters, "
+                                 f"{step_flops(sc.model, b, shape) / 1e6:.1f} MFLOP per step (batch {b})")
+            from .models import statistics_size
+            if statistics_size(sc.model):
+                out["describes"] += (f", {statistics_size(sc.model):,} running statistics "
+                                     f"(model.buffers: {sc.buffer_policy()})")
     return problems
 
 

@@ -71,7 +71,7 @@ def build_model(name, seed: int = 0) -> nn.Module:
     from .workload import resolve
     w = resolve(name)
     torch.manual_seed(seed)
-    model = w.factory()
+    model = w.build()
     if w.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return portable_ops.adopt(model)   # fixed-order Linear/Conv2d under numerics: portable
@@ -182,7 +182,7 @@ def workload_state_problems(name, input_shape: tuple, where: str = "model.name")
     from .workload import resolve
     w = resolve(name)
     with torch.device("meta"):
-        model = w.factory()
+        model = w.build()
         try:
             return state_problems(model, torch.empty((2, *input_shape)), where)
         except Exception:  # noqa: BLE001 — reported by input_problems, with the user's error
@@ -221,7 +221,7 @@ def model_layers(name: str, buffers: bool = False) -> list[Layer]:
     from .workload import resolve
     w = resolve(name)
     with torch.device("meta"):
-        return layers_of(w.factory(), buffers)
+        return layers_of(w.build(), buffers)
 
 
 _STATISTICS_SIZE: dict = {}

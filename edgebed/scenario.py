@@ -672,6 +672,9 @@ def read_yaml(path: str | Path, what: str = "scenario") -> Any:
         return load_yaml_text(text)
     except TooLarge as err:
         raise ScenarioError(f"{path}: refused: {err}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: refused: its values are nested too deep to read (a scenario is a "
+                            "few levels deep); write them out flat") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -710,18 +713,26 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _expanded_size(node, memo: dict) -> int:
-    """How many nodes ``node`` stands for once every alias is copied out (aliases share nodes)."""
+def _expanded_size(node, memo: dict, inside: set | None = None) -> int:
+    """How many nodes ``node`` stands for once every alias is copied out (aliases share nodes). A node
+    reached again from inside itself (``&a [*a]``) has no finite size: ``yaml.YAMLError`` at its line
+    (its values would be written to a run directory's scenario.yaml, which can't hold a cycle)."""
     done = memo.get(id(node))
     if done is not None:
         return done
-    memo[id(node)] = 1   # a recursive alias counts once here; the constructor handles the cycle
+    inside = set() if inside is None else inside
+    if id(node) in inside:
+        raise yaml.constructor.ConstructorError(
+            None, None, "this value contains itself (an alias *name used inside its own &name): a "
+            "scenario's values must be finite; write the inner value out", node.start_mark)
+    inside.add(id(node))
     if isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded_size(v, memo) for v in node.value)
+        size = 1 + sum(_expanded_size(v, memo, inside) for v in node.value)
     elif isinstance(node, yaml.MappingNode):
-        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+        size = 1 + sum(_expanded_size(k, memo, inside) + _expanded_size(v, memo, inside) for k, v in node.value)
     else:
         size = 1
+    inside.discard(id(node))
     memo[id(node)] = size
     return size
 
@@ -761,7 +772,12 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
     ``20ms``) unless ``resolved``: a scenario a run recorded before units were written out (bare SI
     numbers: bits/s, seconds). With ``notify``, an ``algorithm.name`` override that drops the keys
     the new algorithm does not take logs a warning naming them (a study's cells do this by design)."""
-    data = copy.deepcopy(data) if data is not None else {}
+    try:
+        data = copy.deepcopy(data) if data is not None else {}
+        if isinstance(data, dict):
+            _refuse_cycles(data, source)
+    except RecursionError:
+        raise ScenarioError(f"{source}: its values are nested too deep (a scenario is a few levels deep)") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of keys (name:, workers:, ...)")
     written = []
@@ -785,6 +801,22 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
         return Scenario.model_validate(data, context=None if resolved else {"units": "required"})
     except ValidationError as err:
         raise ScenarioError(format_errors(err, source, overrides=tuple(written))) from None
+
+
+def _refuse_cycles(value: Any, source: str, where: str = "", inside: set | None = None, done: set | None = None) -> None:
+    """ScenarioError for a mapping or list that contains itself (a dict built in Python; a file's
+    recursive alias is refused as it is read): a run's scenario.yaml could not hold it."""
+    inside, done = (set(), set()) if inside is None else (inside, done)
+    if not isinstance(value, (dict, list)) or id(value) in done:
+        return
+    if id(value) in inside:
+        raise ScenarioError(f"{source}: {where or '(top level)'} contains itself: a scenario's values must "
+                            "be finite; give a copy of the inner value instead")
+    inside.add(id(value))
+    for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+        _refuse_cycles(item, source, f"{where}.{key}" if where else str(key), inside, done)
+    inside.discard(id(value))
+    done.add(id(value))
 
 
 def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:

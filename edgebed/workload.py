@@ -13,9 +13,13 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
+
+from . import usercode
+from .usercode import UserCodeError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -56,14 +60,105 @@ class Workload:
     correct: Callable = top1_correct
     input_dtype: str = "float32"
     shape_of: Callable | None = None
+    args: dict | None = field(default=None, compare=False, repr=False)   # model.args, for messages
 
     def with_args(self, args: dict | None) -> "Workload":
-        """This workload with its factory called with ``args`` (the scenario's ``model.args``)."""
+        """This workload with its factory called with ``args`` (the scenario's ``model.args``); a key
+        its factory does not take is refused here, before anything is called."""
         if not args:
             return self
-        shape = self.shape_of(**args) if self.shape_of else self.input_shape
-        return replace(self, factory=functools.partial(self.factory, **args), input_shape=tuple(shape),
-                       num_classes=int(args.get("num_classes", args.get("vocab", self.num_classes))))
+        _refuse_unknown(self, args)
+        try:
+            shape = self.shape_of(**args) if self.shape_of else self.input_shape
+            classes = int(args.get("num_classes", args.get("vocab", self.num_classes)))
+            shape = tuple(shape)
+        except (TypeError, ValueError) as err:
+            raise _failed(self, args, err, "its input spec (shape_of)") from None
+        return replace(self, factory=functools.partial(self.factory, **args), input_shape=shape,
+                       num_classes=classes, args=dict(args))
+
+    def build(self) -> "nn.Module":
+        """A fresh model from ``factory()`` (the caller seeds torch first, and picks the device): a
+        factory that raises, or returns anything but an ``nn.Module``, is a ``UserCodeError`` naming
+        the model and the ``model.args`` key at fault, never the user's traceback."""
+        from torch import nn
+        try:
+            model = self.factory()
+        except UserCodeError:
+            raise
+        except Exception as err:   # noqa: BLE001 — any failure of the user's factory is the answer
+            raise _failed(self, self.args or {}, err, "its factory") from None
+        if not isinstance(model, nn.Module):
+            shown = repr(model)
+            kind = type(model).__name__
+            raise UserCodeError(f"model.name: model {self.name!r}{_where(self)} returned "
+                                f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({shown if len(shown) <= 40 else shown[:37] + '...'}), "
+                                "not a torch nn.Module: a model factory must return a freshly built "
+                                "nn.Module (docs/your-own-model.md)")
+        return model
+
+
+def _where(w: Workload) -> str:
+    """" (factory module:qualname)" where the model's name is no import path and its factory is the
+    user's (a ``Workload`` they made), so a message names the code; "" otherwise."""
+    fn = w.factory
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    module, qual = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if ":" in w.name or not module or not qual or module.split(".")[0] == __package__:
+        return ""
+    return f" (factory {module}:{qual})"
+
+
+def _refuse_unknown(w: Workload, args: dict) -> None:
+    """A ``model.args`` key the factory's signature does not take, before it is called (a factory
+    that takes ``**kwargs`` is asked by calling it: ``_failed`` names the key it refuses)."""
+    try:
+        params = inspect.signature(w.factory).parameters.values()
+    except (TypeError, ValueError):   # no signature to read (a C callable)
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    takes = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = [k for k in args if k not in takes]
+    if unknown:
+        raise UserCodeError(f"{', '.join(f'model.args.{k}' for k in unknown)}: model {w.name!r}{_where(w)} "
+                            f"takes no argument {', '.join(map(repr, unknown))} (it takes "
+                            f"{', '.join(takes) or 'none'}): remove the key or correct its name")
+
+
+def _failed(w: Workload, args: dict, err: Exception, part: str) -> UserCodeError:
+    """The error for a factory (or its input spec, ``part``) that raised ``err``: the model, the
+    ``model.args`` keys whose values the error mentions, the user's line, and what to check."""
+    text = " ".join(str(err).split())
+    text = f"{type(err).__name__}: {text if len(text) <= 300 else text[:297] + '...'}".rstrip(".")
+    refused = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+    if isinstance(err, TypeError) and refused and refused.group(1) in args:
+        key = refused.group(1)
+        return UserCodeError(f"model.args.{key}: model {w.name!r}{_where(w)} takes no argument {key!r} "
+                             f"({text}): remove the key or correct its name")
+    keys = [k for k, v in args.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+            and str(v) and re.search(rf"(?<![\w.-]){re.escape(str(v))}(?![\w.])", str(err))]
+    head = ", ".join(f"model.args.{k}" for k in keys) or ("model.args" if args else "model.name")
+    given = ", ".join(f"{k}: {v!r}" for k, v in args.items())
+    todo = (f"check {head}" if keys else "check model.args against what the factory takes" if args
+            else "fix the factory")
+    return UserCodeError(f"{head}: model {w.name!r}{_where(w)} could not be built"
+                         f"{f' with model.args {{{given}}}' if args else ''}: {part} raised {text}"
+                         f"{_user_line(err)}; {todo}")
+
+
+def _user_line(err: BaseException) -> str:
+    """" (at file:line)": the last frame of ``err``'s traceback outside edgebed, installed packages and
+    the standard library (the user's code), "" if none."""
+    import traceback
+    here = __file__.rsplit("/", 1)[0]
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        name = frame.filename
+        if not (name.startswith(here) or "site-packages" in name or "dist-packages" in name or
+                name.startswith("<") or usercode.in_stdlib_dir(name)):
+            return f" (at {name}:{frame.lineno})"
+    return ""
 
 
 def sample_input(w: Workload, batch: int, input_shape: tuple | None = None, device=None):
@@ -87,7 +182,7 @@ def input_problems(ref, input_shape: tuple, num_classes: int, where: str = "mode
     w = resolve(ref)
     shape = "×".join(map(str, input_shape))
     with torch.device("meta"):
-        model = w.factory()
+        model = w.build()
         x = sample_input(w, 2, input_shape)
         try:
             out = model(x)
@@ -232,14 +327,16 @@ def resolve(ref) -> Workload:
         raise ValueError(f"unknown model {ref!r}: use one of {sorted(WORKLOADS)} or an import path "
                          f"'package.module:factory' (a Workload or a function returning an nn.Module)")
     module, _, attr = ref.partition(":")
+    usercode.check_module(module, "model.name", ref, "a model")
     try:
         obj = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
         from .suggest import import_problem
         raise ValueError(import_problem(ref, module, attr, e)) from e
-    if isinstance(obj, Workload):
-        return obj
-    if not callable(obj):
-        raise ValueError(f"model {ref!r} is a {type(obj).__name__}, not a Workload or a callable "
-                         f"returning an nn.Module")
-    return Workload(ref, obj)
+    except Exception as e:   # noqa: BLE001 — the user's module failed as it was imported
+        text = " ".join(f"{type(e).__name__}: {e}".split())
+        raise UserCodeError(f"model.name: importing {module} for model {ref!r} raised {text[:300]}"
+                            f"{_user_line(e)}; fix the module") from None
+    usercode.check_target(obj, "model.name", ref, "a model", "it returns a torch nn.Module, or name an "
+                          "edgebed.workload.Workload", accept=lambda o: isinstance(o, Workload))
+    return obj if isinstance(obj, Workload) else Workload(ref, obj)

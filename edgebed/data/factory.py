@@ -1,7 +1,8 @@
 """A data set from the user's own Python code by import path (``module:attr``, the Flower / Hydra habit).
 
-``attr`` is called with the scenario's ``args`` (or used as is, when it is not callable) and may give:
-an ``ArraySet``; a pair ``(x, y)`` of arrays; a mapping with ``x`` and ``y`` (and optionally
+``attr`` must be a callable (a function or class) outside Python's standard library (``usercode.py``
+refuses the others before importing or calling them); it is called with the scenario's ``args`` and
+may give: an ``ArraySet``; a pair ``(x, y)`` of arrays; a mapping with ``x`` and ``y`` (and optionally
 ``classes``, ``users``); or a map-style PyTorch ``Dataset`` (``len`` and ``ds[i] -> (x, y)``), whose
 samples are stacked (tensors become numpy arrays through ``__array__``; torch is not imported here).
 """
@@ -12,15 +13,22 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from .. import usercode
 from . import DatasetError
 from .arrayset import ArraySet
 
+KEY = "dataset.options.factory"
+
 
 def resolve(target: str) -> Any:
-    """The object ``module:attr`` names (``attr`` may be dotted)."""
+    """The callable ``module:attr`` names (``attr`` may be dotted)."""
     mod_name, sep, attr = target.partition(":")
     if not sep or not mod_name or not attr:
         raise DatasetError(f"dataset.factory {target!r}: write it as 'package.module:function'")
+    try:
+        usercode.check_module(mod_name, KEY, target, "a data set")
+    except usercode.UserCodeError as err:
+        raise DatasetError(str(err)) from None
     try:
         obj = importlib.import_module(mod_name)
     except ImportError as err:
@@ -30,6 +38,11 @@ def resolve(target: str) -> Any:
         if not hasattr(obj, part):
             raise DatasetError(f"dataset.factory {target!r}: {mod_name} has no attribute {attr!r}")
         obj = getattr(obj, part)
+    try:
+        usercode.check_target(obj, KEY, target, "a data set", "it returns an ArraySet, (x, y), "
+                              "{'x': ..., 'y': ...} or a map-style Dataset of (x, y) pairs")
+    except usercode.UserCodeError as err:
+        raise DatasetError(str(err)) from None
     return obj
 
 
@@ -42,7 +55,7 @@ def _classes(y: np.ndarray, given: Optional[list]) -> list[str]:
 def load_factory(target: str, args: Optional[Mapping[str, Any]] = None) -> ArraySet:
     """Call (or take) what ``target`` names and turn its result into an ``ArraySet``."""
     obj = resolve(target)
-    made = obj(**dict(args or {})) if callable(obj) and not hasattr(obj, "__getitem__") else obj
+    made = obj(**dict(args or {}))
     if isinstance(made, ArraySet):
         return made
     if isinstance(made, tuple) and len(made) == 2:

@@ -189,13 +189,15 @@ class ProcessEvaluator:
         # killed then, before the engine's exit unlinks the queues' semaphores under a child still
         # unpickling them (it would print a FileNotFoundError traceback into the user's terminal).
         from .. import procs
+        from ..nomain import without_main
         self.proc = None
         try:
             with procs.signals_deferred(), procs.children_shielded():
                 self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
                 self.proc = ctx.Process(target=target, args=(scenario_dict, self.inbox, self.outbox, *args),
                                         name="edgebed-evaluator", daemon=True)
-                self.proc.start()
+                with without_main():   # never the user's script again (nomain.py)
+                    self.proc.start()
         except BaseException:
             if self.proc is not None and self.proc.pid is not None:
                 self.proc.kill()

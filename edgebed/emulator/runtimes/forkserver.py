@@ -9,6 +9,7 @@ import multiprocessing as mp
 from typing import Optional
 
 from ...device_agent.forked import agent_main
+from ...nomain import without_main
 from ...procs import children_shielded
 from .base import AgentSpec
 
@@ -40,7 +41,8 @@ def fork_agent(spec: AgentSpec, log_path: str, env: dict, prepare: Optional[tupl
                     args=(spec.ps_address, spec.device, log_path,
                           {**AGENT_ENV, **env, **spec.environment()}, prepare))
     ensure_server(extra)
-    p.start()
+    with without_main():   # the child runs agent_main, never the user's script again (nomain.py)
+        p.start()
     return p
 
 

@@ -11,6 +11,7 @@ takes every outstanding task with it; a cell lasts minutes, so a process per cel
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -98,7 +99,10 @@ class LocalExecutor(StudyExecutor):
         recv, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_child, args=(send, os.getpid(), fn, args, kwargs),
                            name=f"edgebed-cell-{next(self._ids)}", daemon=True)
-        proc.start()
+        from ...nomain import needs_main, without_main
+        # a study's cells (edgebed's run_cell) need nothing from the user's script: it is not run again
+        with contextlib.nullcontext() if needs_main(fn, args, kwargs) else without_main():
+            proc.start()
         send.close()                     # the child holds the only write end: EOF when it dies
         return proc, recv
 
