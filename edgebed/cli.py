@@ -125,9 +125,10 @@ def _workload_problems(sc, out: dict) -> list[str]:
 
 
 def class_preview_counts(sc) -> list[dict]:
+    from .emulator.preview import crash_columns
     from .scenario import class_assignment
     assign = class_assignment(sc)
-    return [{"class": c.name, "devices": assign.count(i)} for i, c in enumerate(sc.workers.classes)]
+    return crash_columns(sc, [{"class": c.name, "devices": assign.count(i)} for i, c in enumerate(sc.workers.classes)])
 
 
 def _validate_tuned(path: Path, overrides: tuple, out: dict) -> dict:

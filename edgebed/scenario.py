@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .atomic import replacing
+from .crashes import CrashSchedule, CrashSpec, crash_schedule
 from .dynamics import DynamicsSpec
 from .algorithms import ALGORITHMS, FLAT_KEYS, Algorithm, AlgorithmParams, own_keys, takers
 from .units import Duration, Fraction, Rate
@@ -279,7 +280,18 @@ class WorkersSpec(_Strict):
 
 
 class FailureSpec(_Strict):
-    crash_probability: Fraction = Field(0.0, description="fail-stop probability per push")
+    crash_probability: Fraction = Field(0.0, description="fail-stop probability per push (for k of n devices "
+                                        "crashing, failures.crash states it directly)")
+    crash: Optional[CrashSpec] = Field(None, description="an exact number of devices crash (fail-stop), chosen "
+                                       "and timed by a seed: {fraction: 0.1 | devices: 2, between: [100, 400] "
+                                       "(updates) or [30s, 2min], seed}; see edgebed/crashes.py")
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        if self.crash is not None and self.crash_probability > 0:
+            raise ValueError("failures: give crash_probability (a draw per push) or crash (an exact number of "
+                             "devices), not both; remove one")
+        return self
     lost_after: Duration = Field(60.0, description="a device silent this long is recorded as lost")
 
 
@@ -445,6 +457,25 @@ class Scenario(_Strict):
             raise ValueError("; ".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _crash_fits(self):
+        spec = self.failures.crash
+        if spec is not None:
+            self.crash_schedule()   # raises a ValueError naming the key: too many devices, no window
+            ends = {"updates": (self.stop.updates, "stop.updates"), "s": (self.stop.wall_time, "stop.wall_time")}
+            end, key = ends[spec.unit()]
+            if spec.between is not None and end is not None and spec.between[0] > end:
+                raise ValueError(f"failures.crash.between: {spec.between} starts after {key} ({end:g}): no "
+                                 f"crash would happen; move the window inside the run")
+        return self
+
+    def crash_schedule(self) -> Optional[CrashSchedule]:
+        """``failures.crash`` as {device: crash point} (edgebed/crashes.py); None without one."""
+        if self.failures.crash is None:
+            return None
+        classes = [(c.name, k) for c, k in zip(self.workers.classes, class_counts(self))]
+        return crash_schedule(self.failures.crash, classes, self.stop.updates, self.seed)
+
     def class_of(self, device: int) -> SpeedClass:
         """The speed class of ``device`` (0..n-1), without listing every device's (O(classes))."""
         if not 0 <= device < self.workers.n:
@@ -461,6 +492,8 @@ class Scenario(_Strict):
             del out["output"]
         if self.dynamics == DynamicsSpec():   # likewise
             del out["dynamics"]
+        if self.failures.crash is None:   # likewise
+            del out["failures"]["crash"]
         if self.model.path is None:       # likewise
             del out["model"]["path"]
         if not self.model.args:           # likewise
