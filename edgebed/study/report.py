@@ -208,7 +208,9 @@ def _classes(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str]) -> 
                 share_mean=("share", "mean"), share_min=("share", "min"), share_max=("share", "max"),
                 rate_ratio_mean=("rate_ratio", "mean"), rate_ratio_min=("rate_ratio", "min"),
                 rate_ratio_max=("rate_ratio", "max")).reset_index()
-    return out.sort_values(["cell", "rate_ratio_mean"], ascending=[True, False], kind="stable")
+    order = {labels[cid]: i for i, cid in enumerate(runs)}   # the cells table's order (the study's)
+    return out.sort_values(["cell", "rate_ratio_mean"], ascending=[True, False], kind="stable",
+                           key=lambda col: col.map(order) if col.name == "cell" else col)
 
 
 def _class_display(df: pd.DataFrame) -> pd.DataFrame:
@@ -319,6 +321,7 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
                                     tg.display(tt)))
 
     groups = {labels[cid]: [r.evals for _, r in seeded] for cid, seeded in runs.items() if seeded}
+    notes += plots.coincidence_notes(groups)
     pngs = {}
     for x, kind, title in (("update", "accuracy_vs_updates", "Test accuracy vs applied updates"),
                            ("ingress_bytes", "accuracy_vs_ingress", "Test accuracy vs cumulative PS ingress"),
