@@ -641,9 +641,19 @@ MAX_ERRORS = 10
 MAX_LINE = 300
 
 
-def format_errors(err: ValidationError, source: str, prefix: str = "", overrides: tuple[str, ...] = ()) -> str:
+def said(override: str, via: str = "--set") -> str:
+    """How a message names an override ``k=v``: ``--set 'k=v'`` for the command line; from Python
+    (``via="overrides"``, edgebed.run's argument) ``overrides['k'] = 'v'``."""
+    if via == "--set" or "=" not in override:
+        return f"{via} {override!r}"
+    key, value = override.split("=", 1)
+    return f"{via}[{key.strip()!r}] = {value!r}"
+
+
+def format_errors(err: ValidationError, source: str, prefix: str = "", overrides: tuple[str, ...] = (),
+                  via: str = "--set") -> str:
     """One line per problem: ``source: key.path: what is wrong and what to do`` — with ``--set 'k=v'
-    (on source)`` as the source where an override wrote the key."""
+    (on source)`` as the source where an override wrote the key (``via``: see ``said``)."""
     lines = []
     errors = err.errors()
     for e in errors[:MAX_ERRORS]:
@@ -671,7 +681,7 @@ def format_errors(err: ValidationError, source: str, prefix: str = "", overrides
             expected = [x.strip().strip("'") for x in str(e.get("ctx", {}).get("expected", "")).replace(" or ", ", ").split(",")]
             msg += did_you_mean(e.get("input"), expected)
         loc = ".".join([prefix] * bool(prefix) + [str(x) for x in path]) or "(top level)"
-        line = f"{f'--set {ov!r} (on {source})' if ov else source}: {loc}: {msg}"
+        line = f"{f'{said(ov, via)} (on {source})' if ov else source}: {loc}: {msg}"
         lines.append(line if len(line) <= MAX_LINE else line[:MAX_LINE - 1] + "…")
     if len(errors) > MAX_ERRORS:
         lines.append(f"{source}: … and {len(errors) - MAX_ERRORS:,} more problems (fix these first)")
@@ -785,11 +795,12 @@ def _notice(text: str) -> None:
 
 
 def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str, ...] = (),
-                   resolved: bool = False, notify: bool = True) -> Scenario:
+                   resolved: bool = False, notify: bool = True, via: str = "--set") -> Scenario:
     """Override and validate a scenario's data. Rates and durations need their unit (``10mbit``,
     ``20ms``) unless ``resolved``: a scenario a run recorded before units were written out (bare SI
     numbers: bits/s, seconds). With ``notify``, an ``algorithm.name`` override that drops the keys
-    the new algorithm does not take logs a warning naming them (a study's cells do this by design)."""
+    the new algorithm does not take logs a warning naming them (a study's cells do this by design).
+    ``via``: how messages name an override (``--set``; ``overrides`` from Python: ``said``)."""
     data = copy.deepcopy(data) if data is not None else {}
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of keys (name:, workers:, ...)")
@@ -799,7 +810,7 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
         try:
             written.append((apply_override(data, ov), ov))
         except ScenarioError as err:   # the --set is at fault, not the file
-            raise ScenarioError(f"{err} (on {source})") from None
+            raise ScenarioError(f"{err} (on {source})".replace(f"--set {ov!r}", said(ov, via), 1)) from None
         if ov.split("=", 1)[0].strip() == "algorithm.name" and _algorithm_name(data) != before:
             # A switch of algorithm (a study cell, --set): the parameters set before it that the new
             # one does not take were the previous algorithm's, and go; those set after it must apply.
@@ -807,16 +818,16 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
             kept = own_keys(section)
             dropped = ", ".join(f"{k}={section[k]!r}" for k in section if k not in kept)
             if dropped and notify:
-                _notice(f"--set {ov!r} (on {source}): {_algorithm_name(data)} does not take {dropped}; "
+                _notice(f"{said(ov, via)} (on {source}): {_algorithm_name(data)} does not take {dropped}; "
                         "dropped (set the new algorithm's own parameters after the switch)")
             data["algorithm"] = kept
     try:
         return Scenario.model_validate(data, context=None if resolved else {"units": "required"})
     except ValidationError as err:
-        raise ScenarioError(format_errors(err, source, overrides=tuple(written))) from None
+        raise ScenarioError(format_errors(err, source, overrides=tuple(written), via=via)) from None
 
 
-def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
+def load_scenario(path: str | Path, overrides: tuple[str, ...] = (), via: str = "--set") -> Scenario:
     """Read, override and validate a scenario file. Raises ScenarioError with file and key path."""
     data = read_yaml(path)
     model = data.get("model") if isinstance(data, dict) else None
@@ -824,7 +835,7 @@ def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario
             isinstance(model, dict) and model.get("path"):
         # a user's module: importable from the scenario file's directory, or model.path relative to it
         data = {**data, "model": {**model, "path": str((Path(path).resolve().parent / model.get("path", ".")).resolve())}}
-    return parse_scenario(data, str(path), tuple(overrides))
+    return parse_scenario(data, str(path), tuple(overrides), via=via)
 
 
 def load_resolved(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
