@@ -52,3 +52,20 @@ def test_edgebed_run_overrides_are_named_as_overrides_not_as_set(caplog):
     with pytest.raises(ScenarioError) as err:
         scenario_of(data, overrides=["workers.classes.9.share=1"])
     assert "--set" not in str(err.value).split(";")[0] and "overrides['workers.classes.9.share']" in str(err.value)
+
+
+def test_a_piped_study_console_keeps_the_first_run_line_after_the_head_line():
+    """The head line ("running …", final) used to start the 30 s quiet period of a piped console, so the
+    first run's "run directory: …" line right after it was never printed."""
+    import io
+
+    from edgebed.console import RunProgress
+    stream = io.StringIO()
+    shown = RunProgress(stream, force_terminal=False)
+    shown("running 2 cell × seed runs: runtime sim; executor local, in this process", True)
+    shown("[1/2] asgd · seed 1 | run directory: runs/x", False)
+    shown("[1/2] asgd · seed 1 | 10% | updates 10", False)   # within 30 s of the last live line: quiet
+    shown("[1/2] asgd · seed 1: complete in 1.0 s", True)
+    assert stream.getvalue().splitlines() == [
+        "running 2 cell × seed runs: runtime sim; executor local, in this process",
+        "[1/2] asgd · seed 1 | run directory: runs/x", "[1/2] asgd · seed 1: complete in 1.0 s"]
