@@ -61,3 +61,27 @@ def test_coincidences_find_the_point_where_two_cells_part():
     other = same.assign(accuracy=same["accuracy"] - 0.1)
     got = coincidences({"a": [same], "b": [late], "c": [other], "d": [same.copy()]}, "update", "accuracy")
     assert got == [("a", "b", 700.0, False), ("a", "d", 1000.0, True), ("b", "d", 700.0, False)]
+
+
+class CrashingRunner(FakeRunner):
+    """A FakeRunner whose runs' summaries say failures.crash meant 1 crash per class and 1 happened
+    in ``fast`` only."""
+
+    def __call__(self, sc, out, progress):
+        import json
+        res = super().__call__(sc, out, progress)
+        res.summary["crashes"] = {"form": "failures.crash", "unit": "updates",
+                                  "intended": {"fast": 1, "slow": 1}, "realised": {"fast": 1, "slow": 0}}
+        (res.path / "summary.json").write_text(json.dumps(res.summary))
+        return res
+
+
+def test_the_per_class_table_says_intended_and_realised_crashes(tmp_path):
+    run_study(load_study(write_study(tmp_path, **TWINS)), tmp_path / "out", CrashingRunner())
+    rep = write_study_report(tmp_path / "out" / "st")
+    classes = pd.read_csv(rep.classes_csv)
+    fast = classes[(classes.cell == "asgd") & (classes.speed_class == "fast")].iloc[0]
+    slow = classes[(classes.cell == "asgd") & (classes.speed_class == "slow")].iloc[0]
+    assert (fast.crash_intended, fast.crash_realised, slow.crash_intended, slow.crash_realised) == (1, 1, 1, 0)
+    md = rep.markdown.read_text()
+    assert "crashes intended → realised (mean over seeds)" in md and "| 1 → 0 |" in md
