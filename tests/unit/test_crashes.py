@@ -105,3 +105,24 @@ def test_a_study_sweeps_the_crash_fraction_as_a_grid_axis(tmp_path):
     assert counts == [0, 2, 4]
     a, b = (study.scenario(study.cells[1], s).crash_schedule().at for s in (1, 2))
     assert a != b   # each seed of a cell draws its own devices and points
+
+
+def test_a_checkpoint_keeps_which_scheduled_crashes_happened():
+    """A resumed run must not crash a device twice (nor skip one): the fired set is in the PS state."""
+    import numpy as np
+
+    from edgebed import wire
+    from edgebed.crashes import CrashSchedule
+    from edgebed.ps.rules import RULES
+    from edgebed.ps.server import ParameterServer, PSConfig
+
+    def ps():
+        theta = np.zeros(8, np.float32)
+        cfg = PSConfig(n_devices=2, welcome=lambda d: wire.WelcomeConfig(0, "mlp", {}, "dense", {}, device=d),
+                       class_of=lambda d: "c", crash_at=CrashSchedule({0: 0, 1: 0}, "updates"))
+        return ParameterServer(cfg, theta, RULES["asgd"](theta, 0.1))
+    a = ps()
+    assert a._draw_crash(0) and not a._draw_crash(0)   # once
+    b = ps()
+    b.restore(a.state(), a.theta.copy(), a.rule.state_dict())
+    assert not b._draw_crash(0) and b._draw_crash(1)
