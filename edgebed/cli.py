@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 from . import __version__
 from .console import log, setup_logging
@@ -133,9 +134,10 @@ def _workload_problems(sc, out: dict) -> list[str]:
 
 
 def class_preview_counts(sc) -> list[dict]:
+    from .emulator.preview import crash_columns
     from .scenario import class_assignment
     assign = class_assignment(sc)
-    return [{"class": c.name, "devices": assign.count(i)} for i, c in enumerate(sc.workers.classes)]
+    return crash_columns(sc, [{"class": c.name, "devices": assign.count(i)} for i, c in enumerate(sc.workers.classes)])
 
 
 def _validate_tuned(path: Path, overrides: tuple, out: dict) -> dict:
@@ -209,6 +211,9 @@ def cmd_run(args) -> int:
     from .launch import interrupted as _interrupted, start_run   # what edgebed.run calls too
     try:
         res = start_run(sc, args.out, progress, str(args.scenario), resume=args.resume, command_line=True)
+    except KeyboardInterrupt as stop:   # during set-up: the run's summary line all the same
+        progress.close()
+        return _setup_interrupted(getattr(stop, "run_dir", None), args)
     finally:
         progress.close()
     s = res.summary
@@ -244,6 +249,23 @@ def cmd_run(args) -> int:
     if interrupted:
         return 130
     return 0 if s["status"] == "complete" else 1
+
+
+def _setup_interrupted(path: Optional[Path], args) -> int:
+    """What ``edgebed run`` prints when Ctrl-C / SIGTERM ended the run during set-up: the summary
+    line any interrupted run ends with (``incomplete: interrupted …``), and where it is; exit 130."""
+    from .rundir import read_json
+    _ignore_interrupts("Ctrl-C again: already stopping — the run is closed and its records are written")
+    s = read_json(path, "summary.json") if path is not None and (path / "summary.json").is_file() else {}
+    s = {"status": s.get("status", "incomplete"), "updates": s.get("updates", 0),
+         "reason": s.get("reason") or "interrupted by the user (Ctrl-C / SIGTERM) during set-up, before "
+         "the run directory was made: nothing was written"}
+    if args.json:
+        _out(json.dumps({"run_dir": str(path) if path else None, **s}, indent=2, default=str))
+    else:
+        _out("\n".join([f"{s['status']}: {s['reason']}", f"  updates {s['updates']:,}"]
+                       + ([f"  run directory: {path}"] if path else [])))
+    return 130
 
 
 def cmd_runs(args) -> int:

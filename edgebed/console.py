@@ -291,7 +291,8 @@ class RunProgress:
         if final or new_eval or isinstance(status, Phase) or now - self._last_line >= self.every:
             self.stream.write(f"{status}\n")
             self.stream.flush()
-            self._last_line = now
+            if not final:   # a final line (a study's "running …", a run's end) starts no quiet period
+                self._last_line = now
             if isinstance(status, RunStatus):
                 self._last_evals = status.evals
 

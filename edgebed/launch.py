@@ -69,11 +69,11 @@ def scenario_of(scenario: Union[str, Path, Mapping, Scenario], overrides: Overri
     sets = _overrides(overrides)
     if isinstance(scenario, Scenario):
         if sets:
-            return parse_scenario(scenario.to_dict(), "<Scenario>", sets), "<Scenario>"
+            return parse_scenario(scenario.to_dict(), "<Scenario>", sets, via="overrides"), "<Scenario>"
         return scenario, "<Scenario>"
     if isinstance(scenario, Mapping):
-        return parse_scenario(dict(scenario), "<dict>", sets), "<dict>"
-    return load_scenario(scenario, sets), str(scenario)
+        return parse_scenario(dict(scenario), "<dict>", sets, via="overrides"), "<dict>"
+    return load_scenario(scenario, sets, via="overrides"), str(scenario)
 
 
 def start_run(sc: Scenario, out: Union[str, Path], progress, source: str, resume: Optional[str] = None,

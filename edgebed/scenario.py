@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .atomic import replacing
+from .crashes import CrashSchedule, CrashSpec, crash_schedule
 from .dynamics import DynamicsSpec
 from .algorithms import ALGORITHMS, FLAT_KEYS, Algorithm, AlgorithmParams, own_keys, takers
 from .units import Duration, Fraction, Rate
@@ -279,7 +280,18 @@ class WorkersSpec(_Strict):
 
 
 class FailureSpec(_Strict):
-    crash_probability: Fraction = Field(0.0, description="fail-stop probability per push")
+    crash_probability: Fraction = Field(0.0, description="fail-stop probability per push (for k of n devices "
+                                        "crashing, failures.crash states it directly)")
+    crash: Optional[CrashSpec] = Field(None, description="an exact number of devices crash (fail-stop), chosen "
+                                       "and timed by a seed: {fraction: 0.1 | devices: 2, between: [100, 400] "
+                                       "(updates) or [30s, 2min], seed}; see edgebed/crashes.py")
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        if self.crash is not None and self.crash_probability > 0:
+            raise ValueError("failures: give crash_probability (a draw per push) or crash (an exact number of "
+                             "devices), not both; remove one")
+        return self
     lost_after: Duration = Field(60.0, description="a device silent this long is recorded as lost")
 
 
@@ -445,6 +457,25 @@ class Scenario(_Strict):
             raise ValueError("; ".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _crash_fits(self):
+        spec = self.failures.crash
+        if spec is not None:
+            self.crash_schedule()   # raises a ValueError naming the key: too many devices, no window
+            ends = {"updates": (self.stop.updates, "stop.updates"), "s": (self.stop.wall_time, "stop.wall_time")}
+            end, key = ends[spec.unit()]
+            if spec.between is not None and end is not None and spec.between[0] > end:
+                raise ValueError(f"failures.crash.between: {spec.between} starts after {key} ({end:g}): no "
+                                 f"crash would happen; move the window inside the run")
+        return self
+
+    def crash_schedule(self) -> Optional[CrashSchedule]:
+        """``failures.crash`` as {device: crash point} (edgebed/crashes.py); None without one."""
+        if self.failures.crash is None:
+            return None
+        classes = [(c.name, k) for c, k in zip(self.workers.classes, class_counts(self))]
+        return crash_schedule(self.failures.crash, classes, self.stop.updates, self.seed)
+
     def class_of(self, device: int) -> SpeedClass:
         """The speed class of ``device`` (0..n-1), without listing every device's (O(classes))."""
         if not 0 <= device < self.workers.n:
@@ -461,6 +492,8 @@ class Scenario(_Strict):
             del out["output"]
         if self.dynamics == DynamicsSpec():   # likewise
             del out["dynamics"]
+        if self.failures.crash is None:   # likewise
+            del out["failures"]["crash"]
         if self.model.path is None:       # likewise
             del out["model"]["path"]
         if not self.model.args:           # likewise
@@ -612,9 +645,19 @@ MAX_ERRORS = 10
 MAX_LINE = 300
 
 
-def format_errors(err: ValidationError, source: str, prefix: str = "", overrides: tuple[str, ...] = ()) -> str:
+def said(override: str, via: str = "--set") -> str:
+    """How a message names an override ``k=v``: ``--set 'k=v'`` for the command line; from Python
+    (``via="overrides"``, edgebed.run's argument) ``overrides['k'] = 'v'``."""
+    if via == "--set" or "=" not in override:
+        return f"{via} {override!r}"
+    key, value = override.split("=", 1)
+    return f"{via}[{key.strip()!r}] = {value!r}"
+
+
+def format_errors(err: ValidationError, source: str, prefix: str = "", overrides: tuple[str, ...] = (),
+                  via: str = "--set") -> str:
     """One line per problem: ``source: key.path: what is wrong and what to do`` — with ``--set 'k=v'
-    (on source)`` as the source where an override wrote the key."""
+    (on source)`` as the source where an override wrote the key (``via``: see ``said``)."""
     lines = []
     errors = err.errors()
     for e in errors[:MAX_ERRORS]:
@@ -642,7 +685,7 @@ def format_errors(err: ValidationError, source: str, prefix: str = "", overrides
             expected = [x.strip().strip("'") for x in str(e.get("ctx", {}).get("expected", "")).replace(" or ", ", ").split(",")]
             msg += did_you_mean(e.get("input"), expected)
         loc = ".".join([prefix] * bool(prefix) + [str(x) for x in path]) or "(top level)"
-        line = f"{f'--set {ov!r} (on {source})' if ov else source}: {loc}: {msg}"
+        line = f"{f'{said(ov, via)} (on {source})' if ov else source}: {loc}: {msg}"
         lines.append(line if len(line) <= MAX_LINE else line[:MAX_LINE - 1] + "…")
     if len(errors) > MAX_ERRORS:
         lines.append(f"{source}: … and {len(errors) - MAX_ERRORS:,} more problems (fix these first)")
@@ -767,11 +810,12 @@ def _notice(text: str) -> None:
 
 
 def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str, ...] = (),
-                   resolved: bool = False, notify: bool = True) -> Scenario:
+                   resolved: bool = False, notify: bool = True, via: str = "--set") -> Scenario:
     """Override and validate a scenario's data. Rates and durations need their unit (``10mbit``,
     ``20ms``) unless ``resolved``: a scenario a run recorded before units were written out (bare SI
     numbers: bits/s, seconds). With ``notify``, an ``algorithm.name`` override that drops the keys
-    the new algorithm does not take logs a warning naming them (a study's cells do this by design)."""
+    the new algorithm does not take logs a warning naming them (a study's cells do this by design).
+    ``via``: how messages name an override (``--set``; ``overrides`` from Python: ``said``)."""
     try:
         data = copy.deepcopy(data) if data is not None else {}
         if isinstance(data, dict):
@@ -786,7 +830,7 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
         try:
             written.append((apply_override(data, ov), ov))
         except ScenarioError as err:   # the --set is at fault, not the file
-            raise ScenarioError(f"{err} (on {source})") from None
+            raise ScenarioError(f"{err} (on {source})".replace(f"--set {ov!r}", said(ov, via), 1)) from None
         if ov.split("=", 1)[0].strip() == "algorithm.name" and _algorithm_name(data) != before:
             # A switch of algorithm (a study cell, --set): the parameters set before it that the new
             # one does not take were the previous algorithm's, and go; those set after it must apply.
@@ -794,13 +838,13 @@ def parse_scenario(data: dict, source: str = "<scenario>", overrides: tuple[str,
             kept = own_keys(section)
             dropped = ", ".join(f"{k}={section[k]!r}" for k in section if k not in kept)
             if dropped and notify:
-                _notice(f"--set {ov!r} (on {source}): {_algorithm_name(data)} does not take {dropped}; "
+                _notice(f"{said(ov, via)} (on {source}): {_algorithm_name(data)} does not take {dropped}; "
                         "dropped (set the new algorithm's own parameters after the switch)")
             data["algorithm"] = kept
     try:
         return Scenario.model_validate(data, context=None if resolved else {"units": "required"})
     except ValidationError as err:
-        raise ScenarioError(format_errors(err, source, overrides=tuple(written))) from None
+        raise ScenarioError(format_errors(err, source, overrides=tuple(written), via=via)) from None
 
 
 def _refuse_cycles(value: Any, source: str, where: str = "", inside: set | None = None, done: set | None = None) -> None:
@@ -819,7 +863,7 @@ def _refuse_cycles(value: Any, source: str, where: str = "", inside: set | None 
     done.add(id(value))
 
 
-def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:
+def load_scenario(path: str | Path, overrides: tuple[str, ...] = (), via: str = "--set") -> Scenario:
     """Read, override and validate a scenario file. Raises ScenarioError with file and key path."""
     data = read_yaml(path)
     model = data.get("model") if isinstance(data, dict) else None
@@ -827,7 +871,7 @@ def load_scenario(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario
             isinstance(model, dict) and model.get("path"):
         # a user's module: importable from the scenario file's directory, or model.path relative to it
         data = {**data, "model": {**model, "path": str((Path(path).resolve().parent / model.get("path", ".")).resolve())}}
-    return parse_scenario(data, str(path), tuple(overrides))
+    return parse_scenario(data, str(path), tuple(overrides), via=via)
 
 
 def load_resolved(path: str | Path, overrides: tuple[str, ...] = ()) -> Scenario:

@@ -1,8 +1,10 @@
 """Plots of runs as PNG (and on request SVG/PDF) files: several runs' curves on one axes, or a mean
 + min/max band over seeds.
 
-Curves carry a marker at every evaluation (a run with one evaluation still shows its point). The
-axes always show every point; when the early ramp would squash the part where runs differ
+Curves carry a marker at every evaluation (a run with one evaluation still shows its point). Each
+labelled group has its own colour, line style, marker, band hatch and line width (the first drawn
+widest), so groups whose curves coincide stay visible, one under the other; where two coincide up to
+a point, a dotted line there says so (``coincidences``). The axes always show every point; when the early ramp would squash the part where runs differ
 (``zoom``), an inset repeats the curves on that part. Legends sit below the axes, never on the data.
 
 Uses matplotlib's object API with the Agg canvas (no pyplot, no display, no global state), so it
@@ -16,6 +18,7 @@ from typing import NamedTuple, Optional
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter, MaxNLocator
@@ -230,22 +233,30 @@ def plot_groups(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str
         return None
     fig, ax, sx, sy = _start(x, y, title)
     order = [k for k in groups if k in singles or k in bands]
-    colors = {k: f"C{i % 10}" for i, k in enumerate(order)}
+    st = {k: _style(i, len(order)) for i, k in enumerate(order)}
+    same = [c for c in coincidences(groups, x, y) if c[0] in st and c[1] in st and not c[3]]
 
     def draw(a, legend: bool = False) -> None:
         for k in order:
+            s = st[k]
             if k in bands:
                 b = bands[k]
-                a.plot(b["x"] * sx, b["mean"] * sy, color=colors[k], linewidth=1.5,
-                       label=f"{k} ({_runs(int(b['runs'].iloc[0]))}, mean; band min–max)" if legend else None)
-                a.fill_between(b["x"] * sx, b["min"] * sy, b["max"] * sy, color=colors[k], alpha=0.2, linewidth=0)
+                a.fill_between(b["x"] * sx, b["min"] * sy, b["max"] * sy, facecolor=to_rgba(s["color"], 0.15),
+                               edgecolor=to_rgba(s["color"], 0.6), hatch=s["hatch"], linewidth=0,
+                               label=f"{k}: band min–max" if legend else None)
+                a.plot(b["x"] * sx, b["mean"] * sy, color=s["color"], linewidth=s["width"], linestyle=s["line"],
+                       marker=s["marker"], markevery=max(1, len(b) // 8), markersize=s["size"],
+                       label=f"{k} ({_runs(int(b['runs'].iloc[0]))}, mean)" if legend else None)
             else:
                 p = singles[k]
                 if k in raws and not raws[k].empty:
-                    a.plot(raws[k][x] * sx, raws[k]["raw"] * sy, color=colors[k], linestyle="none",
+                    a.plot(raws[k][x] * sx, raws[k]["raw"] * sy, color=s["color"], linestyle="none",
                            marker=".", markersize=3, alpha=0.35)
-                a.plot(p[x] * sx, p[y] * sy, color=colors[k], marker="o",
-                       markersize=7 if len(p) == 1 else 3, linewidth=1.5, label=k if legend else None)
+                a.plot(p[x] * sx, p[y] * sy, color=s["color"], marker=s["marker"], linestyle=s["line"],
+                       markersize=7 if len(p) == 1 else s["size"], linewidth=s["width"], label=k if legend else None)
+        for ka, kb, upto, _ in same:
+            a.axvline(upto * sx, color="grey", linestyle=":", linewidth=1,
+                      label=f"{ka} = {kb} up to here" if legend else None)
 
     draw(ax, legend=True)
     if singles and all(len(p) == 1 for p in singles.values()) and not bands and not _axis(x).log:
@@ -296,6 +307,52 @@ def plot_band(groups: dict[str, list[pd.DataFrame]], x: str, y: str, path: str |
     """Per group (e.g. one study cell), the mean over its runs (seeds) as a line and min..max as a
     band; see ``plot_groups``, which this is (a group of one run is drawn as its curve)."""
     return plot_groups(groups, x, y, path, title, target, formats, window, points)
+
+
+_LINES = ["-", "--", "-.", ":"]
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+_HATCHES = ["//", "\\\\", "||", "--", "xx", ".."]
+
+
+def _style(i: int, n: int) -> dict:
+    """The look of the ``i``-th of ``n`` groups: colour, line style, marker and band hatch cycle at
+    different lengths (no two of the first 84 alike); widths and marker sizes shrink with ``i``, so a
+    later curve drawn over an earlier identical one leaves the earlier one's edges showing."""
+    shrink = i / (n - 1) if n > 1 else 1.0
+    return {"color": f"C{i % 10}", "line": _LINES[i % 4], "marker": _MARKERS[i % 7], "hatch": _HATCHES[i % 6],
+            "width": 1.5 + 2.0 * (1 - shrink), "size": 3 + 3 * (1 - shrink)}
+
+
+def coincidences(groups: dict[str, list[pd.DataFrame]], x: str, y: str) -> list[tuple[str, str, float, bool]]:
+    """Pairs of groups (in group order) whose runs give the same (x, y) points from their first one
+    on, run by run (seed by seed, in order): (group a, group b, the last shared x in data units,
+    whether every point is shared). Pairs sharing fewer than two points are left out."""
+    import numpy as np
+    pts = {k: [_xy(f, x, y).to_numpy(dtype=float) for f in fs] for k, fs in groups.items() if fs}
+    keys, out = list(pts), []
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if len(pts[a]) != len(pts[b]):
+                continue
+            shared, whole = [], True
+            for pa, pb in zip(pts[a], pts[b]):
+                m = min(len(pa), len(pb))
+                eq = np.all(pa[:m] == pb[:m], axis=1) if m else np.zeros(0, bool)
+                k = m if eq.all() else int(np.argmin(eq))
+                whole &= k == len(pa) == len(pb)
+                shared.append((k, pa[k - 1, 0] if k else None))
+            if min(k for k, _ in shared) >= 2:
+                out.append((a, b, float(min(v for _, v in shared)), bool(whole)))
+    return out
+
+
+def coincidence_notes(groups: dict[str, list[pd.DataFrame]], x: str = "update", y: str = "accuracy") -> list[str]:
+    """``coincidences`` as report notes, one sentence each."""
+    label, scale = _axis(x).label, _axis(x).scale
+    return [f"{a} and {b} have the same {_axis(y).label} " + (
+        "at every evaluation" if whole else f"up to {label} {upto * scale:,g}, then differ")
+        + ": their curves lie on one another (told apart by line style, marker and width)"
+        for a, b, upto, whole in coincidences(groups, x, y)]
 
 
 def _runs(k: int) -> str:

@@ -53,7 +53,18 @@ def _facts(run: Run, r: dict, targets: list[str]) -> list[tuple[str, str]]:
     if devices:
         facts.append(("devices joined / crashed / lost",
                       f"{devices.get('said_hello', 0)} / {devices.get('crashed', 0)} / {devices.get('lost', 0)}"))
+    crashes = summ.get("crashes") or {}
+    if crashes.get("realised") is not None:
+        facts.append(("crashes intended → realised, per class", crash_text(crashes)))
     return facts
+
+
+def crash_text(crashes: dict) -> str:
+    """summary.json's ``crashes`` as ``fast 1 → 1 · slow 1 → 0`` (intended → realised devices per
+    class; ``? →`` where the probability form stated no number)."""
+    intended = crashes.get("intended")
+    return " · ".join(f"{cls} {'?' if intended is None else intended.get(cls, 0)} → {n}"
+                      for cls, n in crashes["realised"].items())
 
 
 def _describe(run: Run) -> str:

@@ -134,6 +134,7 @@ class Engine:
                 write_json_atomic(path / "summary.json", {
                     "status": "incomplete", "updates": 0, "reason": ended_by_clean(path) or
                     "interrupted by the user (Ctrl-C / SIGTERM) during set-up"})
+                self._signals.answered()   # after the console's "Ctrl-C: stopping …", never before it
                 warn(f"interrupted during set-up, before any update: {path} is marked incomplete")
             raise KeyboardInterrupt from None
         finally:   # a command-line caller keeps answering signals until it exits, whatever ended the run:

@@ -35,7 +35,7 @@ def class_preview(sc: Scenario, runtime) -> tuple[list[dict], Optional[str]]:
     """(one row per class: ``class``, ``devices`` and — for rules of the one-gradient-per-pull cycle
     the timing model covers — expected ``share`` in [0, 1], ``rate_per_device`` in updates/s and
     ``staleness_mean`` in updates; what the expectation assumed, or None when there is none)."""
-    rows = [{"class": c.name, "devices": k} for c, k in zip(sc.workers.classes, _counts(sc))]
+    rows = crash_columns(sc, [{"class": c.name, "devices": k} for c, k in zip(sc.workers.classes, _counts(sc))])
     if RULES[sc.algorithm.name].policy != "gradient":
         return rows, None
     from .timing_setup import link_model_of
@@ -54,14 +54,34 @@ def class_preview(sc: Scenario, runtime) -> tuple[list[dict], Optional[str]]:
     return rows, f"expected (timing model; step {step * 1e3:.2f} ms from {whence}; links {link_model})"
 
 
+def crash_columns(sc: Scenario, rows: list[dict]) -> list[dict]:
+    """``rows`` (one per class) with ``crashes``: the devices ``failures.crash`` schedules to crash in
+    each class (edgebed/crashes.py), when the scenario has one; the run's summary.json says how many did."""
+    sched = sc.crash_schedule()
+    if sched is not None:
+        for r in rows:
+            r["crashes"] = sched.intended.get(r["class"], 0)
+    return rows
+
+
+def _crash_note(rows: list[dict]) -> list[str]:
+    if "crashes" not in rows[0]:
+        return []
+    return [f"  failures.crash schedules {sum(r['crashes'] for r in rows)} devices to crash; the run report "
+            "says how many did"]
+
+
 def preview_lines(rows: list[dict], note: Optional[str]) -> list[str]:
     """The per-class table as text lines (indented two spaces; fits 80 columns for short names)."""
     width = max(len("class"), *(len(r["class"]) for r in rows))
+    crash = (lambda r: f"  {r['crashes']:>7}") if "crashes" in rows[0] else (lambda r: "")
     if note is None or "share" not in rows[0]:   # no expectation (another rule), or it failed
-        return [f"  {r['class']:<{width}}  {r['devices']:>4} devices" for r in rows] + ([f"  ({note})"] if note else [])
-    out = [f"  {note}:", f"  {'class':<{width}}  {'devices':>7}  {'share':>7}  {'rate/device':>11}  {'staleness':>9}"]
+        return ([f"  {r['class']:<{width}}  {r['devices']:>4} devices" + (f", {r['crashes']} to crash" if "crashes" in r else "")
+                 for r in rows] + ([f"  ({note})"] if note else []) + _crash_note(rows))
+    out = [f"  {note}:", f"  {'class':<{width}}  {'devices':>7}  {'share':>7}  {'rate/device':>11}  {'staleness':>9}"
+           + (f"  {'crashes':>7}" if "crashes" in rows[0] else "")]
     for r in rows:
         cells = (f"{100 * r['share']:5.1f} %", f"{r['rate_per_device']:5.2f} upd/s", f"{r['staleness_mean']:.1f}") \
             if r["devices"] else ("—", "—", "—")
-        out.append(f"  {r['class']:<{width}}  {r['devices']:>7}  {cells[0]:>7}  {cells[1]:>11}  {cells[2]:>9}")
-    return out
+        out.append(f"  {r['class']:<{width}}  {r['devices']:>7}  {cells[0]:>7}  {cells[1]:>11}  {cells[2]:>9}" + crash(r))
+    return out + _crash_note(rows)

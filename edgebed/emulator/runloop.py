@@ -108,7 +108,7 @@ class RunLoop:
                                              timing_of(d) if timing_of else None),
             stop_updates=sc.stop.updates, eval_every=sc.eval.every,
             eval_dense=(tuple(d.near), d.within, d.every) if (d := sc.eval.dense) else None,
-            crash_probability=sc.failures.crash_probability, seed=sc.seed,
+            crash_probability=sc.failures.crash_probability, crash_at=sc.crash_schedule(), seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
             on_divergence=sc.security.on_divergence,
             downlink=sc.compression.downlink(), statistics=sc.statistics_in_theta()), theta, rule, hooks)
@@ -308,6 +308,8 @@ class RunLoop:
             status, reason = "incomplete", cleaned
         summary = self._summary(status, reason, elapsed)
         summary["fidelity"] = self._fidelity()
+        if (crashes := self._crashes()) is not None:
+            summary["crashes"] = crashes
         if getattr(runtime, "leaked", None):   # what the teardown could not remove (warned already)
             summary["leftovers"] = runtime.leaked
         write_json_atomic(path / "traffic.json", ps.meter.to_dict())
@@ -366,6 +368,21 @@ class RunLoop:
                         "crashed": len(frozen), "lost": len(self.lost),
                         "alive_at_end": ps.device_count() - len(frozen) - len(self.lost)},
         }
+
+    def _crashes(self) -> Optional[dict]:
+        """summary.json's ``crashes``, per speed class: devices ``failures.crash`` scheduled to crash
+        (``intended``; None for the probability form, which states no number) and devices that
+        crashed (``realised``: a ``crash`` row in the events table). None when no crash was asked for."""
+        sched, p = self.ps.config.crash_at, self.sc.failures.crash_probability
+        if sched is None and not p:
+            return None
+        events = read_table(self.path, "events")
+        realised = dict.fromkeys((c.name for c in self.sc.workers.classes), 0)
+        for d in sorted(set(events.loc[events["event"] == "crash", "device"].astype(int))):
+            realised[self.class_of(d)] += 1
+        return {"form": "failures.crash" if sched is not None else "failures.crash_probability",
+                "unit": sched.unit if sched is not None else None,
+                "intended": dict(sched.intended) if sched is not None else None, "realised": realised}
 
     def _fidelity(self) -> dict:
         """summary.json's ``fidelity``: realized against configured and expected (emulator/fidelity.py).

@@ -49,6 +49,7 @@ class StopSignals:
         self.requested: Optional[str] = None    # "Ctrl-C" or "SIGTERM", once one arrived (handler)
         self.hurry = False                       # a second signal arrived (watcher)
         self._raised = False
+        self._answered = threading.Event()       # the first signal was answered on the console (watcher)
         self._old: dict[int, object] = {}
         self._wakeup: Optional[tuple[int, int, int]] = None   # (read end, write end, previous wakeup fd)
 
@@ -82,6 +83,14 @@ class StopSignals:
             signal.set_wakeup_fd(previous)
             os.close(w)          # the watcher reads EOF and ends (it closes the read end)
             self._wakeup = None
+
+    def answered(self, timeout: float = 1.0) -> bool:
+        """Wait (at most ``timeout`` s) until the first signal is answered on the console, so what
+        the engine says next comes after "Ctrl-C: stopping …" (the watcher thread says it, the main
+        thread is interrupted at once). True at once when no signal arrived or none is watched."""
+        if self.requested is None or self._wakeup is None:
+            return True
+        return self._answered.wait(timeout)
 
     @property
     def raised(self) -> bool:
@@ -117,6 +126,7 @@ class StopSignals:
             say(f"{name}: stopping{still} — then the agents are ended and what was recorded is written"
                 + (f" to {where}" if where else "") + ". Ctrl-C again ends the agents without waiting; "
                 "the run's summary is written either way.")
+            self._answered.set()
             return
         self.hurry = True
         say(f"{name} again: already stopping — agents are ended now, without waiting; the run's tables and "

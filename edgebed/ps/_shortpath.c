@@ -44,7 +44,7 @@ static PyObject *one;   /* the int 1 */
     X(in_bytes) X(in_msgs) X(out_bytes) X(out_msgs) X(pushes) X(hooks) X(clock) X(last_seen) X(rule) \
     X(apply) X(step_scale) X(_window) X(consumed) X(record) X(updates) X(update) X(wall_time) \
     X(virtual_time) X(device) X(speed_class) X(class_of) X(staleness) X(sigma_mean) X(sigma_max) \
-    X(entries) X(bytes_in) X(loss) X(_eval_step) X(stop_updates) X(crash_probability) \
+    X(entries) X(bytes_in) X(loss) X(_eval_step) X(stop_updates) X(crash_probability) X(crash_at) \
     X(checkpoint_every) X(anchor) X(_after_apply) X(_reply_frames) X(_release) X(value_limit) X(compiled_step) X(tally)
 #define ENUM(n) N_##n,
 #define STRING(n) #n,
@@ -603,6 +603,8 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (p == -1.0 && PyErr_Occurred())
         goto error;
     due |= p > 0;
+    TRY(x = GET(config, crash_at));   /* failures.crash: its schedule is read by _after_apply */
+    due |= x != Py_None;
     TRY(x = GET(config, checkpoint_every));
     TRYI(t = PyObject_IsTrue(x));
     if (t && (every = as_ll(x)) > 0 && (ps_version + 1) % every == 0)

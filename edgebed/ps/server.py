@@ -52,6 +52,7 @@ class PSConfig:
     eval_every: int = 0                       # snapshot Θ for evaluation at every k-th update (0: never)
     eval_dense: Optional[tuple] = None        # (near accuracies, within, every): see note_accuracy
     crash_probability: float = 0.0            # fail-stop probability per applied push
+    crash_at: Optional[object] = None         # crashes.CrashSchedule: failures.crash's devices and points
     seed: int = 0
     max_message_bytes: Optional[int] = None   # bytes; None: wire.message_cap(|Θ|), set by the PS
     max_step: float = MAX_STEP                # a push may move an entry of Θ by at most this × max(1, ‖Θ₀‖∞)
@@ -134,6 +135,7 @@ class ParameterServer:
         self.stopped: Optional[str] = None   # reason, once the run is over
         self.errors: dict[str, int] = {}
         self._crash_rngs = {}
+        self._crash_fired: set[int] = set()   # devices whose scheduled crash (config.crash_at) happened
         self.last_snapshot: Optional[int] = None   # version of the last Θ handed to the evaluator
         self._eval_step = config.eval_every        # eval.every, or eval.dense.every near a target
         self._held: dict[int, tuple[bytes, str]] = {}   # device → (peer, "pull" | "push") of a held reply
@@ -386,7 +388,7 @@ class ParameterServer:
             self.snapshot()
         if self.config.stop_updates is not None and self.version >= self.config.stop_updates:
             self.request_stop(f"reached {self.config.stop_updates} updates")
-        freeze = self.config.crash_probability > 0 and self._draw_crash(d)
+        freeze = (self.config.crash_probability > 0 or self.config.crash_at is not None) and self._draw_crash(d)
         if freeze:
             st.frozen = True
             self.event(d, "crash", f"fail-stop after push {st.pushes}")
@@ -595,6 +597,12 @@ class ParameterServer:
         return self.theta.size
 
     def _draw_crash(self, device: int) -> bool:
+        at = self.config.crash_at
+        if at is not None:   # failures.crash: once, with the first push at or after its point
+            if device in self._crash_fired or not at.due(device, self.version, self._now()):
+                return False
+            self._crash_fired.add(device)
+            return True
         p = self.config.crash_probability
         if p <= 0:
             return False
@@ -678,6 +686,7 @@ class ParameterServer:
                                      "pushes": st.pushes, "excluded": st.excluded}
                             for d, st in self.devices.items()},
                 "crash_rngs": {str(d): rng.bit_generator.state for d, rng in self._crash_rngs.items()},
+                **({"crash_fired": sorted(self._crash_fired)} if self._crash_fired else {}),
                 "meter": self.meter.state(), "errors": dict(self.errors),
             }
 
@@ -701,6 +710,7 @@ class ParameterServer:
                 rng = np.random.default_rng()
                 rng.bit_generator.state = bits
                 self._crash_rngs[int(d)] = rng
+            self._crash_fired = set(state.get("crash_fired", ()))
             self.meter.load_state(state["meter"])
             self.errors = dict(state["errors"])
 

@@ -26,15 +26,16 @@ INTERRUPT_GRACE_S = 30.0  # after Ctrl-C: how long cells that end as interrupted
 
 
 class _EveryMinute:
-    """Progress for a cell run in a worker process: final lines always, live lines once a minute
-    (several cells share one terminal, so no carriage-return line)."""
+    """Progress for a cell run in a worker process: live lines once a minute (several cells share one
+    terminal, so no carriage-return line). Not the final line: the driver says how each run ended, with
+    its worker, once (``finish``)."""
 
     def __init__(self, period_s: float = 60.0):
         self.period_s, self.last = period_s, 0.0
 
     def __call__(self, line: str, final: bool) -> None:
         now = time.monotonic()
-        if final or now - self.last >= self.period_s:
+        if not final and now - self.last >= self.period_s:
             self.last = now
             print(line, file=sys.stderr, flush=True)
 
@@ -70,8 +71,9 @@ def drive(study, sdir: Path, todo: list, heads: list[str], run_cell, executor: S
         pending.append(i)
     publish()
     board.save()
-    if tasks and not in_process:
-        show(f"running {len(tasks)} cell × seed runs on {executor.describe()}", True)
+    if tasks:
+        runtimes = ", ".join(dict.fromkeys(t.scenario.runtime.name for t in tasks.values()))
+        show(f"running {len(tasks)} cell × seed runs: runtime {runtimes}; executor {executor.describe()}", True)
 
     outstanding: dict = {}
     attempts = [0] * len(todo)

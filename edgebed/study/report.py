@@ -198,8 +198,11 @@ def _classes(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str]) -> 
         for seed, r in seeded:
             comp = r.summary.get("compact")
             s = pd.DataFrame(comp["classes"]) if comp is not None and r.updates.empty else class_shares(r.updates)
+            crashes = r.summary.get("crashes") or {}   # failures.crash: intended and realised, per class
             if len(s) > 1:
-                frames.append(s.assign(cell=labels[cid], seed=seed))
+                frames.append(s.assign(cell=labels[cid], seed=seed,
+                                       crash_intended=s["speed_class"].map(crashes.get("intended") or {}),
+                                       crash_realised=s["speed_class"].map(crashes.get("realised") or {})))
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
@@ -207,16 +210,23 @@ def _classes(runs: dict[str, list[tuple[int, Run]]], labels: dict[str, str]) -> 
     out = g.agg(seeds=("seed", "nunique"), devices=("devices", "mean"), updates=("updates", "mean"),
                 share_mean=("share", "mean"), share_min=("share", "min"), share_max=("share", "max"),
                 rate_ratio_mean=("rate_ratio", "mean"), rate_ratio_min=("rate_ratio", "min"),
-                rate_ratio_max=("rate_ratio", "max")).reset_index()
-    return out.sort_values(["cell", "rate_ratio_mean"], ascending=[True, False], kind="stable")
+                rate_ratio_max=("rate_ratio", "max"), crash_intended=("crash_intended", "mean"),
+                crash_realised=("crash_realised", "mean")).reset_index()
+    order = {labels[cid]: i for i, cid in enumerate(runs)}   # the cells table's order (the study's)
+    return out.sort_values(["cell", "rate_ratio_mean"], ascending=[True, False], kind="stable",
+                           key=lambda col: col.map(order) if col.name == "cell" else col)
 
 
 def _class_display(df: pd.DataFrame) -> pd.DataFrame:
+    crashes = df["crash_realised"].notna().any()   # runs whose summary says intended → realised crashes
+    num = (lambda v: "?" if v != v else f"{v:g}")  # noqa: E731 — mean over seeds; ? where none stated
     return pd.DataFrame([{
         "cell": r.cell, "speed class": r.speed_class, "devices": f"{r.devices:g}",
         "updates": f"{r.updates:,.0f}",
         "share (%)": _pm(100 * r.share_mean, 100 * r.share_min, 100 * r.share_max, lambda v: f"{v:.1f}"),
         "rate ratio": _pm(r.rate_ratio_mean, r.rate_ratio_min, r.rate_ratio_max, tables.times),
+        **({"crashes intended → realised (mean over seeds)": f"{num(r.crash_intended)} → {num(r.crash_realised)}"}
+           if crashes else {}),
     } for r in df.itertuples()])
 
 
@@ -319,6 +329,7 @@ def write_study_report(study_dir: str | Path | list, out: Optional[Path] = None,
                                     tg.display(tt)))
 
     groups = {labels[cid]: [r.evals for _, r in seeded] for cid, seeded in runs.items() if seeded}
+    notes += plots.coincidence_notes(groups)
     pngs = {}
     for x, kind, title in (("update", "accuracy_vs_updates", "Test accuracy vs applied updates"),
                            ("ingress_bytes", "accuracy_vs_ingress", "Test accuracy vs cumulative PS ingress"),

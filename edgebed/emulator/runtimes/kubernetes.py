@@ -42,7 +42,10 @@ def manifests(sc: Scenario, image: str = IMAGE) -> dict[str, list[dict]]:
     labels = {LABEL: app}
     env = [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "OMP_NUM_THREADS", "value": "1"}]
     scenario_yaml = yaml.safe_dump(sc.model_dump(mode="json", exclude_unset=True, context={"units": "write"}), sort_keys=False)
+    sched = sc.crash_schedule()   # failures.crash: the devices and points the PS will crash
     crash = {"crash_probability": sc.failures.crash_probability, "seed": sc.seed,
+             **({"schedule": {"unit": sched.unit, "devices": {d: p for d, p in sorted(sched.at.items())}}}
+                if sched is not None else {}),
              "enforced_by": "the PS protocol: a crashed device's messages are refused from then on; its pod "
                             "keeps running and contributes nothing",
              "lost_after_s": sc.failures.lost_after}

@@ -56,7 +56,8 @@ def test_runs_that_differ_only_in_seed_are_one_band_with_min_max(sweep, tmp_path
     runs = pd.read_csv(res.table_csv)
     assert runs.groupby("label")["seed"].apply(list).to_dict()["sweep · adacomp c=0.01"] == [1, 2, 3]
     svg = res.plots["accuracy_vs_updates"].with_suffix(".svg").read_text()
-    assert "sweep · adacomp c=0.01 (3 runs, mean; band min–max)" in svg and "base · asgd" in svg
+    assert "sweep · adacomp c=0.01 (3 runs, mean)" in svg and "sweep · adacomp c=0.01: band min–max" in svg
+    assert "base · asgd" in svg
     assert "| seed |" in res.table_markdown.splitlines()[0]
     text = res.markdown.read_text()
     assert "## To 90 %" in text and "## To 95 %" in text and "333 [300–400]" in text   # mean [min–max]

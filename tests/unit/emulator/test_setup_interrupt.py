@@ -36,3 +36,40 @@ def test_an_interrupt_a_library_wraps_during_set_up_still_ends_the_run_interrupt
     summary = json.loads((engine.run_dir / "summary.json").read_text())
     assert summary["status"] == "incomplete" and "set-up" in summary["reason"]
     assert signal.getsignal(signal.SIGINT) is before   # the engine's handlers are gone
+
+
+def test_edgebed_run_interrupted_in_set_up_answers_first_and_ends_with_the_summary_line(tmp_path, monkeypatch,
+                                                                                          capfd):
+    """Issue #56: the set-up warning came before "Ctrl-C: stopping …" and the command ended with a bare
+    ``interrupted``; now the answer comes first and the last line is the interrupted run's summary line."""
+    import yaml
+
+    from edgebed import cli
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "setup-ctrl-c", "model": {"name": "mlp"}, "workers": {"n": 2},
+                                    "dataset": {"source": "bundled"}, "stop": {"updates": 5},
+                                    "runtime": {"name": "sim"}}))
+    real, pressed = units._number, []
+
+    def number(x):   # set-up writes the scenario's units: Ctrl-C lands here
+        if not pressed:
+            pressed.append(True)
+            signal.raise_signal(signal.SIGINT)
+        return real(x)
+    monkeypatch.setattr(units, "_number", number)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        code = cli.main(["run", str(path), "--out", str(tmp_path / "runs")])
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        monkeypatch.setattr(cli, "_ANSWERING", False)
+    out, err = capfd.readouterr()
+    assert pressed and code == 130
+    answer, warning = err.find("Ctrl-C: stopping"), err.find("interrupted during set-up")
+    assert 0 <= answer < warning, err
+    assert err.rstrip().splitlines()[-1] != "interrupted", err
+    lines = out.strip().splitlines()
+    assert lines[0] == "incomplete: interrupted by the user (Ctrl-C / SIGTERM) during set-up", out
+    run = lines[-1].removeprefix("  run directory: ")
+    assert json.loads((tmp_path / "runs" / run.split("/")[-1] / "summary.json").read_text())["status"] == "incomplete"

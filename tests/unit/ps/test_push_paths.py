@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from edgebed import wire
+from edgebed.crashes import CrashSchedule
 from edgebed.ps import server
 from edgebed.ps.rules import RULES
 from edgebed.ps.server import Hooks, ParameterServer, PSConfig
@@ -124,6 +125,8 @@ def _play(rule: str, cfg: dict, seed: int, monkeypatch, messages: int = 1500) ->
     ("adacomp", {"crash_probability": 0.01, "checkpoint_every": 7, "eval_every": 5, "stop_updates": 600}),
     ("comp-asgd", {"crash_probability": 0.02, "checkpoint_every": 11}),
     ("asgd", {"eval_every": 3, "stop_updates": 400}),
+    ("adacomp", {"crash_at": CrashSchedule({1: 40, 3: 90}, "updates")}),   # failures.crash, in updates
+    ("asgd", {"crash_at": CrashSchedule({0: 200.0}, "s")}),                # and in (virtual) seconds
 ])
 def test_the_short_path_gives_what_the_general_path_gives(rule, cfg, compiled, monkeypatch):
     """Compiled: the short path is ``_shortpath.c``'s; python: ``_push_py``'s."""
@@ -152,6 +155,8 @@ def test_the_short_path_gives_what_the_general_path_gives(rule, cfg, compiled, m
     assert fast_seen["rows"] == slow_seen["rows"]
     assert fast_seen == slow_seen
     assert {d: vars(st) for d, st in fast.devices.items()} == {d: vars(st) for d, st in slow.devices.items()}
+    if "crash_at" in cfg:   # exactly the scheduled devices crashed, once, on both paths
+        assert sorted(fast_seen["frozen"]) == sorted(slow_seen["frozen"]) == sorted(cfg["crash_at"].at)
     if "diverge_at" in cfg:   # the periodic look at Θ found the drift, at the same update on both
         assert (fast.stopped or "").startswith("diverged") or any(st.excluded for st in fast.devices.values())
 
