@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import DatasetError
+from . import DatasetError, bounded
 from .arrayset import ArraySet
 from .imagefolder import decode_image
 
@@ -106,10 +106,12 @@ class TableReader:
             names = self._class_names_from_metadata()
             if raw.dtype.kind in "iu":
                 y = raw.astype(np.int64)
-                n = int(y.max()) + 1 if len(y) else 0
+                n = bounded.classes_of(y, self.path, f"label column {self.label_column!r}")
                 self._classes = names if names and len(names) >= n else [str(i) for i in range(n)]
             elif raw.dtype.kind in "OUS":
                 self._classes, y = np.unique(raw.astype(str), return_inverse=True)
+                bounded.check(len(self._classes), "classes", self.path, f"label column {self.label_column!r}",
+                              what=f"holds {len(self._classes):,} distinct class names")
                 self._classes = [str(c) for c in self._classes]
             else:
                 raise DatasetError(f"{self.path}: label column {self.label_column!r} is {raw.dtype}; labels "
@@ -172,6 +174,9 @@ class TableReader:
         values = inner.to_numpy(zero_copy_only=False)
         if values.dtype.kind not in "iuf":
             raise DatasetError(f"{where}: nested lists of {values.dtype}; pixel values must be numbers")
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            k = int(np.flatnonzero(~np.isfinite(values))[0]) // max(1, int(np.prod(dims)))
+            raise DatasetError(f"{where}: row {k} holds NaN or Inf; a model can't train on it — fix or drop that sample")
         return values.reshape((n, *dims))
 
     def take(self, indices: Sequence[int] | np.ndarray) -> ArraySet:
