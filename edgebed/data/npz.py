@@ -9,7 +9,9 @@ are read whole.
 from __future__ import annotations
 
 import struct
+import tokenize
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +19,11 @@ import numpy as np
 
 from . import DatasetError, bounded
 from .arrayset import ArraySet
+
+
+# What numpy's and zipfile's readers raise on a damaged member (the .npy header is parsed with tokenize).
+DAMAGED = (ValueError, zipfile.BadZipFile, EOFError, OSError, SyntaxError, tokenize.TokenError, zlib.error,
+           NotImplementedError, struct.error)
 
 
 def _member_layout(path: Path, zf: zipfile.ZipFile, member: str):
@@ -64,13 +71,16 @@ def read_rows(path: str | Path, key: str, indices) -> np.ndarray:
     import os
     path = Path(path)
     idx = np.asarray(indices, dtype=np.int64)
-    with zipfile.ZipFile(path) as zf:
-        member = f"{key}.npy"
-        if member not in zf.namelist():
-            raise DatasetError(f"{path}: no array named {key!r}")
-        layout = _member_layout(path, zf, member)
-        if layout is None or layout[2]:
-            return np.ascontiguousarray(_array(path, zf, key, False)[idx])
+    try:
+        with zipfile.ZipFile(path) as zf:
+            member = f"{key}.npy"
+            if member not in zf.namelist():
+                raise DatasetError(f"{path}: no array named {key!r}")
+            layout = _member_layout(path, zf, member)
+            if layout is None or layout[2]:
+                return np.ascontiguousarray(_array(path, zf, key, False)[idx])
+    except DAMAGED as err:
+        raise DatasetError(f"{path}: damaged array ({type(err).__name__}: {err}); rewrite it with np.savez") from None
     offset, shape, _, dtype = layout
     if len(idx) and (idx.min() < 0 or idx.max() >= shape[0]):
         raise DatasetError(f"{path}: rows {int(idx.min())}..{int(idx.max())} asked, {key!r} has {shape[0]}")
@@ -132,15 +142,16 @@ def load_npz(path: str | Path, x_key: str = "x", y_key: str = "y", users_key: Op
     path = Path(path)
     try:
         zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as err:
+    except DAMAGED as err:
         raise DatasetError(f"{path}: not a readable .npz ({err}); write it with np.savez(path, x=..., y=...)") from None
     with zf:
         try:
             x = _array(path, zf, x_key, lazy)
             y = _array(path, zf, y_key, False)
             users = _array(path, zf, users_key, False) if users_key else None
-        except (ValueError, zipfile.BadZipFile, EOFError, OSError) as err:   # a damaged member
-            raise DatasetError(f"{path}: damaged array ({err}); rewrite it with np.savez") from None
+        except DAMAGED as err:
+            raise DatasetError(f"{path}: damaged array ({type(err).__name__}: {err}); rewrite it with "
+                               "np.savez") from None
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
         raise DatasetError(f"{path}: {y_key!r} is {y.dtype} {tuple(y.shape)}; labels must be integers (N,)")
     y = y.astype(np.int64)
