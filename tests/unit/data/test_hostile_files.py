@@ -293,3 +293,18 @@ def test_trace_values_outside_a_sane_range_are_refused(tmp_path, row, field):
     with pytest.raises(TraceError, match=field) as got:
         read_trace(p)
     assert str(p) in str(got.value) and "EDGEBED_LIMIT_" in str(got.value)
+
+
+def test_edgebed_validate_refuses_nan_samples_naming_the_file(tmp_path):
+    import yaml
+    from edgebed.cli import _validate_one
+    x = np.zeros((40, 1, 28, 28), np.float32)
+    x[11, 0, 3, 3] = np.inf
+    np.savez(tmp_path / "inf.npz", x=x, y=np.arange(40) % 10)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({"name": "nan", "workers": {"n": 2}, "stop": {"updates": 5},
+                                        "model": {"name": "mlp"},
+                                        "dataset": {"format": "npz", "path": str(tmp_path / "inf.npz")}}))
+    out = _validate_one(scenario, ())
+    assert not out["ok"]
+    assert any("inf.npz" in e and "row 11" in e and "NaN or Inf" in e for e in out["errors"]), out["errors"]
