@@ -10,7 +10,7 @@ Limits (``LIMITS``; each raised for a legitimate file by the environment variabl
 | ``members`` | 10,000 | members of an archive looked through (CIFAR ``.tar.gz``) |
 | ``rows`` | 1,000,000 | rows of a trace (CSV / JSON rows, FedScale availability changes after unrolling) |
 | ``classes`` | 100,000 | classes a label column implies (largest label + 1) |
-| ``depth`` | 64 | nesting of a pickle's containers (JSON: Python's own recursion bound) |
+| ``depth`` | 64 | nesting of a pickle's containers (JSON deeper than Python's decoder follows is refused too) |
 | ``pixels`` | 33,554,432 | pixels of one image, checked from its header before it is decoded |
 | ``nodes`` | 20,000,000 | containers and values a pickle check visits (each shared object once) |
 | ``time_s`` | 1e9 | a trace time in seconds (about 31 years); positive times below ``resolution`` refused |
@@ -26,6 +26,7 @@ import gzip
 import io
 import os
 import re
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any, BinaryIO, Type
@@ -38,6 +39,7 @@ LIMITS: dict[str, float] = {
     "bytes": 1 << 30, "members": 10_000, "rows": 1_000_000, "classes": 100_000, "depth": 64,
     "pixels": 1 << 25, "nodes": 20_000_000, "time_s": 1e9, "value": 1e12, "resolution": 1e-6,
 }
+FLOORS = ("resolution",)      # limits a value must not fall below (the others: not exceed)
 _UNITS = {"": 1, "k": 1000, "kib": 1 << 10, "kb": 1000, "m": 10**6, "mib": 1 << 20, "mb": 10**6,
           "gib": 1 << 30, "gb": 10**9}
 
@@ -47,9 +49,10 @@ class LimitError(DatasetError):
 
     def __init__(self, file: Any, field: str, limit: str, found: str):
         self.file, self.field, self.limit = str(file), field, limit
-        super().__init__(f"{file}: {field} {found}, over the limit {limit}={_show(limit, get(limit))}; if "
-                         f"the file is legitimate, raise it with the environment variable {env_name(limit)}="
-                         f"<larger> (docs/data.md, 'Limits')")
+        side, change = ("under", "lower it with the environment variable {}=<smaller>") if limit in FLOORS \
+            else ("over", "raise it with the environment variable {}=<larger>")
+        super().__init__(f"{file}: {field} {found}, {side} the limit {limit}={_show(limit, get(limit))}; if "
+                         f"the file is legitimate, {change.format(env_name(limit))} (docs/data.md, 'Limits')")
 
 
 def env_name(limit: str) -> str:
@@ -126,14 +129,15 @@ def read_text(path: str | Path, error: Type[LimitError] = LimitError) -> str:
 
 
 def loads_json(path: str | Path, plain: Type[Exception] = DatasetError, error: Type[LimitError] = LimitError) -> Any:
-    """The JSON document in ``path`` under the ``bytes`` limit; nesting beyond what Python's decoder
-    can recurse into is ``error``, an unreadable file ``plain``, both naming the file."""
+    """The JSON document in ``path`` under the ``bytes`` limit (``error`` beyond it); an unreadable file,
+    or nesting beyond what Python's decoder recurses into, is ``plain``; both name the file."""
     import json
     raw = read_bytes(path, error)
     try:
         return json.loads(raw)
-    except RecursionError:
-        raise error(path, "nesting", "depth", "is deeper than the JSON reader can follow") from None
+    except RecursionError:   # the C decoder stops at the interpreter's recursion limit (about 1,000 levels)
+        raise plain(f"{path}: nested deeper than Python's JSON decoder follows ({sys.getrecursionlimit():,} "
+                    "levels); no data-set or trace file nests so deep — the file is damaged or crafted") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise plain(f"{path}: not readable JSON ({err})") from None
 
@@ -193,7 +197,7 @@ def trace_value(x: float, file: Any, field: str, limit: str, error: Type[LimitEr
     at least ``resolution`` — a 1e-300 s period or a 1e308 kbit/s link is a damaged file."""
     check(x, limit, file, field, error, what=f"is {x:g}")
     if 0 < x < get("resolution"):
-        raise error(file, field, "resolution", f"is {x:g}, below the smallest step")
+        raise error(file, field, "resolution", f"is {x:g}, a positive value below the smallest step")
     return x
 
 
