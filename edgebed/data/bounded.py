@@ -55,6 +55,17 @@ class LimitError(DatasetError):
                          f"the file is legitimate, {change.format(env_name(limit))} (docs/data.md, 'Limits')")
 
 
+    def __reduce__(self):     # crosses process boundaries (executors pickle exceptions) intact
+        return _rebuilt, (type(self), str(self), self.file, self.field, self.limit)
+
+
+def _rebuilt(cls: type, message: str, file: str, field: str, limit: str) -> LimitError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.file, err.field, err.limit = file, field, limit
+    return err
+
+
 def env_name(limit: str) -> str:
     return f"EDGEBED_LIMIT_{limit.upper()}"
 
@@ -121,11 +132,9 @@ def read_bytes(path: str | Path, error: Type[LimitError] = LimitError) -> bytes:
         with gzip.open(path, "rb") as f:
             return read_stream(f, path, "size after gunzip", error)
     with open(path, "rb") as f:
-        return read_stream(f, path, "size", error)
-
-
-def read_text(path: str | Path, error: Type[LimitError] = LimitError) -> str:
-    return read_bytes(path, error).decode()
+        raw = f.read()                 # one allocation of the size just checked
+    check(len(raw), "bytes", path, "size", error)    # the file grew while it was read
+    return raw
 
 
 def loads_json(path: str | Path, plain: Type[Exception] = DatasetError, error: Type[LimitError] = LimitError) -> Any:

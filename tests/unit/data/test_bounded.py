@@ -64,3 +64,12 @@ def test_docker_containers_get_the_raised_limits(monkeypatch):
     sc = load_scenario(Path(__file__).parents[3] / "scenarios" / "docker-quickstart.yaml")
     services = compose_dict(sc)["services"]
     assert all(s["environment"].get("EDGEBED_LIMIT_ROWS") == "5000000" for s in services.values())
+
+
+def test_a_limit_error_survives_pickling_as_the_same_type():
+    import pickle
+    from edgebed.traces.format import TraceError, TraceLimitError
+    err = TraceLimitError("t.csv", "rows", "rows", "are 2,000,000")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is TraceLimitError and isinstance(back, TraceError) and isinstance(back, DatasetError)
+    assert str(back) == str(err) and (back.file, back.field, back.limit) == ("t.csv", "rows", "rows")
