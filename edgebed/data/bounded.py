@@ -8,14 +8,14 @@ Limits (``LIMITS``; each raised for a legitimate file by the environment variabl
 |---|---|---|
 | ``bytes`` | 1 GiB | one file, or one archive member, read into memory whole (JSON, CSV trace, pickle, tar member, IDX) |
 | ``members`` | 10,000 | members of an archive looked through (CIFAR ``.tar.gz``) |
-| ``rows`` | 1,000,000 | rows of a trace (CSV / JSON rows, FedScale availability changes after unrolling) |
-| ``classes`` | 100,000 | classes a label column implies (largest label + 1) |
+| ``rows`` | 1,000,000 | rows of a trace (CSV / JSON rows; FedScale / FLASH availability changes after unrolling) |
+| ``classes`` | 100,000 | classes a label column implies (largest label + 1; string labels: distinct names) |
 | ``depth`` | 64 | nesting of a pickle's containers (JSON deeper than Python's decoder follows is refused too) |
 | ``pixels`` | 33,554,432 | pixels of one image, checked from its header before it is decoded |
 | ``nodes`` | 20,000,000 | containers and values a pickle check visits (each shared object once) |
 | ``time_s`` | 1e9 | a trace time in seconds (about 31 years); positive times below ``resolution`` refused |
 | ``value`` | 1e12 | a trace rate or multiplier (kbit/s, ms per sample, slowdown) |
-| ``resolution`` | 1e-6 | the smallest positive trace time, period or rate |
+| ``resolution`` | 1e-6 | the smallest positive trace time, period or rate (a floor: lowered, not raised) |
 
 A file over a limit raises ``LimitError`` (a ``DatasetError``; trace readers raise its subclass that
 is also a ``TraceError``), naming the file, the field, the limit and the variable that raises it.
@@ -53,7 +53,6 @@ class LimitError(DatasetError):
             else ("over", "raise it with the environment variable {}=<larger>")
         super().__init__(f"{file}: {field} {found}, {side} the limit {limit}={_show(limit, get(limit))}; if "
                          f"the file is legitimate, {change.format(env_name(limit))} (docs/data.md, 'Limits')")
-
 
     def __reduce__(self):     # crosses process boundaries (executors pickle exceptions) intact
         return _rebuilt, (type(self), str(self), self.file, self.field, self.limit)
