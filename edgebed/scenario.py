@@ -56,8 +56,8 @@ class DatasetSpec(_Strict):
                                      "of the training file is held out")
     options: dict[str, Any] = Field(default_factory=dict, description="the format's own options "
                                     "(docs/data.md): x_key/y_key/users_key (npz), image_column/label_column/"
-                                    "user_column/shape (parquet), label (cifar100), channels/size "
-                                    "(imagefolder), vocab (leaf), factory/args (python)")
+                                    "user_column/shape (parquet), label (cifar100), channels/size/"
+                                    "follow_symlinks (imagefolder), vocab (leaf), factory/args (python)")
     normalise: Optional[Normalise] = Field(None, description="images: per-channel mean/std (default: "
                                            "computed from the training split; idx: MNIST's)")
     # When the source has no separate test split (bundled), this fraction is held out for testing.

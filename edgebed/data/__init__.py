@@ -14,12 +14,13 @@ by-label (dirichlet, natural, quantity) are in ``partitions`` (docs/data.md).
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
 import json
+import math
 import shutil
 import struct
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -76,12 +77,11 @@ class Dataset:
 
 def load_idx(path: str | Path) -> np.ndarray:
     """Read one IDX file (optionally gzipped) into a numpy array of its declared shape."""
+    from .bounded import read_bytes
     path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rb") as f:
-            raw = f.read()
-    except (OSError, EOFError) as err:
+        raw = read_bytes(path)      # under the byte limit: the file's size, then what gunzip gives
+    except (OSError, EOFError, zlib.error) as err:
         raise DatasetError(f"{path}: can't read IDX file: {err}") from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
         raise DatasetError(f"{path}: not an IDX file (bad magic)")
@@ -93,7 +93,7 @@ def load_idx(path: str | Path) -> np.ndarray:
         raise DatasetError(f"{path}: IDX header declares {ndim} dimensions but the file ends first (truncated?)")
     dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
     data = np.frombuffer(raw, dtype=dtype, offset=4 + 4 * ndim)
-    if data.size != int(np.prod(dims)):
+    if data.size != math.prod(dims):
         raise DatasetError(f"{path}: header says {dims} but holds {data.size} elements (truncated?)")
     return data.reshape(dims)
 

@@ -5,7 +5,8 @@ and ``batches.meta``; each batch a dict ``{b"data": uint8 (N, 3072), b"labels": 
 CIFAR-100: ``cifar-100-python/`` holds ``train``, ``test`` and ``meta`` with ``b"fine_labels"`` /
 ``b"coarse_labels"`` and ``b"fine_label_names"`` / ``b"coarse_label_names"``. ``path`` may be that
 directory, its parent, or the ``.tar.gz`` itself (read in place, never extracted). The pickles are
-read through ``safe_pickle``: a file that names any other object is refused. Images come back as
+read through ``safe_pickle``: a file that names any other object is refused; a tarball's member is
+refused by its declared size before it is read (``bounded.tar_member``). Images come back as
 uint8 ``(N, 3, 32, 32)`` (normalise with ``arrayset.normalise``).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import DatasetError, safe_pickle
+from . import DatasetError, bounded, safe_pickle
 from .arrayset import ArraySet
 
 # Standard URLs and the md5 torchvision publishes for them (torchvision.datasets.CIFAR10 / CIFAR100).
@@ -47,16 +48,9 @@ def _reader(path: Path, variant: str) -> Callable[[str], object]:
         return read_dir
     if path.is_file() and tarfile.is_tarfile(path):
         def read_tar(name: str) -> object:
-            with tarfile.open(path) as tar:
-                try:
-                    member = tar.getmember(f"{sub}/{name}")
-                except KeyError:
-                    raise DatasetError(f"{path}: the tarball has no {sub}/{name}; is it the {variant} "
-                                       "python version?") from None
-                f = tar.extractfile(member)
-                if f is None:
-                    raise DatasetError(f"{path}: {sub}/{name} is not a regular file")
-                return safe_pickle.load(f.read(), where=f"{path}:{sub}/{name}")
+            raw = bounded.tar_member(path, f"{sub}/{name}", f"{path}: the tarball has no {sub}/{name}; is it "
+                                     f"the {variant} python version?")
+            return safe_pickle.load(raw, where=f"{path}:{sub}/{name}")
         return read_tar
     raise DatasetError(f"{path}: neither a {variant} directory nor its .tar.gz; give dataset.path as the "
                        f"extracted {sub}/ directory or the downloaded tarball")
@@ -87,13 +81,23 @@ def load_cifar(path: str | Path, variant: str = "cifar10", split: str = "train",
         names_key, labels_key = f"{label}_label_names".encode(), f"{label}_labels".encode()
     else:
         raise DatasetError(f"CIFAR-100 label {label!r}: use fine or coarse")
-    classes = [n.decode() if isinstance(n, bytes) else str(n) for n in _field(meta, names_key, f"{path} meta")]
+    names = _field(meta, names_key, f"{path} meta")
+    if not isinstance(names, (list, tuple)):
+        raise DatasetError(f"{path} meta: {names_key.decode()!r} is a {type(names).__name__}, not a list of "
+                           "class names; not a CIFAR python pickle")
+    classes = [n.decode(errors="replace") if isinstance(n, bytes) else str(n) for n in names]
     xs, ys = [], []
     for name in _LAYOUT[variant][split]:
         batch = read(name)
         where = f"{path}: {name}"
-        x = np.asarray(_field(batch, b"data", where))
-        y = np.asarray(_field(batch, labels_key, where), dtype=np.int64)
+        try:
+            x = np.asarray(_field(batch, b"data", where))
+            y = np.asarray(_field(batch, labels_key, where), dtype=np.int64)
+        except (TypeError, ValueError, OverflowError) as err:
+            if isinstance(err, DatasetError):
+                raise
+            raise DatasetError(f"{where}: data or labels are not arrays of numbers ({err}); not a CIFAR "
+                               "python pickle") from None
         if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3072:
             raise DatasetError(f"{where}: data is {x.dtype} {tuple(x.shape)}, not uint8 (N, 3072) "
                                "(32×32×3 bytes per image); not a CIFAR python pickle")

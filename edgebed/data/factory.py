@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from .. import usercode
-from . import DatasetError
+from . import DatasetError, bounded
 from .arrayset import ArraySet
 
 KEY = "dataset.options.factory"
@@ -46,10 +46,10 @@ def resolve(target: str) -> Any:
     return obj
 
 
-def _classes(y: np.ndarray, given: Optional[list]) -> list[str]:
+def _classes(y: np.ndarray, given: Optional[list], target: str = "") -> list[str]:
     if given is not None:
         return [str(c) for c in given]
-    return [str(i) for i in range(int(y.max()) + 1 if len(y) else 0)]
+    return [str(i) for i in range(bounded.classes_of(y, f"dataset.factory {target!r}", "labels"))]
 
 
 def load_factory(target: str, args: Optional[Mapping[str, Any]] = None) -> ArraySet:
@@ -60,7 +60,7 @@ def load_factory(target: str, args: Optional[Mapping[str, Any]] = None) -> Array
         return made
     if isinstance(made, tuple) and len(made) == 2:
         x, y = np.asarray(made[0]), np.asarray(made[1]).astype(np.int64)
-        return ArraySet(x, y, _classes(y, None))
+        return ArraySet(x, y, _classes(y, None, target))
     if isinstance(made, Mapping) and {"x", "y"} <= made.keys():
         y = np.asarray(made["y"]).astype(np.int64)
         users = made.get("users")
@@ -68,7 +68,7 @@ def load_factory(target: str, args: Optional[Mapping[str, Any]] = None) -> Array
         if users is not None:
             uniq, users = np.unique(np.asarray(users), return_inverse=True)
             names = [str(u) for u in uniq]
-        return ArraySet(np.asarray(made["x"]), y, _classes(y, made.get("classes")),
+        return ArraySet(np.asarray(made["x"]), y, _classes(y, made.get("classes"), target),
                         None if users is None else users.astype(np.int64), names)
     if hasattr(made, "__len__") and hasattr(made, "__getitem__"):
         n = len(made)
@@ -79,6 +79,6 @@ def load_factory(target: str, args: Optional[Mapping[str, Any]] = None) -> Array
             raise DatasetError(f"dataset.factory {target!r}: a Dataset's items must be (x, y) pairs")
         x = np.stack([np.asarray(p[0]) for p in pairs])
         y = np.asarray([int(np.asarray(p[1])) for p in pairs], dtype=np.int64)
-        return ArraySet(x, y, _classes(y, getattr(made, "classes", None)))
+        return ArraySet(x, y, _classes(y, getattr(made, "classes", None), target))
     raise DatasetError(f"dataset.factory {target!r} gave {type(made).__name__}; return an ArraySet, "
                        "(x, y), {'x': ..., 'y': ...} or a map-style Dataset of (x, y) pairs")

@@ -9,14 +9,21 @@ are read whole.
 from __future__ import annotations
 
 import struct
+import tokenize
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from . import DatasetError
+from . import DatasetError, bounded
 from .arrayset import ArraySet
+
+
+# What numpy's and zipfile's readers raise on a damaged member (the .npy header is parsed with tokenize).
+DAMAGED = (ValueError, zipfile.BadZipFile, EOFError, OSError, SyntaxError, tokenize.TokenError, zlib.error,
+           NotImplementedError, struct.error)
 
 
 def _member_layout(path: Path, zf: zipfile.ZipFile, member: str):
@@ -64,13 +71,16 @@ def read_rows(path: str | Path, key: str, indices) -> np.ndarray:
     import os
     path = Path(path)
     idx = np.asarray(indices, dtype=np.int64)
-    with zipfile.ZipFile(path) as zf:
-        member = f"{key}.npy"
-        if member not in zf.namelist():
-            raise DatasetError(f"{path}: no array named {key!r}")
-        layout = _member_layout(path, zf, member)
-        if layout is None or layout[2]:
-            return np.ascontiguousarray(_array(path, zf, key, False)[idx])
+    try:
+        with zipfile.ZipFile(path) as zf:
+            member = f"{key}.npy"
+            if member not in zf.namelist():
+                raise DatasetError(f"{path}: no array named {key!r}")
+            layout = _member_layout(path, zf, member)
+            if layout is None or layout[2]:
+                return np.ascontiguousarray(_array(path, zf, key, False)[idx])
+    except DAMAGED as err:
+        raise DatasetError(f"{path}: damaged array ({type(err).__name__}: {err}); rewrite it with np.savez") from None
     offset, shape, _, dtype = layout
     if len(idx) and (idx.min() < 0 or idx.max() >= shape[0]):
         raise DatasetError(f"{path}: rows {int(idx.min())}..{int(idx.max())} asked, {key!r} has {shape[0]}")
@@ -109,6 +119,18 @@ def _array(path: Path, zf: zipfile.ZipFile, key: str, lazy: bool) -> np.ndarray:
         m = _member_memmap(path, zf, member)
         if m is not None:
             return m
+    info = zf.getinfo(member)     # read whole: its declared size, and the header's, under the byte limit
+    bounded.check(info.file_size, "bytes", f"{path}:{member}", "declared size")
+    with zf.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        shape, _, dtype = read_header(f) if read_header else ((0,), None, np.dtype(np.uint8))
+        if dtype.hasobject:
+            raise DatasetError(f"{path}: {member} holds Python objects; store numbers only")
+        if int(np.prod(shape, dtype=object)) * dtype.itemsize > info.file_size:
+            raise DatasetError(f"{path}: {member}'s header declares shape {shape} of {dtype}, more than the "
+                               f"member's {info.file_size:,} bytes; the file is damaged, rewrite it with np.savez")
     with zf.open(member) as f:
         return np.lib.format.read_array(f, allow_pickle=False)
 
@@ -120,20 +142,21 @@ def load_npz(path: str | Path, x_key: str = "x", y_key: str = "y", users_key: Op
     path = Path(path)
     try:
         zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as err:
+    except DAMAGED as err:
         raise DatasetError(f"{path}: not a readable .npz ({err}); write it with np.savez(path, x=..., y=...)") from None
     with zf:
         try:
             x = _array(path, zf, x_key, lazy)
             y = _array(path, zf, y_key, False)
             users = _array(path, zf, users_key, False) if users_key else None
-        except ValueError as err:   # numpy's header parser on a damaged member
-            raise DatasetError(f"{path}: damaged array ({err}); rewrite it with np.savez") from None
+        except DAMAGED as err:
+            raise DatasetError(f"{path}: damaged array ({type(err).__name__}: {err}); rewrite it with "
+                               "np.savez") from None
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
         raise DatasetError(f"{path}: {y_key!r} is {y.dtype} {tuple(y.shape)}; labels must be integers (N,)")
     y = y.astype(np.int64)
     if classes is None:
-        classes = [str(i) for i in range(int(y.max()) + 1 if len(y) else 0)]
+        classes = [str(i) for i in range(bounded.classes_of(y, path, f"labels {y_key!r}"))]
     if users is not None:
         users, user_names = _user_index(users)
         return ArraySet(x, y, classes, users, user_names)

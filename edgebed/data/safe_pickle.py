@@ -6,7 +6,9 @@ arrays, never arbitrary objects.
 resolves the few globals numpy's own array pickles use (``ndarray``, ``dtype``, the reconstructors)
 and ``_codecs.encode`` (how Python 3 writes ``bytes`` at protocol 2). Anything else — ``os.system``,
 a class of some package — is refused with ``DatasetError`` before it is called. Object arrays are
-refused as well, so a loaded array holds numbers only.
+refused as well, so a loaded array holds numbers only. The file is read under ``bounded``'s byte limit,
+and the loaded object is checked once per object (shared references cost once; a container that
+holds itself is refused), under its node and depth limits.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-from . import DatasetError
+from . import DatasetError, bounded
 
 ALLOWED = frozenset({
     ("numpy", "ndarray"), ("numpy", "dtype"),
@@ -51,35 +53,30 @@ class SafeUnpickler(pickle.Unpickler):
         raise self.error(f"{self.where}: the pickle uses persistent ids, which no file read here needs")
 
 
-def _check(obj: Any, where: str) -> None:
-    if isinstance(obj, np.ndarray) and obj.dtype.hasobject:
-        raise DatasetError(f"{where}: holds an object array; a data-set file holds numbers only")
-    if isinstance(obj, dict):
-        for v in obj.values():
-            _check(v, where)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            _check(v, where)
+def _check(obj: Any, where: str, error: Refusal, limit_error) -> None:
+    def visit(o: Any) -> None:
+        if isinstance(o, np.ndarray) and o.dtype.hasobject:
+            raise error(f"{where}: holds an object array; a data-set file holds numbers only")
+    bounded.walk(obj, where, visit, limit_error, error)
 
 
-def load(src: str | Path | bytes, where: str | None = None, hint: str = " — re-download it", **restrict) -> Any:
+def load(src: str | Path | bytes, where: str | None = None, hint: str = " — re-download it",
+         limit_error: type = bounded.LimitError, **restrict) -> Any:
     """The object pickled in file ``src`` (or in the bytes ``src``), through ``SafeUnpickler``;
     ``restrict``: its ``allowed``, ``error``, ``why`` and ``encoding`` (default: a data-set file's);
-    ``hint`` ends the message for a damaged file. Object arrays are refused too."""
+    ``hint`` ends the message for a damaged file; ``limit_error``: what a file over a limit raises.
+    Object arrays are refused too."""
     where = where or str(src if not isinstance(src, bytes) else "<bytes>")
     error = restrict.get("error", DatasetError)
     try:
-        if isinstance(src, bytes):
-            obj = SafeUnpickler(io.BytesIO(src), where, **restrict).load()
-        else:
-            with open(src, "rb") as f:
-                obj = SafeUnpickler(f, where, **restrict).load()
-    except error:
+        raw = src if isinstance(src, bytes) else bounded.read_bytes(src, limit_error)
+        obj = SafeUnpickler(io.BytesIO(raw), where, **restrict).load()
+    except (error, bounded.LimitError):
         raise
     except OSError as err:
         raise error(f"{where}: can't read: {err}") from None
     except Exception as err:   # pickle raises many types on a damaged stream
         raise error(f"{where}: not a readable pickle ({type(err).__name__}: {err}); the file is "
                     f"damaged or of another format{hint}") from None
-    _check(obj, where)
+    _check(obj, where, error, limit_error)
     return obj

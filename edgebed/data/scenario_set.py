@@ -15,7 +15,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import Dataset, DatasetError
+from . import Dataset, DatasetError, bounded
 from .arrayset import ArraySet, normalise
 from .formats import LoadSpec, labels as format_labels, load
 
@@ -134,7 +134,8 @@ def _accumulate(x: np.ndarray, train_rows: Optional[np.ndarray], chunk: int = 40
 
 
 def formatted_missing(spec) -> list[str]:
-    """What a non-IDX ``dataset`` section lacks on this host (empty: nothing)."""
+    """What a non-IDX ``dataset`` section lacks on this host (empty: nothing): a missing file, or
+    samples holding NaN / Inf (``nonfinite``)."""
     if spec.source != "path":
         return []
     out = []
@@ -144,4 +145,34 @@ def formatted_missing(spec) -> list[str]:
             from ..suggest import missing_path
             out.append(f"dataset.{key}: {p} does not exist {missing_path(p)}; give the {spec.format} data "
                        "set's file or directory (docs/data.md)")
+    return out or nonfinite(spec)
+
+
+FLOAT_FORMATS = ("npz", "parquet", "arrow", "leaf", "python")   # formats whose samples may be floats
+
+
+def nonfinite(spec) -> list[str]:
+    """Samples holding NaN or Inf in the train and test files of a ``dataset`` section, each naming its
+    file and first row (empty: none) — checked at ``validate``, so a run never starts on them. npz is
+    scanned in chunks of its memory map; Parquet / Arrow number lists and LEAF are checked as they are
+    read; encoded images (uint8) can hold neither."""
+    if spec.format not in FLOAT_FORMATS:
+        return []
+    out = []
+    for test in ((False, True) if spec.test_path else (False,)):
+        ls = load_spec(spec, test)
+        where = ls.path if ls.path else f"dataset.factory {ls.options.get('factory')!r}"
+        try:
+            if ls.format in ("parquet", "arrow"):
+                from .formats import _table
+                t = _table(ls)
+                import pyarrow as pa
+                col = t.schema.field(t.image_column).type
+                if not (pa.types.is_list(col) or pa.types.is_large_list(col) or pa.types.is_fixed_size_list(col)):
+                    continue
+                t.read()                  # number lists: decoding refuses NaN / Inf, naming the row
+            else:
+                bounded.require_finite(load(ls).x, where)
+        except DatasetError as err:
+            out.append(f"dataset.{'test_path' if test else 'path'}: {err}")
     return out

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import DatasetError
+from . import DatasetError, bounded
 from .arrayset import ArraySet
 from .imagefolder import decode_image
 
@@ -28,7 +28,7 @@ def _open_table(path: Path):
     if path.suffix == ".parquet" or path.is_dir():
         try:
             return pq.ParquetFile(path) if path.is_file() else pq.read_table(path)
-        except (OSError, pa.ArrowException) as err:
+        except (OSError, pa.ArrowException, ValueError) as err:
             raise DatasetError(f"{path}: not a readable Parquet file ({err})") from None
     try:
         with pa.memory_map(str(path)) as src:
@@ -38,7 +38,7 @@ def _open_table(path: Path):
                 pass
         with pa.memory_map(str(path)) as src:
             return pa.ipc.open_stream(src).read_all()
-    except (OSError, pa.ArrowException) as err:
+    except (OSError, pa.ArrowException, ValueError) as err:
         raise DatasetError(f"{path}: not a readable Arrow file (IPC file or stream) nor .parquet ({err})") from None
 
 
@@ -57,7 +57,10 @@ class TableReader:
         if not self.path.exists():
             raise DatasetError(f"{self.path}: no such file")
         self.src = _open_table(self.path)
-        self.schema = self.src.schema_arrow if hasattr(self.src, "schema_arrow") else self.src.schema
+        try:
+            self.schema = self.src.schema_arrow if hasattr(self.src, "schema_arrow") else self.src.schema
+        except ValueError as err:        # a damaged schema (e.g. a column name that is not UTF-8)
+            raise DatasetError(f"{self.path}: unreadable schema ({err}); the file is damaged, rewrite it") from None
         names = self.schema.names
         for role, col in (("image", image_column), ("label", label_column), ("user", user_column)):
             if col is not None and col not in names:
@@ -68,6 +71,14 @@ class TableReader:
         self._labels = self._classes = self._users = self._user_names = None
 
     def _column(self, name: str, rows: Optional[np.ndarray] = None):
+        import pyarrow as pa
+        try:
+            return self._read_column(name, rows)
+        except (OSError, pa.ArrowException, ValueError) as err:     # a damaged page, row group or block
+            raise DatasetError(f"{self.path}: column {name!r} can't be read ({err}); the file is damaged, "
+                               "rewrite it") from None
+
+    def _read_column(self, name: str, rows: Optional[np.ndarray] = None):
         import pyarrow as pa
         # Parquet: one row group at a time, only those holding `rows`, on this thread (Arrow's thread pool
         # kept each group's decode buffers: +1.7 GiB for a 146 MiB set, benchmarks/bench_data_shard.py)
@@ -106,10 +117,12 @@ class TableReader:
             names = self._class_names_from_metadata()
             if raw.dtype.kind in "iu":
                 y = raw.astype(np.int64)
-                n = int(y.max()) + 1 if len(y) else 0
+                n = bounded.classes_of(y, self.path, f"label column {self.label_column!r}")
                 self._classes = names if names and len(names) >= n else [str(i) for i in range(n)]
             elif raw.dtype.kind in "OUS":
                 self._classes, y = np.unique(raw.astype(str), return_inverse=True)
+                bounded.check(len(self._classes), "classes", self.path, f"label column {self.label_column!r}",
+                              what=f"holds {len(self._classes):,} distinct class names")
                 self._classes = [str(c) for c in self._classes]
             else:
                 raise DatasetError(f"{self.path}: label column {self.label_column!r} is {raw.dtype}; labels "
@@ -172,6 +185,9 @@ class TableReader:
         values = inner.to_numpy(zero_copy_only=False)
         if values.dtype.kind not in "iuf":
             raise DatasetError(f"{where}: nested lists of {values.dtype}; pixel values must be numbers")
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            k = int(np.flatnonzero(~np.isfinite(values))[0]) // max(1, int(np.prod(dims)))
+            raise DatasetError(f"{where}: row {k} holds NaN or Inf; a model can't train on it — fix or drop that sample")
         return values.reshape((n, *dims))
 
     def take(self, indices: Sequence[int] | np.ndarray) -> ArraySet:

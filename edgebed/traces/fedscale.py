@@ -15,38 +15,37 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from ..data import safe_pickle
-from .format import Trace, TraceError, TracePoint
+from ..data import bounded, safe_pickle
+from .format import Trace, TraceError, TraceLimitError, TracePoint
 
 _PLAIN = (dict, list, tuple, set, frozenset, str, bytes, int, float, bool, type(None))
 
 
-def _check_plain(obj, depth: int = 0) -> None:
-    if depth > 16 or not isinstance(obj, _PLAIN):
-        raise TraceError(f"the pickle holds a {type(obj).__name__}: only plain containers and numbers are read")
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            _check_plain(k, depth + 1)
-            _check_plain(v, depth + 1)
-    elif isinstance(obj, (list, tuple, set, frozenset)):
-        for v in obj:
-            _check_plain(v, depth + 1)
+def _check_plain(obj, where) -> None:
+    def visit(o) -> None:
+        if not isinstance(o, _PLAIN):
+            raise TraceError(f"{where}: the pickle holds a {type(o).__name__}: only plain containers and "
+                             "numbers are read")
+    bounded.walk(obj, where, visit, TraceLimitError, TraceError)
 
 
 def safe_load(path: str | Path):
     """The plain data in the pickle at ``path`` (dicts, lists, tuples, sets, str, bytes, numbers): the
-    data sets' restricted unpickler (``data/safe_pickle.py``) with no global allowed at all."""
+    data sets' restricted unpickler (``data/safe_pickle.py``) with no global allowed at all, under the
+    bounded reader's byte, node and depth limits."""
     obj = safe_pickle.load(Path(path), hint="", allowed=frozenset(), error=TraceError, encoding="ASCII",
+                           limit_error=TraceLimitError,
                            why=": only plain containers and numbers are read (a trace pickle needs no class; "
                                "convert numpy values with float() before pickling)")
-    _check_plain(obj)
+    _check_plain(obj, path)
     return obj
 
 
-def _positive(x, where: str) -> float:
+def _positive(x, where: str, limit: str = "value") -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
         raise TraceError(f"{where}: {x!r} is not a positive number")
-    return float(x)
+    file, _, field = where.rpartition(".")
+    return bounded.trace_value(float(x), file, field, limit, TraceLimitError)
 
 
 def import_fedscale(capacity: Optional[str | Path] = None, behaviour: Optional[str | Path] = None,
@@ -68,6 +67,7 @@ def import_fedscale(capacity: Optional[str | Path] = None, behaviour: Optional[s
     if not ids:
         raise TraceError("no client id is in both pickles" if cap is not None and beh is not None else "no client")
     trace: Trace = {}
+    spent = [0]                       # availability changes unrolled so far, under the rows limit
     for d, cid in enumerate(ids):
         first = {}
         if cap is not None:
@@ -80,19 +80,22 @@ def import_fedscale(capacity: Optional[str | Path] = None, behaviour: Optional[s
                      "uplink_kbit_s": bw, "downlink_kbit_s": bw}
         points = [TracePoint(0.0, **first)] if first else []
         if beh is not None:
-            points = _windows(beh[cid], f"{behaviour}: client {cid!r}", horizon_s, points)
+            points = _windows(beh[cid], f"{behaviour}: client {cid!r}", horizon_s, points, spent)
         trace[d] = points
     return trace
 
 
-def _windows(entry, where: str, horizon_s: float, points: list[TracePoint]) -> list[TracePoint]:
+def _windows(entry, where: str, horizon_s: float, points: list[TracePoint], spent: list[int]) -> list[TracePoint]:
     if not isinstance(entry, dict) or not {"active", "inactive", "finish_time"} <= entry.keys():
         raise TraceError(f"{where}: expected {{'active': [s], 'inactive': [s], 'finish_time': s}}")
     act, inact = list(entry["active"]), list(entry["inactive"])
-    period = _positive(entry["finish_time"], f"{where}.finish_time")
+    period = _positive(entry["finish_time"], f"{where}.finish_time", "time_s")
     if len(act) != len(inact):
         raise TraceError(f"{where}: {len(act)} active times but {len(inact)} inactive ones")
     spans = sorted((_num(a, where), _num(b, where)) for a, b in zip(act, inact))
+    spent[0] += 2 * len(spans) * math.ceil(horizon_s / period)     # what unrolling would build
+    bounded.check(spent[0], "rows", where, f"finish_time={period:g} s unrolled over {horizon_s:g} s",
+                  TraceLimitError, what=f"gives {spent[0]:,} availability changes (all clients so far)")
     if any(b < a for a, b in spans):
         raise TraceError(f"{where}: an inactive time precedes its active time")
     changes: list[tuple[float, bool]] = []
@@ -116,4 +119,4 @@ def _windows(entry, where: str, horizon_s: float, points: list[TracePoint]) -> l
 def _num(x, where: str) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
         raise TraceError(f"{where}: {x!r} is not a time in seconds")
-    return float(x)
+    return bounded.trace_value(float(x), where, "active/inactive time", "time_s", TraceLimitError)

@@ -24,13 +24,13 @@ sampler skips it; the first ``n`` usable devices in sorted id order become devic
 """
 from __future__ import annotations
 
-import json
 import math
 from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
-from .format import Trace, TraceError, TracePoint
+from ..data import bounded
+from .format import Trace, TraceError, TraceLimitError, TracePoint
 
 REFERENCE = datetime(2020, 1, 2)          # FLASH's refer_time, 2020-01-02 00:00:00
 _FMT = "%Y-%m-%d %H:%M:%S"
@@ -41,8 +41,8 @@ def read_flash(path: str | Path) -> dict[str, dict]:
     """FLASH's JSON at ``path`` → {device id: {"trace_start", "trace_end", "ready_time"}} for the devices
     FLASH could use (in either form)."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        data = bounded.loads_json(path, TraceError, TraceLimitError)
+    except OSError as err:
         raise TraceError(f"{path}: not a readable JSON file ({err})") from None
     if not isinstance(data, dict):
         raise TraceError(f"{path}: a FLASH state trace is a JSON object keyed by device id, got "
@@ -142,11 +142,15 @@ def _from_cache(entry: dict, where: str) -> Optional[dict]:
     return {"trace_start": start, "trace_end": end, "ready_time": _merge(spans)}
 
 
-def online_spans(timer: dict, horizon_s: float, offset_s: float = 0.0) -> list[tuple[float, float]]:
+def online_spans(timer: dict, horizon_s: float, offset_s: float = 0.0,
+                 where: str = "a FLASH device") -> list[tuple[float, float]]:
     """The device's ready spans in emulated seconds [0, horizon_s): trace time at emulated t is
     ``(t + offset_s − trace_start) mod L + trace_start``, L = int(trace_end − trace_start) (FLASH's)."""
     s0, period = timer["trace_start"], float(int(timer["trace_end"] - timer["trace_start"]))
     base = (offset_s - s0) % period           # phase of emulated t = 0 within the repeating pattern
+    unrolled = len(timer["ready_time"]) * (math.ceil(horizon_s / period) + 2)
+    bounded.check(unrolled, "rows", where, f"a period of {period:g} s unrolled "
+                  f"over {horizon_s:g} s", TraceLimitError, what=f"gives {unrolled:,} ready spans")
     out = []
     cycle = -1
     while cycle * period - base < horizon_s:
@@ -169,7 +173,7 @@ def import_flash(path: str | Path, n: Optional[int] = None, horizon_s: float = 8
         raise TraceError(f"{path}: no device FLASH could use (every trace unparseable or never ready)")
     trace: Trace = {}
     for d, uid in enumerate(ids):
-        spans = online_spans(timers[uid], horizon_s, offset_s)
+        spans = online_spans(timers[uid], horizon_s, offset_s, f"{path}: device {uid!r}")
         online_at_0 = bool(spans) and spans[0][0] <= 0.0
         points = [TracePoint(0.0, online_at_0)]
         for a, b in spans:

@@ -18,15 +18,22 @@ class's); ``ms_per_sample`` compute milliseconds per training sample (FedScale's
 takes ms_per_sample × batch_size / 1000 s, instead of step_time × slowdown); ``uplink_kbit_s``,
 ``downlink_kbit_s`` link rates in kbit/s (1 kbit = 1000 bit). A device not in the trace keeps its
 speed class's values throughout; a device in it starts online unless its first row says otherwise.
+
+A trace is an untrusted file, read through ``data.bounded``: its bytes, rows and nesting are bounded,
+times lie in 0 or [resolution, ``time_s`` limit] and rates in [resolution, ``value`` limit]; a file
+over a limit raises ``TraceLimitError`` (both a ``TraceError`` and a ``bounded.LimitError``).
 """
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
+
+from ..data import bounded
 
 COLUMNS = ("device", "time_s", "online", "slowdown", "ms_per_sample", "uplink_kbit_s", "downlink_kbit_s")
 FORMAT = "edgebed-trace/1"
@@ -34,6 +41,10 @@ FORMAT = "edgebed-trace/1"
 
 class TraceError(ValueError):
     """A trace file that can't be read: says which file, which row and what to do."""
+
+
+class TraceLimitError(bounded.LimitError, TraceError):
+    """A trace file over one of the bounded reader's limits (caught as either)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +70,7 @@ def _number(raw, where: str, col: str, positive: bool = True) -> Optional[float]
         raise TraceError(f"{where}: {col}={raw!r} is not a number") from None
     if not math.isfinite(x) or (positive and x <= 0) or x < 0:
         raise TraceError(f"{where}: {col}={raw!r} must be a finite number{' > 0' if positive else ' ≥ 0'}")
-    return x
+    return bounded.trace_value(x, where, col, "time_s" if col == "time_s" else "value", TraceLimitError)
 
 
 def _point(row: dict, where: str) -> TracePoint:
@@ -109,12 +120,11 @@ def read_trace(path: str | Path, n_devices: Optional[int] = None) -> Trace:
         raise TraceError(f"{path}: no such trace file")
     trace: Trace = {}
     if path.suffix.lower() == ".json":
-        try:
-            doc = json.loads(path.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise TraceError(f"{path}: not JSON ({err})") from None
+        doc = bounded.loads_json(path, TraceError, TraceLimitError)
         if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("devices"), dict):
             raise TraceError(f"{path}: expected {{\"format\": \"{FORMAT}\", \"devices\": {{id: [rows]}}}}")
+        rows_in = sum(len(r) if isinstance(r, list) else 1 for r in doc["devices"].values())
+        bounded.check(rows_in, "rows", path, "rows", TraceLimitError)
         for key, rows in doc["devices"].items():
             d = _device(key, f"{path}: devices")
             if not isinstance(rows, list):
@@ -122,14 +132,23 @@ def read_trace(path: str | Path, n_devices: Optional[int] = None) -> Trace:
             trace[d] = [_point(r if isinstance(r, dict) else {"?": r}, f"{path}: devices.{key}.{i}")
                         for i, r in enumerate(rows)]
     else:
-        with path.open(newline="") as f:
+        raw = bounded.read_bytes(path, TraceLimitError)
+        bounded.check(raw.count(b"\n") + (not raw.endswith(b"\n")) - 1, "rows", path, "rows", TraceLimitError)
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError as err:
+            raise TraceError(f"{path}: not a UTF-8 text file ({err})") from None
+        with io.StringIO(text, newline="") as f:
             reader = csv.DictReader(f)
-            if not reader.fieldnames or "device" not in reader.fieldnames or "time_s" not in reader.fieldnames:
-                raise TraceError(f"{path}: the header must name device and time_s (columns: {', '.join(COLUMNS)})")
-            for i, row in enumerate(reader, start=2):
-                where = f"{path}: line {i}"
-                d = _device(row.pop("device"), where)
-                trace.setdefault(d, []).append(_point(row, where))
+            try:
+                if not reader.fieldnames or "device" not in reader.fieldnames or "time_s" not in reader.fieldnames:
+                    raise TraceError(f"{path}: the header must name device and time_s (columns: {', '.join(COLUMNS)})")
+                for i, row in enumerate(reader, start=2):
+                    where = f"{path}: line {i}"
+                    d = _device(row.pop("device"), where)
+                    trace.setdefault(d, []).append(_point(row, where))
+            except csv.Error as err:
+                raise TraceError(f"{path}: line {reader.line_num}: not CSV ({err})") from None
     for d, points in trace.items():
         points.sort(key=lambda p: p.time_s)
         if n_devices is not None and d >= n_devices:

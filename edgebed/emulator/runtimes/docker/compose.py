@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from .... import __version__, numerics
+from ....data.bounded import environment as limits_environment
 from ....scenario import Scenario, class_assignment
 from . import images
 from ..base import AgentHandle, AgentSpec, Capabilities, Runtime
@@ -65,7 +66,8 @@ def compose_dict(sc: Scenario, context: str = "./build") -> dict:
     dspec = DockerSpec.model_validate(sc.runtime.docker or {})
     image = dspec.image or IMAGE
     build = {"context": context, "dockerfile": "Dockerfile"}
-    env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **numerics.environment(sc.numerics)}
+    env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **numerics.environment(sc.numerics),
+           **limits_environment()}
     labels = {images.LABEL: "1", f"{images.LABEL}.scenario": sc.name}
     services = {"ps": {
         "image": image, "build": dict(build), "command": _ps_command("python"),

@@ -36,6 +36,7 @@ from ...fidelity import PeakRate
 from .... import procs
 from ....atomic import replacing
 from ....console import warn
+from ....data.bounded import environment as limits_environment   # EDGEBED_LIMIT_*, as validate read them
 from ....rundir import write_json_atomic
 from . import engine, images, links, nsjoin
 from .clean import clean_docker, leak_advice
@@ -236,7 +237,7 @@ class DockerRuntime(ContainerRunState, QuotaOnFirstPush, ContainerChurn, TracedD
         name = f"edgebed-{self.run_id}-{spec.device:04d}"
         labels = {**self.labels, f"{LABEL}.device": str(spec.device), f"{LABEL}.class": spec.speed_class}
         kwargs = dict(name=name, labels=labels, network=self.network.name, detach=True,
-                      environment={**img.env, **spec.environment()},
+                      environment={**img.env, **limits_environment(), **spec.environment()},
                       volumes={**img.mounts, **images.user_mounts(self.scenario, img.mounts),
                                str(self.gate_dir): {"bind": GATE_DIR, "mode": "ro"}},
                       working_dir="/tmp", hostname=f"device-{spec.device:04d}")
