@@ -78,7 +78,9 @@ class RunLoop:
             self.live = TensorBoardSink(self.path / "tensorboard", self._classes(), self.class_names)
             self.writer.listeners.append(self.live)
         use_path(sc.model.path)   # a user's model module: here, and in every process started after
-        theta, _ = initial_theta(sc.model, sc.seed, buffers=sc.statistics_in_theta() > 0)
+        theta, layers = initial_theta(sc.model, sc.seed, buffers=sc.statistics_in_theta() > 0)
+        self.variances = tuple((L.offset, L.size) for L in layers if L.kind == "buffer"
+                               and L.name.endswith("running_var"))
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         self.applied = runtime.applied()
         self.clock = clock = runtime.clock
@@ -111,7 +113,8 @@ class RunLoop:
             crash_probability=sc.failures.crash_probability, seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
             on_divergence=sc.security.on_divergence,
-            downlink=sc.compression.downlink(), statistics=sc.statistics_in_theta()), theta, rule, hooks)
+            downlink=sc.compression.downlink(), statistics=sc.statistics_in_theta(),
+            variances=self.variances), theta, rule, hooks)
 
     def _restore(self) -> None:
         """Resume: load the checkpoint into the PS, end the old agents, record the gap; sets the run's

@@ -40,6 +40,7 @@ from .aggregate import (ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING,
                         check_entries_top, max_abs)
 from . import aggregate
 from .rules import UpdateRule
+from .statistics import StatisticsBound
 from .traffic import TrafficMeter
 
 
@@ -63,6 +64,7 @@ class PSConfig:
     downlink: Optional[object] = None         # compression.downlink.ModelDownlink: compressed pulls (None: f32)
     max_peers: Optional[int] = None           # connections to the socket at a time (None: max_peers_for)
     statistics: int = 0                       # Θ's last entries that are running statistics (models.py)
+    variances: tuple = ()                     # (offset, size) in Θ of each running variance among them
 
 
 @dataclass
@@ -76,6 +78,8 @@ class DeviceState:
     frozen: bool = False
     pushes: int = 0
     excluded: bool = False           # its pushes made Θ diverge: refused from then on
+    moved: float = 0.0               # Σ over its applied pushes of how far each moved an entry of Θ (harm)
+    refused: int = 0                 # its pushes refused (bad-payload)
 
 
 @dataclass
@@ -159,6 +163,10 @@ class ParameterServer:
         self._sound: Optional[np.ndarray] = None   # Θ at the last look that found it sound (on_divergence: exclude)
         self._tainted = False                 # a push moved an entry by more than ``anchor`` since then
         self._window_all: dict[int, tuple[float, int]] = {}   # the windows since then
+        # Running statistics Θ carries (model.buffers average): bounded apart (ps/statistics.py)
+        self._stats = StatisticsBound(theta, config.statistics, config.variances, config.max_step,
+                                      1.0 if rule.policy != "gradient" else -rule.step_scale()) \
+            if config.statistics else None
         self.value_limit()
 
     # -- entry point -------------------------------------------------------------------------
@@ -261,7 +269,8 @@ class ParameterServer:
         session = secrets.token_hex(8)
         # Sequence numbers are per session: an agent that rejoins drops its push in flight, so nothing
         # is replayed across sessions, and no earlier session (another peer's) can block this one.
-        self.devices[d] = DeviceState(session, msg.attempt, peer=self._peer, last_seen=self._now()[0])
+        self.devices[d] = DeviceState(session, msg.attempt, peer=self._peer, last_seen=self._now()[0],
+                                      moved=old.moved if old else 0.0, refused=old.refused if old else 0)
         self.sessions[session] = d
         self.event(d, "hello", f"attempt={msg.attempt} class={msg.speed_class}")
         return wire.Welcome(session, self.config.welcome(d).to_dict())
@@ -349,6 +358,7 @@ class ParameterServer:
         if problem is None and msg.values.size == 0 and not self.rule.empty_push_is_report:
             problem = "empty push (0 entries): nothing to apply"
         if problem:
+            st.refused += 1
             return self._err("bad-payload", problem, d)
         values = msg.values
         if values.dtype is not _F32:   # float16 pushes (a float32 the wire decoded is this very dtype)
@@ -367,8 +377,11 @@ class ParameterServer:
         → whether the device crashed (fail-stop) with it."""
         staleness = self.version - version
         applied = self.rule.apply(d, staleness, values, indices)
+        if self._stats is not None:
+            self._stats.clamp(self.theta)
         self.version += 1
         step = self._note_step(d, values, top)
+        st.moved += step
         if self.config.statistics:
             self._count_statistics(indices)
         st.last_seq = seq
@@ -485,14 +498,20 @@ class ParameterServer:
             if idx.dtype is not _U32 and idx.dtype != _U32:   # int32 could be negative, floats are no indices
                 return f"indices must be uint32, got {idx.dtype}"
         limit = self._limit if self._limit_at + THETA_CHECK_EVERY > self.version else self.value_limit()
-        if self.config.statistics and idx is None:   # the weights are bounded; the statistics finite
-            w = n - self.config.statistics
-            if not np.isfinite(v[w:]).all():
-                return "values contain NaN or Inf"
-            v, n = v[:w], w
+        if self._stats is not None:   # the statistics bounded apart (ps/statistics.py), then the weights
+            if idx is not None and (problem := check_entries(idx, v, n, math.inf)) != ENTRIES_OK:
+                return self._entries_problem(problem, idx, n)
+            why = self._stats.problem(self.theta, v, idx)
+            if why is not None:
+                return why
+            v, idx, n = self._stats.weights(v, idx)
         problem = check_entries(idx, v, n, limit)
         if problem == ENTRIES_OK:
             return None
+        return self._entries_problem(problem, idx, n)
+
+    def _entries_problem(self, problem: int, idx: Optional[np.ndarray], n: int) -> str:
+        """The refusal's wording for ``check_entries``' answer ``problem`` (not ENTRIES_OK)."""
         if problem == NOT_INCREASING:
             return "indices must be strictly increasing (sorted, no duplicates)"
         if problem == INDEX_TOO_LARGE:
