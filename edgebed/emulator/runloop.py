@@ -116,7 +116,8 @@ class RunLoop:
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
             on_divergence=sc.security.on_divergence,
             downlink=sc.compression.downlink(), statistics=sc.statistics_in_theta(),
-            variances=self.variances), theta, rule, hooks)
+            variances=self.variances, clip=(r := sc.security.robust) and r.clip,
+            clip_window=r.window if r else 64), theta, rule, hooks)
 
     def _restore(self) -> None:
         """Resume: load the checkpoint into the PS, end the old agents, record the gap; sets the run's

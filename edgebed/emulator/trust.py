@@ -19,13 +19,17 @@ def harm(ps) -> dict:
     with ps.lock:
         moved = {d: st.moved for d, st in ps.devices.items()}
         refused = {d: st.refused for d, st in ps.devices.items() if st.refused}
+        robust = getattr(ps, "robust", None)
+        clipped = dict(robust.clipped) if robust is not None else None
     if not moved:
         return {}
     top = max(moved, key=lambda d: moved[d])
     ranked = sorted(moved.items(), key=lambda kv: -kv[1])[:5]
     return {"moved_most": top, "moved": _round(moved[top]), "median_moved": _round(statistics.median(moved.values())),
             "largest": {str(d): _round(v) for d, v in ranked},
-            "refused_pushes": {str(d): n for d, n in sorted(refused.items(), key=lambda kv: -kv[1])[:5]}}
+            "refused_pushes": {str(d): n for d, n in sorted(refused.items(), key=lambda kv: -kv[1])[:5]},
+            **({"clipped_pushes": {str(d): n for d, n in sorted(clipped.items(), key=lambda kv: -kv[1])[:5]}}
+               if clipped is not None else {})}
 
 
 def blame(h: dict) -> str:

@@ -39,6 +39,7 @@ from ..advice import MAX_STEP
 from .aggregate import (ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries,
                         check_entries_top, max_abs)
 from . import aggregate
+from .robust import NormClip
 from .rules import UpdateRule
 from .statistics import StatisticsBound
 from .traffic import TrafficMeter
@@ -65,6 +66,8 @@ class PSConfig:
     max_peers: Optional[int] = None           # connections to the socket at a time (None: max_peers_for)
     statistics: int = 0                       # Θ's last entries that are running statistics (models.py)
     variances: tuple = ()                     # (offset, size) in Θ of each running variance among them
+    clip: Optional[float] = None              # security.robust.clip: push norms ≤ this × the recent median (robust.py)
+    clip_window: int = 64                     # security.robust.window: pushes the median is taken over
 
 
 @dataclass
@@ -78,7 +81,7 @@ class DeviceState:
     frozen: bool = False
     pushes: int = 0
     excluded: bool = False           # its pushes made Θ diverge: refused from then on
-    moved: float = 0.0               # Σ over its applied pushes of how far each moved an entry of Θ (harm)
+    moved: float = 0.0               # Σ over its applied pushes of α·‖v‖₂ (≥ ‖ΔΘ‖₂): how far it moved Θ
     refused: int = 0                 # its pushes refused (bad-payload)
 
 
@@ -151,7 +154,10 @@ class ParameterServer:
                           if hasattr(self, f"_on_{cls.KIND}")}
         # The short path for pushes (``_push``): for rules that answer every push at once with an Ack
         # (no rounds to hold it for, no Sync), which is every rule but the averaging ones.
-        self.fast_push = type(rule).ready is UpdateRule.ready and type(rule).sync_due is UpdateRule.sync_due
+        # security.robust: pushes clipped to a multiple of the recent median norm (robust.py), on the general path
+        self.robust = NormClip(config.clip, config.clip_window) if config.clip is not None else None
+        self.fast_push = (type(rule).ready is UpdateRule.ready and type(rule).sync_due is UpdateRule.sync_due
+                          and self.robust is None)
         self.failure: Optional[str] = None    # why the run failed, when the PS saw it (Θ diverged)
         self._admit_payload = self._admit     # bound once: wire.decode's admit hook
         self._limit = 0.0                     # bound on pushed values (see value_limit); set below
@@ -376,12 +382,18 @@ class ParameterServer:
         step. ``now``: the clock read when the push came in, if read; ``top``: max |value|, if known.
         → whether the device crashed (fail-stop) with it."""
         staleness = self.version - version
+        if self.robust is not None:
+            values, over = self.robust.apply(d, values)
+            if over is not None and self.robust.clipped[d] == 1:
+                self.event(d, "clipped", f"a push of {over:.3g} × the median norm of the last "
+                           f"{len(self.robust.recent)} pushes, scaled to {self.robust.clip:g} × (security.robust); "
+                           "its later clips are counted in summary.json's harm")
         applied = self.rule.apply(d, staleness, values, indices)
         if self._stats is not None:
             self._stats.clamp(self.theta)
         self.version += 1
         step = self._note_step(d, values, top)
-        st.moved += step
+        st.moved += self.rule.step_scale() * aggregate.norm2(values)   # ‖ΔΘ‖₂ at most: the harm attributed
         if self.config.statistics:
             self._count_statistics(indices)
         st.last_seq = seq
