@@ -3,7 +3,7 @@
 Run by ``benchmarks/hostile_soak.py --trust``. Each category attacks real `edgebed run`s (local runtime)
 from a session taken over from a sleeping device (think time 900 s: it notices at its next heartbeat
 and says hello again; the attacker then takes the slot back), after ``--baseline`` s of honest
-training, for the rest of the run (``stop.wall_time``). From the run directory: honest updates/s in
+training, for the rest of the run (``stop.wall_time``), at an honest device's pace (think time 20 ms). From the run directory: honest updates/s in
 the baseline window and during the attack (the attack starts at the attacker's first hello, an
 ``events`` row with attempt 99), accuracy at the last evaluation before the attack and over the
 evaluations during it, refusals, agents that exited, and how the run ended.
@@ -71,6 +71,7 @@ eval: {{every: 200, test_samples: 300}}
 {security}
 """
 ATTEMPT = 99   # the attacker's hellos: their events row marks the attack's start
+THINK = 0.02   # s between the attacker's pull and push: the honest devices' think time
 
 
 class Hijacker:
@@ -104,6 +105,7 @@ class Hijacker:
                     self._note(m)
                     continue
                 values, indices = self.make(m, i)
+                time.sleep(THINK)   # a device's pace, as the honest ones' think time: poison, not a flood
                 r = self.ask(wire.Push(self.session, i, m.version, values, indices, 0.5))
                 i += 1
                 self.seen["pushes"] += 1

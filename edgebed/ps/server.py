@@ -706,7 +706,8 @@ class ParameterServer:
             return {
                 "version": self.version, "stopped": self.stopped, "anchor": self.anchor,
                 "devices": {str(d): {"last_seq": st.last_seq, "attempt": st.attempt, "frozen": st.frozen,
-                                     "pushes": st.pushes, "excluded": st.excluded}
+                                     "pushes": st.pushes, "excluded": st.excluded, "moved": st.moved,
+                                     "refused": st.refused}
                             for d, st in self.devices.items()},
                 "crash_rngs": {str(d): rng.bit_generator.state for d, rng in self._crash_rngs.items()},
                 "meter": self.meter.state(), "errors": dict(self.errors),
@@ -723,7 +724,8 @@ class ParameterServer:
             self.rule.load_state_dict(rule_state)
             self.devices = {int(d): DeviceState(session="", attempt=s["attempt"], last_seq=s["last_seq"],
                                                 frozen=s["frozen"], pushes=s["pushes"],
-                                                excluded=s.get("excluded", False))
+                                                excluded=s.get("excluded", False), moved=s.get("moved", 0.0),
+                                                refused=s.get("refused", 0))
                             for d, s in state["devices"].items()}
             self.anchor = float(state.get("anchor", self.anchor))   # Θ₀'s scale, not the checkpoint's
             self._sound = None

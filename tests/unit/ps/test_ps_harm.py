@@ -85,3 +85,25 @@ def test_security_robust_is_a_scenario_key_off_by_default():
     assert sc.security.robust.clip == 3.0 and sc.to_dict()["security"]["robust"] == {"clip": 3.0, "window": 64}
     with pytest.raises((ValueError, ScenarioError), match="clip"):
         Scenario.model_validate({**base, "security": {"robust": {"clip": 1.0}}})
+
+
+def test_a_run_whose_devices_all_failed_names_the_mover_before_the_first_to_exit(tmp_path):
+    """Before, the reason was the first device to exit (an honest one, refused at a poisoned Θ)."""
+    from edgebed.emulator.runloop import _first_agent_error
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "agent-0000.log").write_text("RuntimeError: device 0: PS refused 10 pushes in a row\n")
+    h = {"moved_most": 7, "moved": 12720.4, "median_moved": 223.1, "largest": {}, "refused_pushes": {}}
+    reason = _first_agent_error(tmp_path, {0: 1, 3: 1}, 5213, trust.blame(h))
+    assert reason.startswith("every device failed after 5213 updates; device 7 moved Θ most"), reason
+    assert "57 × the median device's" in reason and "first to exit: device 0" in reason, reason
+
+
+def test_harm_counts_survive_a_checkpoint(digits):
+    from edgebed.ps import checkpoint  # noqa: F401  (the state is what checkpoint.save writes)
+    ps, _, _ = _play(digits, attack=True)
+    state = ps.state()
+    theta, _ = initial_theta("mlp", 0)
+    fresh = ParameterServer(PSConfig(n_devices=N, welcome=ps.config.welcome, class_of=lambda d: "c"), theta,
+                            RULES["asgd"](theta, 0.05), Hooks(clock=lambda: (0.0, float("nan"))))
+    fresh.restore(state, ps.theta.copy(), {})
+    assert trust.harm(fresh) == trust.harm(ps)
