@@ -85,7 +85,7 @@ def cpu(pushes: int) -> list[dict]:
     rows = []
     for rule, sparse in (("asgd", False), ("adacomp", True)):
         for label, clip, harm in (("off, no harm norm", None, False), ("off (default)", None, True),
-                                  ("on (clip 3)", 3.0, True)):
+                                  ("on (clip 1.5)", 1.5, True)):
             us = [_cpu_per_push(rule, sparse, pushes, clip, harm) for _ in range(3)]
             rows.append({"rule": rule, "push": "sparse c=0.05" if sparse else "dense", "robust": label,
                          "cpu_us_per_push": round(statistics.median(us), 1), "rounds_us": [round(u, 1) for u in us]})
@@ -100,7 +100,7 @@ def sim(updates: int) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for rule, (algorithm, per) in ALGORITHMS.items():
-            for tag, security in (("off", ""), ("on", "security: {robust: {clip: 3}}")):
+            for tag, security in (("off", ""), ("on", "security: {robust: {clip: 1.5}}")):
                 n = max(updates // per, 50)
                 text = SIM.format(rule=rule, tag=tag, algorithm=algorithm, updates=n, every=max(n // 4, 1),
                                   security=security)

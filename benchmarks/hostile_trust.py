@@ -8,12 +8,13 @@ the baseline window and during the attack (the attack starts at the attacker's f
 ``events`` row with attempt 99), accuracy at the last evaluation before the attack and over the
 evaluations during it, refusals, agents that exited, and how the run ended.
 
-- **statistics poisoning**: a BatchNorm CNN under EASGD with ``model.buffers: average`` (3 honest
+- **statistics poisoning**: a BatchNorm CNN under EASGD (a fixed period of 5 local steps, so the honest rate
+  does not change as the loss falls) with ``model.buffers: average`` (3 honest
   devices); the attacker alternates pushes that would drive every running variance to −37 and
   deltas of 10³⁰ on the running means and variances.
 - **stealthy poisoner**: mlp, ASGD α = 0.05, 7 honest devices; the attacker pushes a dense ±19 on every
   entry after each pull (each push moves every entry by 0.95, under the value bound). Run with
-  ``security.robust`` off (the default) and on (``{clip: 3}``).
+  ``security.robust`` off (the default) and on (``{clip: 1.5}``).
 
 ``--baseline-tree DIR`` also attacks the edgebed of another checkout (e.g. the commit before issue 51).
 """
@@ -50,7 +51,7 @@ name: trust-stats
 seed: 4
 model: {{name: "bnnets:bncnn", buffers: average}}
 dataset: {{train_samples: 3000, test_fraction: 0.1}}
-algorithm: {{name: easgd, lr: 0.05, moving_rate: 0.3, loss_threshold: 1.0}}
+algorithm: {{name: easgd, lr: 0.05, moving_rate: 0.3, period: 5}}
 workers:
   n: 4
   classes: [{{name: default, share: 0.75, think_time: 20ms}}, {{name: sleeper, share: 0.25, think_time: 900s}}]
@@ -234,7 +235,7 @@ def trust(args) -> dict:
             if robust == "on" and tree != ROOT:
                 continue
             with tempfile.TemporaryDirectory(prefix="trust-") as tmp:
-                security = "security: {robust: {clip: 3}}" if robust == "on" else ""
+                security = "security: {robust: {clip: 1.5}}" if robust == "on" else ""
                 r = _run(tree, Path(tmp), STEALTHY.format(wall=int(wall), security=security), _stealthy_attack(199_210),
                          list(range(7)), 7, args.baseline, wall)
                 out["stealthy poisoner"][f"{label}, robust {robust}"] = r

@@ -325,7 +325,7 @@ class CheckpointSpec(_Strict):
 
 class RobustSpec(_Strict):
     """security.robust: norm clipping of pushes against the recent median (``ps/robust.py``)."""
-    clip: float = Field(3.0, gt=1.0, le=1e6, description="a push whose L2 norm is over this multiple of the "
+    clip: float = Field(1.5, gt=1.0, le=1e6, description="a push whose L2 norm is over this multiple of the "
                         "median norm of the last `window` pushes the PS applied is scaled down to it")
     window: int = Field(64, ge=3, le=100_000, description="pushes the median norm is taken over")
 
@@ -338,9 +338,9 @@ class SecuritySpec(_Strict):
         "(reason `diverged: …`); `exclude`: Θ goes back to its last sound state and the run goes on "
         "without that device")
     robust: Optional[RobustSpec] = Field(
-        None, description="against a stealthy poisoner that stays under the value bound: `{clip: 3}` scales "
-        "every push whose L2 norm is over 3 × the median of the recent pushes down to that norm (one device "
-        "can then move Θ no more than a few honest ones); off (null) by default; cost on honest runs: "
+        None, description="against a stealthy poisoner that stays under the value bound: `{clip: 1.5}` scales "
+        "every push whose L2 norm is over 1.5 × the median of the recent pushes down to that norm (it slows a "
+        "poisoner down, it does not stop one that pushes the same direction for long: docs in ps/robust.py); off (null) by default; cost on honest runs: "
         "benchmarks/results/robust.md")
 
 

@@ -75,7 +75,7 @@ class Exit:
 
 
 Action = Send | Compute | Wait | Freeze | Rejoin | Exit
-MAX_REFUSED = 10   # pushes in a row the PS may refuse before the device gives up (1 each: it re-pulls)
+MAX_REFUSED = 100   # pushes in a row the PS may refuse before the device gives up (each: a pull, a gradient)
 
 
 class DeviceProtocol:

@@ -591,14 +591,20 @@ class ParameterServer:
             culprit = None
         else:
             evidence_steps = ""
+            # Named by how far its pushes moved Θ in all (Σ α·‖v‖₂, DeviceState.moved): a stealthy poisoner's
+            # steps stay under Θ₀'s scale, the honest gradients it provokes at the Θ it poisoned do not.
+            culprit = max(window, key=lambda d: self.devices[d].moved if d in self.devices else 0.0)
         what = ("holds NaN or ±Inf" if not math.isfinite(scale) else
                 f"‖Θ‖∞ = {scale:.3g} is over {self.config.diverge_at:g} × its initial scale {self.anchor:.3g}")
         evidence = f"at update {self.version}, {what}{evidence_steps}"
         if culprit is not None:
             step, pushes = window[culprit]
             others = max((s for d, (s, _) in window.items() if d != culprit), default=0.0)
+            moved = self.devices[culprit].moved if culprit in self.devices else 0.0
+            rest = max((self.devices[d].moved for d in window if d != culprit and d in self.devices), default=0.0)
             evidence += (f"; device {culprit} moved it most: {pushes} pushes since the last sound look, moving an "
-                         f"entry by up to {step:.3g} each (the other devices: at most {others:.3g})")
+                         f"entry by up to {step:.3g} each (the other devices: at most {others:.3g}); Σ α·‖v‖₂ of "
+                         f"its pushes {moved:.3g} (the other devices': at most {rest:.3g})")
             st = self.devices.get(culprit)
             if st is not None:
                 st.excluded = True   # its session stays known, so its next message hears why
