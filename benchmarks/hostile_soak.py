@@ -418,7 +418,8 @@ def _trust(args) -> int:
     host = _host()
     result = {"what": "Trust attacks (issue 51) on running `edgebed run`s (local runtime) from a session taken "
                       "over from a sleeping device, after a baseline of honest training, until the run's wall "
-                      "time ends it.", "host": host, "categories": hostile_trust.trust(args)}
+                      "time ends it.", "command": "benchmarks/hostile_soak.py " + " ".join(sys.argv[1:]),
+              "host": host, "categories": hostile_trust.trust(args)}
     result["host"] = f"{host}; {os.getloadavg()[0]:.1f} at the end"
     out = Path(args.out or RESULTS / "hostile_soak-trust.json")
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -244,7 +244,10 @@ def trust(args) -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = ["# Hostile soak: trust categories (issue 51)", "", result["what"], "", f"Host: {result['host']}", ""]
+    lines = ["# Hostile soak: trust categories (issue 51)", "", result["what"], "",
+             f"`{result.get('command', 'benchmarks/hostile_soak.py --trust')}`; host: {result['host']}. \"baseline "
+             "tree\": the same attacks on acdb01f, the commit before issue 51. Honest updates/s: devices other than "
+             "the attacked slot, over the baseline window and from the attacker's first hello to the run's stop.", ""]
     for cat, runs in result["categories"].items():
         lines += [f"## {cat.capitalize()}", "",
                   "| run | honest updates/s before → during | accuracy before → min during → final | "
