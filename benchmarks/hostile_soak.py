@@ -18,6 +18,9 @@ pushes (think time 900 s; they notice at their next heartbeat and take their dev
 ``--transport`` runs the transport categories instead (issue 36: descriptor exhaustion, concurrent
 frame floods; benchmarks/hostile_transport.py), each against runs of their own under ``ulimit -n
 1024``, and writes benchmarks/results/hostile_soak-transport.json and .md.
+
+``--trust`` runs the trust categories instead (issue 51: statistics poisoning, a stealthy poisoner;
+benchmarks/hostile_trust.py) and writes benchmarks/results/hostile_soak-trust.json and .md.
 """
 from __future__ import annotations
 
@@ -273,12 +276,17 @@ def main() -> int:
     ap.add_argument("--raw", type=int, default=1100, help="--transport: raw TCP connections to hold")
     ap.add_argument("--hold", type=float, default=15.0, help="--transport: seconds to hold them")
     ap.add_argument("--baseline", type=float, default=10.0, help="--transport: seconds of honest traffic alone")
+    ap.add_argument("--trust", action="store_true", help="the trust categories only (issue 51)")
+    ap.add_argument("--attack", type=float, default=30.0, help="--trust: seconds of attack (about)")
+    ap.add_argument("--baseline-tree", default=None, help="--trust: also attack the edgebed of this checkout")
     ap.add_argument("--poison", action="store_true", help="the compounding-poison category alone (poison_main)")
     ap.add_argument("--poison-baseline-tree", default=None,
                     help="with --poison: also attack the edgebed of this checkout (e.g. a worktree of the commit before)")
     args = ap.parse_args()
     if args.transport:
         return _transport(args)
+    if args.trust:
+        return _trust(args)
     if args.poison:
         return poison_main(args)
     args.out = args.out or str(RESULTS / "hostile_soak.json")
@@ -401,6 +409,21 @@ def _transport(args) -> int:
     out = Path(args.out or RESULTS / "hostile_soak-transport.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
     out.with_suffix(".md").write_text(hostile_transport.markdown(result))
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+def _trust(args) -> int:
+    from benchmarks import hostile_trust
+    host = _host()
+    result = {"what": "Trust attacks (issue 51) on running `edgebed run`s (local runtime) from a session taken "
+                      "over from a sleeping device, after a baseline of honest training, until the run's wall "
+                      "time ends it.", "command": "benchmarks/hostile_soak.py " + " ".join(sys.argv[1:]),
+              "host": host, "categories": hostile_trust.trust(args)}
+    result["host"] = f"{host}; {os.getloadavg()[0]:.1f} at the end"
+    out = Path(args.out or RESULTS / "hostile_soak-trust.json")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(hostile_trust.markdown(result))
     print(out.with_suffix(".md").read_text())
     return 0
 

@@ -335,6 +335,13 @@ class CheckpointSpec(_Strict):
                        "`edgebed run --resume <run-dir>` restarts from the latest one")
 
 
+class RobustSpec(_Strict):
+    """security.robust: norm clipping of pushes against the recent median (``ps/robust.py``)."""
+    clip: float = Field(1.5, gt=1.0, le=1e6, description="a push whose L2 norm is over this multiple of the "
+                        "median norm of the last `window` pushes the PS applied is scaled down to it")
+    window: int = Field(64, ge=3, le=100_000, description="pushes the median norm is taken over")
+
+
 class SecuritySpec(_Strict):
     curve: bool = Field(False, description="ZeroMQ CURVE encryption + allow-list of per-run device keys")
     on_divergence: Literal["fail", "exclude"] = Field(
@@ -342,6 +349,11 @@ class SecuritySpec(_Strict):
         "whose pushes moved it most is named and refused from then on; `fail`: the run ends failed "
         "(reason `diverged: …`); `exclude`: Θ goes back to its last sound state and the run goes on "
         "without that device")
+    robust: Optional[RobustSpec] = Field(
+        None, description="against a stealthy poisoner that stays under the value bound: `{clip: 1.5}` scales "
+        "every push whose L2 norm is over 1.5 × the median of the recent pushes down to that norm (it slows a "
+        "poisoner down, it does not stop one that pushes the same direction for long: docs in ps/robust.py); off (null) by default; cost on honest runs: "
+        "benchmarks/results/robust.md")
 
 
 class OutputSpec(_Strict):
@@ -494,6 +506,8 @@ class Scenario(_Strict):
             del out["dynamics"]
         if self.failures.crash is None:   # likewise
             del out["failures"]["crash"]
+        if self.security.robust is None:  # likewise
+            del out["security"]["robust"]
         if self.model.path is None:       # likewise
             del out["model"]["path"]
         if not self.model.args:           # likewise

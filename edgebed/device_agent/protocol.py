@@ -16,6 +16,10 @@ socket or reads a clock. A driver feeds it the PS's replies and carries out the 
 - ``Freeze()``: fail-stop (the PS drew a crash): never send again. ``Rejoin()``: the PS forgot the
   session — say hello again (``hello(attempt + 1)``). ``Exit(code)``: the device is done.
 
+A push the PS refuses (``bad-payload``: e.g. a gradient out of bounds at a Θ another device poisoned)
+is not the device's end: it pulls Θ afresh and goes on, up to ``MAX_REFUSED`` refusals in a row; then it
+exits with an error that says so.
+
 Two drivers run it: ``agent.py`` (ZeroMQ socket, app-level link sleeps, heartbeats, rejoin) and the
 virtual clock (``emulator/runtimes/sim.py``, an event heap). Both seed every random stream from
 (seed, device), so the same seed makes both emit the same messages.
@@ -71,6 +75,7 @@ class Exit:
 
 
 Action = Send | Compute | Wait | Freeze | Rejoin | Exit
+MAX_REFUSED = 100   # pushes in a row the PS may refuse before the device gives up (each: a pull, a gradient)
 
 
 class DeviceProtocol:
@@ -93,6 +98,8 @@ class DeviceProtocol:
         self.deferred_gradients = False    # the virtual clock may compute gradients later, in batches
         self._early: Optional[int] = None  # steps of the compute done at receive_early, until arrived
         self.codec = self.pulled = None
+        self.refused = 0                   # pushes refused in a row (reset by an applied one)
+        self._pushed = False               # the message in flight is a push
 
     # -- driver entry points -------------------------------------------------------------------
     def hello(self, attempt: int) -> list[Action]:
@@ -115,7 +122,15 @@ class DeviceProtocol:
                 return [Rejoin(reply.message)]
             if self.session == "" and self.config is not None:
                 return [Exit(0, f"refused on rejoin: {reply.message}")]   # e.g. frozen: nothing left to do
+            if reply.code == "bad-payload" and self._pushed:
+                self.refused += 1
+                if self.refused < MAX_REFUSED:   # pull Θ afresh and go on
+                    return self._after(self.policy.start())
+                return [Exit(1, f"PS refused {self.refused} pushes in a row (the last: {reply.message}); "
+                                "the device stops")]
             return [Exit(1, f"PS refused: {reply.code}: {reply.message}")]
+        if isinstance(reply, wire.Ack) and reply.applied:
+            self.refused = 0
         if isinstance(reply, wire.Ack) and reply.freeze:
             return [Freeze()]
         if isinstance(reply, (wire.Model, wire.Ack, wire.Sync)):
@@ -198,7 +213,7 @@ class DeviceProtocol:
         return self._after(self.policy.start())
 
     def _after(self, request) -> list[Action]:
-        self._request = request
+        self._request, self._pushed = request, False
         if request == PULL:
             return [Send(wire.Pull(self.session))]
         parts = (draw_delay(self.config.speed_class["think_time"], self._rng),)
@@ -217,4 +232,5 @@ class DeviceProtocol:
         msg = wire.Push(self.session, self.seq, up.version, values, indices,
                         up.loss if up.loss is not None else math.nan, codec=self.codec, q8=q8)
         self.seq += 1
+        self._pushed = True
         return msg

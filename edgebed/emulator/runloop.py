@@ -27,6 +27,7 @@ from .cleanup import ended_by_clean
 from .runtimes import AgentSpec
 from .stopping import RUNNING, STOPPING, Interrupted, StopSignals
 from .timing_setup import agent_timing
+from . import trust
 from .watchdog import CHECK_EVERY, FidelityWatchdog
 from .welcome import welcome_config
 
@@ -67,6 +68,7 @@ class RunLoop:
         self.exit_codes: dict[int, int] = {}   # device → exit code, in the order the loop saw them
         self.lost: set[int] = set()
         self.live = self.watchdog = self.transport = self.ps = None
+        self.not_finite_seen = False   # an evaluation's loss was NaN/Inf (its event is recorded)
 
     # -- set-up ----------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -78,7 +80,9 @@ class RunLoop:
             self.live = TensorBoardSink(self.path / "tensorboard", self._classes(), self.class_names)
             self.writer.listeners.append(self.live)
         use_path(sc.model.path)   # a user's model module: here, and in every process started after
-        theta, _ = initial_theta(sc.model, sc.seed, buffers=sc.statistics_in_theta() > 0)
+        theta, layers = initial_theta(sc.model, sc.seed, buffers=sc.statistics_in_theta() > 0)
+        self.variances = tuple((L.offset, L.size) for L in layers if L.kind == "buffer"
+                               and L.name.endswith("running_var"))
         rule = RULES[sc.algorithm.name](theta, sc.algorithm.lr)
         self.applied = runtime.applied()
         self.clock = clock = runtime.clock
@@ -111,7 +115,9 @@ class RunLoop:
             crash_probability=sc.failures.crash_probability, crash_at=sc.crash_schedule(), seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
             on_divergence=sc.security.on_divergence,
-            downlink=sc.compression.downlink(), statistics=sc.statistics_in_theta()), theta, rule, hooks)
+            downlink=sc.compression.downlink(), statistics=sc.statistics_in_theta(),
+            variances=self.variances, clip=(r := sc.security.robust) and r.clip,
+            clip_window=r.window if r else 64), theta, rule, hooks)
 
     def _restore(self) -> None:
         """Resume: load the checkpoint into the PS, end the old agents, record the gap; sets the run's
@@ -144,10 +150,23 @@ class RunLoop:
     def on_eval(self, row: dict) -> None:
         """The one place the target accuracy stops a run (an inline evaluator's row is ready right after
         its snapshot, so its stop falls on that very update)."""
+        if trust.not_finite(row):   # Θ computes no model: an event, and the run is failed (trust.py)
+            self._not_finite(row)
+            return
         self.ps.note_accuracy(row["accuracy"])
         target = self.run_sc.stop.target_accuracy
         if target is not None and row["accuracy"] >= target:
             self.ps.request_stop(f"reached target accuracy {target:.2%} at update {row['update']}")
+
+    def _not_finite(self, row: dict) -> None:
+        ps = self.ps
+        if not self.not_finite_seen:
+            ps.event(-1, "eval-not-finite", trust.not_finite_detail(row))
+        self.not_finite_seen = True
+        with ps.lock:
+            if ps.failure is None:
+                ps.failure = trust.not_finite_reason([row])
+        ps.request_stop(ps.failure)
 
     def snapshot(self, version, theta, info) -> None:
         self.evaluator.submit(version, theta, info)
@@ -303,13 +322,17 @@ class RunLoop:
         codes = self.exit_codes
         if status == "complete" and self.handles and len(codes) == len(self.handles) \
                 and all(c != 0 for c in codes.values()):   # the run ended because no device was left
-            status, reason = "failed", _first_agent_error(path, codes, ps.version)
+            status, reason = "failed", _first_agent_error(path, codes, ps.version, trust.blame(trust.harm(ps)))
+        bad = [e for e in self.evals if trust.not_finite(e)]
+        if bad and status == "complete":   # the final evaluation too (it notifies no one)
+            status, reason = "failed", trust.not_finite_reason(bad)
         if cleaned := ended_by_clean(path):   # its agents were killed under it: not complete
             status, reason = "incomplete", cleaned
         summary = self._summary(status, reason, elapsed)
         summary["fidelity"] = self._fidelity()
         if (crashes := self._crashes()) is not None:
             summary["crashes"] = crashes
+        summary["harm"] = trust.harm(ps)
         if getattr(runtime, "leaked", None):   # what the teardown could not remove (warned already)
             summary["leftovers"] = runtime.leaked
         write_json_atomic(path / "traffic.json", ps.meter.to_dict())
@@ -342,6 +365,9 @@ class RunLoop:
             if wait_eval and ps.version > 0 and ps.last_snapshot != ps.version:
                 ps.snapshot()   # the final Θ is always evaluated
             self.collector.collect(self.evaluator.close(wait=wait_eval), notify=False)   # the run has ended
+            bad = [e for e in self.evals if trust.not_finite(e)]
+            if bad and not self.not_finite_seen:
+                ps.event(-1, "eval-not-finite", trust.not_finite_detail(bad[0]))
             self.writer.flush()
             self.writer.export_csv()
             runtime.cleanup()
@@ -439,8 +465,9 @@ class RunLoop:
         return {d: self.class_of(d) for d in range(self.run_sc.workers.n if n is None else n)}
 
 
-def _first_agent_error(path: Path, exit_codes: dict[int, int], updates: int = 0) -> str:
-    """Reason of a run that ended because every device exited with an error: the first one's last log line."""
+def _first_agent_error(path: Path, exit_codes: dict[int, int], updates: int = 0, blame: str = "") -> str:
+    """Reason of a run that ended because every device exited with an error: ``blame`` (the device that
+    moved Θ most: trust.blame), then the first one to exit and its last log line."""
     d, code = next(iter(exit_codes.items()))
     log = path / "logs" / f"agent-{d:04d}.log"
     try:
@@ -449,5 +476,6 @@ def _first_agent_error(path: Path, exit_codes: dict[int, int], updates: int = 0)
         lines = []
     last = lines[-1].strip() if lines else "(no log)"
     when = "before any update was applied" if updates == 0 else f"after {updates} updates"
-    return (f"every device failed {when}; first: device {d} exited with code "
+    blamed = f"; {blame}" if blame and updates else ""
+    return (f"every device failed {when}{blamed}; first to exit: device {d}, with code "
             f"{code}: {last} (full log: {log})")

@@ -45,7 +45,7 @@ static PyObject *one;   /* the int 1 */
     X(apply) X(step_scale) X(_window) X(consumed) X(record) X(updates) X(update) X(wall_time) \
     X(virtual_time) X(device) X(speed_class) X(class_of) X(staleness) X(sigma_mean) X(sigma_max) \
     X(entries) X(bytes_in) X(loss) X(_eval_step) X(stop_updates) X(crash_probability) X(crash_at) \
-    X(checkpoint_every) X(anchor) X(_after_apply) X(_reply_frames) X(_release) X(value_limit) X(compiled_step) X(tally)
+    X(checkpoint_every) X(anchor) X(_after_apply) X(_reply_frames) X(_release) X(value_limit) X(compiled_step) X(tally) X(moved) X(norm2)
 #define ENUM(n) N_##n,
 #define STRING(n) #n,
 enum { NAMES(ENUM) N_NAMES };
@@ -567,6 +567,15 @@ static PyObject *push(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     TRYI(PyDict_SetItem(window, d, x));
     TRYI(PyObject_SetAttr(st, NAME(last_seq), seq));
     TRYI(add_item(st_dict, NAME(pushes), one));
+    /* st.moved += step scale × aggregate.norm2(values): the harm the PS attributes (_apply_push) */
+    if (values == NULL)
+        TRYI(arrays(frame, n_indices, &values, &indices, &o));
+    TRY(x = keep(&o, PyObject_CallMethodOneArg(aggregate, NAME(norm2), values)));
+    double norm = PyFloat_AsDouble(x);
+    if (norm == -1.0 && PyErr_Occurred())
+        goto error;
+    TRY(x = keep(&o, PyFloat_FromDouble(scale * norm)));
+    TRYI(add_item(st_dict, NAME(moved), x));
     TRY(x = GET(hooks, consumed));
     TRY(keep(&o, PyObject_CallFunctionObjArgs(x, peer, Py_None, NULL)));
 

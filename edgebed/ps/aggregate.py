@@ -126,6 +126,13 @@ def max_abs(values: np.ndarray) -> float:
     return max(float(values.max()), -float(values.min()))
 
 
+def norm2(values: np.ndarray) -> float:
+    """‖v‖₂ of a push's values (one BLAS pass, float32): the PS sums α·‖v‖₂ per device, how far its
+    pushes moved Θ (``DeviceState.moved``), on both push paths alike."""
+    v = values if values.dtype == F32 else values.astype(np.float32)
+    return math.sqrt(float(np.dot(v, v))) if v.size else 0.0
+
+
 def as_index(indices: np.ndarray) -> np.ndarray:
     """uint32 wire indices → intp once: numpy converts on every fancy index otherwise (2× slower)."""
     return indices.astype(np.intp)

@@ -39,7 +39,9 @@ from ..advice import MAX_STEP
 from .aggregate import (ENTRIES_OK, INDEX_TOO_LARGE, NOT_FINITE, NOT_INCREASING, check_entries,
                         check_entries_top, max_abs)
 from . import aggregate
+from .robust import NormClip
 from .rules import UpdateRule
+from .statistics import StatisticsBound
 from .traffic import TrafficMeter
 
 
@@ -64,6 +66,9 @@ class PSConfig:
     downlink: Optional[object] = None         # compression.downlink.ModelDownlink: compressed pulls (None: f32)
     max_peers: Optional[int] = None           # connections to the socket at a time (None: max_peers_for)
     statistics: int = 0                       # Θ's last entries that are running statistics (models.py)
+    variances: tuple = ()                     # (offset, size) in Θ of each running variance among them
+    clip: Optional[float] = None              # security.robust.clip: push norms ≤ this × the recent median (robust.py)
+    clip_window: int = 64                     # security.robust.window: pushes the median is taken over
 
 
 @dataclass
@@ -77,6 +82,8 @@ class DeviceState:
     frozen: bool = False
     pushes: int = 0
     excluded: bool = False           # its pushes made Θ diverge: refused from then on
+    moved: float = 0.0               # Σ over its applied pushes of α·‖v‖₂ (≥ ‖ΔΘ‖₂): how far it moved Θ
+    refused: int = 0                 # its pushes refused (bad-payload)
 
 
 @dataclass
@@ -149,7 +156,10 @@ class ParameterServer:
                           if hasattr(self, f"_on_{cls.KIND}")}
         # The short path for pushes (``_push``): for rules that answer every push at once with an Ack
         # (no rounds to hold it for, no Sync), which is every rule but the averaging ones.
-        self.fast_push = type(rule).ready is UpdateRule.ready and type(rule).sync_due is UpdateRule.sync_due
+        # security.robust: pushes clipped to a multiple of the recent median norm (robust.py), on the general path
+        self.robust = NormClip(config.clip, config.clip_window) if config.clip is not None else None
+        self.fast_push = (type(rule).ready is UpdateRule.ready and type(rule).sync_due is UpdateRule.sync_due
+                          and self.robust is None)
         self.failure: Optional[str] = None    # why the run failed, when the PS saw it (Θ diverged)
         self._admit_payload = self._admit     # bound once: wire.decode's admit hook
         self._limit = 0.0                     # bound on pushed values (see value_limit); set below
@@ -161,6 +171,10 @@ class ParameterServer:
         self._sound: Optional[np.ndarray] = None   # Θ at the last look that found it sound (on_divergence: exclude)
         self._tainted = False                 # a push moved an entry by more than ``anchor`` since then
         self._window_all: dict[int, tuple[float, int]] = {}   # the windows since then
+        # Running statistics Θ carries (model.buffers average): bounded apart (ps/statistics.py)
+        self._stats = StatisticsBound(theta, config.statistics, config.variances, config.max_step,
+                                      1.0 if rule.policy != "gradient" else -rule.step_scale()) \
+            if config.statistics else None
         self.value_limit()
 
     # -- entry point -------------------------------------------------------------------------
@@ -263,7 +277,8 @@ class ParameterServer:
         session = secrets.token_hex(8)
         # Sequence numbers are per session: an agent that rejoins drops its push in flight, so nothing
         # is replayed across sessions, and no earlier session (another peer's) can block this one.
-        self.devices[d] = DeviceState(session, msg.attempt, peer=self._peer, last_seen=self._now()[0])
+        self.devices[d] = DeviceState(session, msg.attempt, peer=self._peer, last_seen=self._now()[0],
+                                      moved=old.moved if old else 0.0, refused=old.refused if old else 0)
         self.sessions[session] = d
         self.event(d, "hello", f"attempt={msg.attempt} class={msg.speed_class}")
         return wire.Welcome(session, self.config.welcome(d).to_dict())
@@ -351,6 +366,7 @@ class ParameterServer:
         if problem is None and msg.values.size == 0 and not self.rule.empty_push_is_report:
             problem = "empty push (0 entries): nothing to apply"
         if problem:
+            st.refused += 1
             return self._err("bad-payload", problem, d)
         values = msg.values
         if values.dtype is not _F32:   # float16 pushes (a float32 the wire decoded is this very dtype)
@@ -368,9 +384,18 @@ class ParameterServer:
         step. ``now``: the clock read when the push came in, if read; ``top``: max |value|, if known.
         → whether the device crashed (fail-stop) with it."""
         staleness = self.version - version
+        if self.robust is not None:
+            values, over = self.robust.apply(d, values)
+            if over is not None and self.robust.clipped[d] == 1:
+                self.event(d, "clipped", f"a push of {over:.3g} × the median norm of the last "
+                           f"{len(self.robust.recent)} pushes, scaled to {self.robust.clip:g} × (security.robust); "
+                           "its later clips are counted in summary.json's harm")
         applied = self.rule.apply(d, staleness, values, indices)
+        if self._stats is not None:
+            self._stats.clamp(self.theta)
         self.version += 1
         step = self._note_step(d, values, top)
+        st.moved += self.rule.step_scale() * aggregate.norm2(values)   # ‖ΔΘ‖₂ at most: the harm attributed
         if self.config.statistics:
             self._count_statistics(indices)
         st.last_seq = seq
@@ -487,14 +512,20 @@ class ParameterServer:
             if idx.dtype is not _U32 and idx.dtype != _U32:   # int32 could be negative, floats are no indices
                 return f"indices must be uint32, got {idx.dtype}"
         limit = self._limit if self._limit_at + THETA_CHECK_EVERY > self.version else self.value_limit()
-        if self.config.statistics and idx is None:   # the weights are bounded; the statistics finite
-            w = n - self.config.statistics
-            if not np.isfinite(v[w:]).all():
-                return "values contain NaN or Inf"
-            v, n = v[:w], w
+        if self._stats is not None:   # the statistics bounded apart (ps/statistics.py), then the weights
+            if idx is not None and (problem := check_entries(idx, v, n, math.inf)) != ENTRIES_OK:
+                return self._entries_problem(problem, idx, n)
+            why = self._stats.problem(self.theta, v, idx)
+            if why is not None:
+                return why
+            v, idx, n = self._stats.weights(v, idx)
         problem = check_entries(idx, v, n, limit)
         if problem == ENTRIES_OK:
             return None
+        return self._entries_problem(problem, idx, n)
+
+    def _entries_problem(self, problem: int, idx: Optional[np.ndarray], n: int) -> str:
+        """The refusal's wording for ``check_entries``' answer ``problem`` (not ENTRIES_OK)."""
         if problem == NOT_INCREASING:
             return "indices must be strictly increasing (sorted, no duplicates)"
         if problem == INDEX_TOO_LARGE:
@@ -562,14 +593,20 @@ class ParameterServer:
             culprit = None
         else:
             evidence_steps = ""
+            # Named by how far its pushes moved Θ in all (Σ α·‖v‖₂, DeviceState.moved): a stealthy poisoner's
+            # steps stay under Θ₀'s scale, the honest gradients it provokes at the Θ it poisoned do not.
+            culprit = max(window, key=lambda d: self.devices[d].moved if d in self.devices else 0.0)
         what = ("holds NaN or ±Inf" if not math.isfinite(scale) else
                 f"‖Θ‖∞ = {scale:.3g} is over {self.config.diverge_at:g} × its initial scale {self.anchor:.3g}")
         evidence = f"at update {self.version}, {what}{evidence_steps}"
         if culprit is not None:
             step, pushes = window[culprit]
             others = max((s for d, (s, _) in window.items() if d != culprit), default=0.0)
+            moved = self.devices[culprit].moved if culprit in self.devices else 0.0
+            rest = max((self.devices[d].moved for d in window if d != culprit and d in self.devices), default=0.0)
             evidence += (f"; device {culprit} moved it most: {pushes} pushes since the last sound look, moving an "
-                         f"entry by up to {step:.3g} each (the other devices: at most {others:.3g})")
+                         f"entry by up to {step:.3g} each (the other devices: at most {others:.3g}); Σ α·‖v‖₂ of "
+                         f"its pushes {moved:.3g} (the other devices': at most {rest:.3g})")
             st = self.devices.get(culprit)
             if st is not None:
                 st.excluded = True   # its session stays known, so its next message hears why
@@ -683,7 +720,8 @@ class ParameterServer:
             return {
                 "version": self.version, "stopped": self.stopped, "anchor": self.anchor,
                 "devices": {str(d): {"last_seq": st.last_seq, "attempt": st.attempt, "frozen": st.frozen,
-                                     "pushes": st.pushes, "excluded": st.excluded}
+                                     "pushes": st.pushes, "excluded": st.excluded, "moved": st.moved,
+                                     "refused": st.refused}
                             for d, st in self.devices.items()},
                 "crash_rngs": {str(d): rng.bit_generator.state for d, rng in self._crash_rngs.items()},
                 **({"crash_fired": sorted(self._crash_fired)} if self._crash_fired else {}),
@@ -701,7 +739,8 @@ class ParameterServer:
             self.rule.load_state_dict(rule_state)
             self.devices = {int(d): DeviceState(session="", attempt=s["attempt"], last_seq=s["last_seq"],
                                                 frozen=s["frozen"], pushes=s["pushes"],
-                                                excluded=s.get("excluded", False))
+                                                excluded=s.get("excluded", False), moved=s.get("moved", 0.0),
+                                                refused=s.get("refused", 0))
                             for d, s in state["devices"].items()}
             self.anchor = float(state.get("anchor", self.anchor))   # Θ₀'s scale, not the checkpoint's
             self._sound = None

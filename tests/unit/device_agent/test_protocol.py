@@ -109,3 +109,41 @@ def test_a_model_taken_early_gives_the_same_pushes_and_keeps_only_what_is_sent(s
             m.receive(wire.Ack(version + 1))
             m.compute()
             m.computed()
+
+
+def _push_once(m, theta, version=0):
+    m.receive(wire.Model(version, theta))
+    m.compute()
+    m.computed()
+    (push,) = m.waited()
+    return push.msg
+
+
+def test_a_refused_push_is_not_the_devices_end_it_pulls_again_a_bounded_number_of_times(shard):
+    """Issue 51, 4: an honest device whose push is refused ``bad-payload`` (its gradient out of bounds
+    at a Θ another device poisoned) pulls Θ afresh and goes on; an applied push resets the count; only
+    MAX_REFUSED refusals in a row end it, with an error that says so. Before, the first refusal ended it."""
+    from edgebed.device_agent.protocol import MAX_REFUSED
+    m = _machine(shard)
+    m.hello(0)
+    m.receive(_welcome())
+    theta, _ = initial_theta("mlp", 1)
+    refusal = wire.Error("bad-payload", "values out of bounds: they would move Θ by far more than its own scale")
+    _push_once(m, theta)
+    assert m.receive(refusal) == [Send(wire.Pull("s1"))]
+    assert _push_once(m, theta).seq == 1
+    assert m.receive(wire.Ack(1)) == [Compute()]          # applied: the count starts again
+    m.compute()
+    m.computed()
+    for i in range(MAX_REFUSED - 1):
+        _push_once(m, theta)
+        assert m.receive(refusal) == [Send(wire.Pull("s1"))], i
+    _push_once(m, theta)
+    (end,) = m.receive(refusal)
+    assert isinstance(end, Exit) and end.code == 1
+    assert f"refused {MAX_REFUSED} pushes in a row" in end.reason and "out of bounds" in end.reason
+    # a refusal of anything but a push is still the end (the PS refused the device, not one update)
+    m2 = _machine(shard)
+    m2.hello(0)
+    m2.receive(_welcome())
+    assert m2.receive(wire.Error("bad-payload", "x")) == [Exit(1, "PS refused: bad-payload: x")]
