@@ -213,10 +213,17 @@ class SimRuntime(Runtime):
         return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
                 "sync_time_s": self.spec.sync_time,
                 "stop_wall_time": "virtual",
-                "compute": f"max_batch={self.spec.max_batch}" + (f", workers={self.spec.workers}"
-                                                                 if self.spec.workers > 1 else ""),
+                "compute": f"max_batch={self.spec.max_batch}" + (
+                    f", workers={self.spec.workers}" if self._pooled() else
+                    f", workers unused: {self.scenario.algorithm.name}'s local work continues the device's own "
+                    "model, so it is computed in the clock's process" if self.spec.workers > 1 else ""),
                 **({"dynamics": {p: "model" for p in self.scenario.dynamics.parts()}}
                    if self.scenario.dynamics.parts() else {})}
+
+    def _pooled(self) -> bool:
+        """Whether workers compute the devices' work: asked for, and the rule's policy is separable."""
+        from ...algorithms import ALGORITHMS
+        return self.spec.workers > 1 and POLICIES[ALGORITHMS[self.scenario.algorithm.name].policy].separable
 
     @property
     def now(self) -> float:
@@ -234,6 +241,9 @@ class SimRuntime(Runtime):
 
     # -- set-up --------------------------------------------------------------------------------
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
+        if self._pooled():   # first: their start-up (torch's import) overlaps the data's loading
+            from .sim_pool import WorkerPool
+            self.pool = WorkerPool(self.spec.workers, self.run_dir, self._buffers.take)
         import torch
         torch.set_num_threads(self.spec.threads)
         from ...data import Partition, load_dataset
@@ -264,9 +274,6 @@ class SimRuntime(Runtime):
                                index=index.astype(np.int32) if len(ds.train_y) < 2**31 else index, module=module,
                                buffers=self._buffers)
             return make
-        if self.spec.workers > 1:
-            from .sim_pool import WorkerPool
-            self.pool = WorkerPool(self.spec.workers, self.run_dir, self._buffers.take)
         handles = []
         for spec in specs:
             d = spec.device
