@@ -65,7 +65,7 @@ def run_once(sc: dict) -> dict:
     steady = (len(t) - 1 - first) / (t[-1] - t[first])
     return {"updates": result.summary["updates"], "wall_s": round(wall, 3),
             "steady_updates_per_s": round(float(steady), 2), "run_updates_per_s": result.summary["updates_per_s"],
-            "cpu_s": round(_cpu() - cpu0, 2), "clock_waited_s": sim.get("wait_s"),
+            "cpu_s": round(_cpu() - cpu0, 2), "clock_waited_s": sim.get("worker_wait_s"),
             "load_before": [round(v, 2) for v in load_before],
             "load_after": [round(v, 2) for v in os.getloadavg()], "tables": hashes}
 

@@ -206,6 +206,28 @@ def test_ctrl_c_leaves_no_worker(tmp_path):
     proc.communicate(timeout=60)
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["status"] == "incomplete" and "interrupted" in summary["reason"]
-    for pid in pids:
-        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3], \
-            f"worker {pid} outlived the interrupted run"
+    assert not [p for p in pids if _alive(p)], "a worker outlived the interrupted run"
+
+
+@pytest.mark.timeout(90)
+def test_workers_die_with_a_killed_engine(tmp_path):
+    """SIGKILL leaves the engine no say: the kernel ends its workers (parent-death signal, socket EOF)."""
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    line = proc.stdout.readline()
+    assert line.startswith("WORKERS"), proc.stderr.read()[-3000:]
+    pids = [int(p) for p in line.split()[1:]]
+    time.sleep(2.0)
+    proc.kill()
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)], "a worker outlived its killed engine"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

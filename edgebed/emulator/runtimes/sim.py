@@ -492,13 +492,11 @@ class SimRuntime(Runtime):
     def _fill_ahead(self, dev: _Device) -> None:
         """The push is due: the worker's result, waited for if not back yet."""
         ticket, dev.ahead = dev.ahead, None
-        t0 = time.perf_counter()
         try:
             values, loss = self.pool.result(ticket)
         except BaseException:
             self._abandon()
             raise
-        self.stats["wait_s"] = self.stats.get("wait_s", 0.0) + time.perf_counter() - t0
         dev.machine.fill_ahead(values, loss)
 
     def _abandon(self) -> None:
@@ -538,6 +536,7 @@ class SimRuntime(Runtime):
         from ...rundir import write_json_atomic
         if self.pool is not None:
             self.pool.shutdown()
+            self.stats.update(worker_jobs=self.pool.jobs, worker_wait_s=self.pool.waited_s)
         if self.run_dir.is_dir():
             write_json_atomic(self.run_dir / "sim.json", {
                 "virtual_time_s": self.now, **self.spec.model_dump(), "step_time": self.step_time,

@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,8 @@ class WorkerPool:
         self.workers: list[_Worker] = []
         self.configured = False
         self.closed = False
+        self.waited_s = 0.0   # wall seconds the clock blocked for results (at a push, or for a free slot)
+        self.jobs = 0
         log_dir.mkdir(parents=True, exist_ok=True)
         try:
             for i in range(n):
@@ -151,6 +154,7 @@ class WorkerPool:
         self._send(i, msg, None if slot.told else slot.fd)
         slot.told, slot.ticket = True, ticket
         w.busy.append(ticket)
+        self.jobs += 1
         return ticket
 
     def result(self, ticket: Ticket) -> tuple[np.ndarray, float]:
@@ -163,6 +167,13 @@ class WorkerPool:
     def _take_in(self, ticket: Ticket) -> None:
         """Read ``ticket``'s worker's results, in order, up to and including ``ticket``'s."""
         w = self.workers[ticket.worker]
+        t0 = time.perf_counter()
+        try:
+            self._read_until(w, ticket)
+        finally:
+            self.waited_s += time.perf_counter() - t0
+
+    def _read_until(self, w: _Worker, ticket: Ticket) -> None:
         while not ticket.done:
             try:
                 data = w.sock.recv(MAX_MESSAGE)
