@@ -9,7 +9,8 @@ the arrays live in shared memory (a memfd per slot, passed along with the job th
                     {"op": "job", "slot": s, "size": bytes, "version": v, "theta": [offset, count],
                      "batches": [[x, y], ...], "out": offset}
                      x, y: {"offset", "count", "shape", "stride", "dtype"}; "size" with a new memfd
-    worker → pool   {"slot": s, "loss": float, "count": n, "offset": o}   n float32 values written at o
+    worker → pool   {"slot": s, "loss": float, "count": n, "offset": o, "busy_s": seconds}
+                    n float32 values written at o; the job took busy_s of wall time
                     {"slot": s, "error": "text"}              the job failed; the worker goes on
 
 The work is the device's own policy (``policies.py``) on a ``Trainer`` whose batches are the ones
@@ -26,6 +27,7 @@ import mmap
 import os
 import socket
 import sys
+import time
 import traceback
 
 MAX_MESSAGE = 1 << 20
@@ -91,6 +93,7 @@ def serve(sock: socket.socket) -> None:
             trainer, policy = _work(msg["config"])
             continue
         slot = msg["slot"]
+        t0 = time.perf_counter()
         try:
             buf = slots[slot]
             off, count = msg["theta"]
@@ -105,7 +108,8 @@ def serve(sock: socket.socket) -> None:
             values = np.asarray(up.values, np.float32)
             start = msg["out"]
             np.frombuffer(buf, np.float32, values.size, start)[:] = values
-            reply = {"slot": slot, "loss": up.loss, "count": int(values.size), "offset": start}
+            reply = {"slot": slot, "loss": up.loss, "count": int(values.size), "offset": start,
+                     "busy_s": time.perf_counter() - t0}
         except Exception:
             reply = {"slot": slot, "error": traceback.format_exc(limit=6)}
         sock.send(json.dumps(reply).encode())

@@ -536,7 +536,8 @@ class SimRuntime(Runtime):
         from ...rundir import write_json_atomic
         if self.pool is not None:
             self.pool.shutdown()
-            self.stats.update(worker_jobs=self.pool.jobs, worker_wait_s=self.pool.waited_s)
+            self.stats.update(worker_jobs=self.pool.jobs, worker_wait_s=self.pool.waited_s,
+                              worker_busy_s=self.pool.busy_s)
         if self.run_dir.is_dir():
             write_json_atomic(self.run_dir / "sim.json", {
                 "virtual_time_s": self.now, **self.spec.model_dump(), "step_time": self.step_time,

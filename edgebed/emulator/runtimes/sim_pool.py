@@ -92,6 +92,7 @@ class WorkerPool:
         self.closed = False
         self.waited_s = 0.0   # wall seconds the clock blocked for results (at a push, or for a free slot)
         self.jobs = 0
+        self.busy_s = 0.0     # wall seconds the workers spent on jobs, all together
         log_dir.mkdir(parents=True, exist_ok=True)
         try:
             for i in range(n):
@@ -191,6 +192,7 @@ class WorkerPool:
             values = self.take(msg["count"])
             values[:] = np.frombuffer(slot.mm, np.float32, msg["count"], msg["offset"])
             done.values, done.loss, done.done = values, float(msg["loss"]), True
+            self.busy_s += msg["busy_s"]
             slot.ticket = None
 
     def _grow(self, slot: _Slot, size: int) -> None:
