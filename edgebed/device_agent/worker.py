@@ -39,42 +39,63 @@ class _Shipped:
         self.x = self.y = torch.zeros(1)
 
 
-def _work(config: dict):
-    """The device policy of ``config`` on a trainer fed the shipped batches (built once)."""
-    import numpy as np
-    from ..workload import use_path
-    from .policies import make_policy
-    from .trainer import Trainer
-    import torch
+class DeviceWork:
+    """A device policy on a trainer fed shipped batches, built once from the run's configuration; what
+    a worker process (below) and a Ray actor (``emulator/runtimes/sim_ray.py``) both compute with."""
 
-    class _FedTrainer(Trainer):
-        fed: list = []
+    def __init__(self, config: dict, threads: int):
+        import numpy as np
+        import torch
+        from ..workload import use_path
+        from .policies import make_policy
+        from .trainer import Trainer
 
-        def batch(self):
-            self.steps += 1
-            return self.fed.pop(0)
+        class _FedTrainer(Trainer):
+            fed: list = []
 
-    use_path(config.get("model_path"))
-    trainer = _FedTrainer(config["workload"], None, None, config["batch_size"], config["seed"], 0,
-                          data=_Shipped(torch), index=np.zeros(1, np.int32))
-    trainer.carry_buffers = bool(config.get("carry_buffers"))
-    return trainer, make_policy(config.get("policy"), trainer)
+            def batch(self):
+                self.steps += 1
+                return self.fed.pop(0)
+
+        torch.set_num_threads(threads)
+        use_path(config.get("model_path"))
+        self.trainer = _FedTrainer(config["workload"], None, None, config["batch_size"], config["seed"], 0,
+                                   data=_Shipped(torch), index=np.zeros(1, np.int32))
+        self.trainer.carry_buffers = bool(config.get("carry_buffers"))
+        self.policy = make_policy(config.get("policy"), self.trainer)
+
+    def compute(self, theta, version: int, batches: list) -> tuple:
+        """The policy's upload for Θ (``version``) on ``batches`` [(x, y), ...]: (float32 values, loss)."""
+        import numpy as np
+        import torch
+        from .. import wire
+        self.trainer.fed = list(batches)
+        before = torch.random.get_rng_state()
+        up = self.policy.next(wire.Model(version, theta))
+        if not torch.equal(before, torch.random.get_rng_state()):
+            raise RuntimeError("the model drew from torch's global random stream (dropout, random "
+                               "augmentation): its results depend on which process computes them, so "
+                               "workers can't reproduce the clock's own; use runtime.sim.workers: 1")
+        return np.asarray(up.values, np.float32), up.loss
 
 
-def _tensor(torch, buf, desc: dict):
-    """A fresh tensor with ``desc``'s shape, strides and dtype, copied from the slot (a fresh
-    allocation, as the clock's own batches are)."""
+def fresh_tensor(torch, source, desc: dict):
+    """A fresh tensor with ``desc``'s shape, strides and dtype (a new allocation, as the clock's own
+    batches are), its storage copied from ``source``: a buffer at ``desc["offset"]`` or a flat array."""
     dtype = getattr(torch, desc["dtype"])
-    view = torch.frombuffer(buf, dtype=dtype, count=desc["count"], offset=desc["offset"])
+    if isinstance(source, (mmap.mmap, bytes, bytearray, memoryview)):
+        source = torch.frombuffer(source, dtype=dtype, count=desc["count"], offset=desc["offset"])
+    else:
+        source = torch.from_numpy(source)
     out = torch.empty_strided(desc["shape"], desc["stride"], dtype=dtype)
-    out.as_strided((desc["count"],), (1,)).copy_(view)
+    out.as_strided((desc["count"],), (1,)).copy_(source)
     return out
 
 
 def serve(sock: socket.socket) -> None:
     import numpy as np
-    from .. import wire
-    trainer = policy = torch = None
+    import torch
+    work = None
     slots: dict[int, mmap.mmap] = {}
     while True:
         data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 1)
@@ -88,27 +109,18 @@ def serve(sock: socket.socket) -> None:
             slots[msg["slot"]] = mmap.mmap(fds[0], msg["size"])
             os.close(fds[0])
         if msg["op"] == "init":
-            import torch
-            torch.set_num_threads(msg["threads"])
-            trainer, policy = _work(msg["config"])
+            work = DeviceWork(msg["config"], msg["threads"])
             continue
         slot = msg["slot"]
         t0 = time.perf_counter()
         try:
             buf = slots[slot]
             off, count = msg["theta"]
-            theta = np.frombuffer(buf, np.float32, count, off)
-            trainer.fed = [(_tensor(torch, buf, x), _tensor(torch, buf, y)) for x, y in msg["batches"]]
-            before = torch.random.get_rng_state()
-            up = policy.next(wire.Model(msg["version"], theta))
-            if not torch.equal(before, torch.random.get_rng_state()):
-                raise RuntimeError("the model drew from torch's global random stream (dropout, random "
-                                   "augmentation): its results depend on which process computes them, so "
-                                   "workers can't reproduce the clock's own; use runtime.sim.workers: 1")
-            values = np.asarray(up.values, np.float32)
+            batches = [(fresh_tensor(torch, buf, x), fresh_tensor(torch, buf, y)) for x, y in msg["batches"]]
+            values, loss = work.compute(np.frombuffer(buf, np.float32, count, off), msg["version"], batches)
             start = msg["out"]
             np.frombuffer(buf, np.float32, values.size, start)[:] = values
-            reply = {"slot": slot, "loss": up.loss, "count": int(values.size), "offset": start,
+            reply = {"slot": slot, "loss": loss, "count": int(values.size), "offset": start,
                      "busy_s": time.perf_counter() - t0}
         except Exception:
             reply = {"slot": slot, "error": traceback.format_exc(limit=6)}
