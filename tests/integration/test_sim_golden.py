@@ -113,12 +113,13 @@ def with_workers(scenario: dict, workers: int) -> dict:
 
 # Workers compute each device's work ahead in other processes (emulator/runtimes/sim_pool.py): the tables
 # must be the recorded ones. The batched scenario computes in the clock's process (vmap) by definition.
-CASES = [(name, w) for name in sorted(SCENARIOS) for w in (1, 2)
+CASES = [pytest.param(name, w, id=f"{name}-workers{w}", marks=[pytest.mark.slow] if w > 1 else [])
+         for name in sorted(SCENARIOS) for w in (1, 2)
          if not (w > 1 and SCENARIOS[name]["runtime"]["sim"].get("max_batch", 1) > 1)]
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name,workers", CASES, ids=[f"{n}-workers{w}" for n, w in CASES])
+@pytest.mark.parametrize("name,workers", CASES)
 def test_sim_tables_bit_identical_to_recorded(name, workers, tmp_path):
     fixture = json.loads(FIXTURE.read_text())
     same_numerics(fixture["_numerics"])

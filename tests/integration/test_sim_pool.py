@@ -12,6 +12,7 @@ from edgebed.emulator.runtimes.sim_pool import WorkerPool
 from edgebed.models import initial_theta
 
 
+@pytest.mark.slow   # two worker processes import torch
 @pytest.mark.timeout(60)
 def test_worker_gradients_are_the_bits_computed_here(tmp_path):
     from edgebed import numerics

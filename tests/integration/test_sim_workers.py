@@ -20,6 +20,8 @@ import pytest
 
 from tests.integration.test_sim_golden import TABLES, column_hashes
 
+pytestmark = pytest.mark.slow   # every test starts worker processes that import torch (seconds each)
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {
     "name": "workers", "seed": 11, "dataset": {"train_samples": 1200}, "model": {"name": "mlp"},
@@ -231,3 +233,22 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.timeout(240)
+def test_ray_actors_on_a_two_raylet_cluster_write_the_tables_of_one(tmp_path):
+    """runtime.sim.executor: ray — two actors, one on each of two local raylets (one CPU each)."""
+    pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+    one = tables(scenario("cnn-asgd", 1), tmp_path / "one")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        cluster.add_node(num_cpus=1)
+        sc = scenario("cnn-asgd", 2)
+        sc["runtime"]["sim"].update(executor="ray", ray_address=cluster.address)
+        two = tables(sc, tmp_path / "two")
+    finally:
+        cluster.shutdown()
+    assert two == one
+    sim = json.loads(next((tmp_path / "two").glob("*/sim.json")).read_text())
+    assert sim["worker_jobs"] > 0 and len({w.split(":")[0] for w in sim["worker_where"]}) == 2

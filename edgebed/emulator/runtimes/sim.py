@@ -77,6 +77,10 @@ class SimSpec(BaseModel):
     # sim_pool.py: each separable device's work (gradient, local steps) computed ahead in N processes.
     workers: int = Field(1, ge=1, le=256, description="processes computing the devices' gradients and local "
                          "steps ahead, in parallel, with the same bits (1: in the clock's own process)")
+    executor: Literal["local", "ray"] = Field("local", description="where the workers run: local processes, or "
+                                              "Ray actors (sim_ray.py; any node of a Ray cluster)")
+    ray_address: Optional[str] = Field(None, description="executor ray: the cluster's address (HEAD:6379 or "
+                                       "auto); none: a private Ray on this machine for the run")
     dilation: float = Field(1.0, gt=0, description="link_model kernel-rate: the timing.dilation of the docker "
                             "run to compare with (the kernel's bucket holds bytes, not time)")
     # SparkNet's S (Moritz et al., Sec. 3): what one synchronisation costs beyond moving the bytes (a
@@ -185,11 +189,15 @@ class SimRuntime(Runtime):
         if self.spec.threads > 1 and self.scenario.numerics == "portable":
             problems.append(f"runtime.sim.threads: {self.spec.threads} with numerics: portable — multi-threaded "
                             "kernels split their sums by the thread count; use threads: 1, or numerics: native")
-        if self.spec.workers > 1 and self.spec.max_batch > 1:
+        if self.spec.executor == "ray":
+            import importlib.util
+            if importlib.util.find_spec("ray") is None:
+                problems.append("runtime.sim.executor: ray needs Ray: pip install 'edgebed[ray]'")
+        if self._parallel() and self.spec.max_batch > 1:
             problems.append(f"runtime.sim.workers: {self.spec.workers} with max_batch: {self.spec.max_batch} — "
                             "choose one: max_batch batches gradients in the clock's process (vmap), workers "
                             "computes them in other processes; set one of them to 1")
-        if self.spec.workers > 1 and self.scenario.device != "cpu":
+        if self._parallel() and self.scenario.device != "cpu":
             problems.append(f"runtime.sim.workers: {self.spec.workers} with device: {self.scenario.device} — the "
                             "workers compute on the CPU; use runtime.sim.workers: 1 on a GPU")
         parts = self.scenario.dynamics.parts()
@@ -214,16 +222,20 @@ class SimRuntime(Runtime):
                 "sync_time_s": self.spec.sync_time,
                 "stop_wall_time": "virtual",
                 "compute": f"max_batch={self.spec.max_batch}" + (
-                    f", workers={self.spec.workers}" if self._pooled() else
+                    f", workers={self.spec.workers} ({self.spec.executor})" if self._pooled() else
                     f", workers unused: {self.scenario.algorithm.name}'s local work continues the device's own "
-                    "model, so it is computed in the clock's process" if self.spec.workers > 1 else ""),
+                    "model, so it is computed in the clock's process" if self._parallel() else ""),
                 **({"dynamics": {p: "model" for p in self.scenario.dynamics.parts()}}
                    if self.scenario.dynamics.parts() else {})}
+
+    def _parallel(self) -> bool:
+        """Whether the scenario asks for workers: more than one, or Ray actors (any number)."""
+        return self.spec.workers > 1 or self.spec.executor == "ray"
 
     def _pooled(self) -> bool:
         """Whether workers compute the devices' work: asked for, and the rule's policy is separable."""
         from ...algorithms import ALGORITHMS
-        return self.spec.workers > 1 and POLICIES[ALGORITHMS[self.scenario.algorithm.name].policy].separable
+        return self._parallel() and POLICIES[ALGORITHMS[self.scenario.algorithm.name].policy].separable
 
     @property
     def now(self) -> float:
@@ -241,7 +253,12 @@ class SimRuntime(Runtime):
 
     # -- set-up --------------------------------------------------------------------------------
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
-        if self._pooled():   # first: their start-up (torch's import) overlaps the data's loading
+        if self._pooled() and self.spec.executor == "ray":
+            from ... import numerics
+            from .sim_ray import RayPool
+            self.pool = RayPool(self.spec.workers, self.spec.ray_address, numerics.environment(self.scenario.numerics),
+                                self._buffers.take)
+        elif self._pooled():   # first: their start-up (torch's import) overlaps the data's loading
             from .sim_pool import WorkerPool
             self.pool = WorkerPool(self.spec.workers, self.run_dir, self._buffers.take)
         import torch
@@ -537,7 +554,8 @@ class SimRuntime(Runtime):
         if self.pool is not None:
             self.pool.shutdown()
             self.stats.update(worker_jobs=self.pool.jobs, worker_wait_s=self.pool.waited_s,
-                              worker_busy_s=self.pool.busy_s)
+                              worker_busy_s=self.pool.busy_s, **({"worker_where": self.pool.where}
+                                                                 if hasattr(self.pool, "where") else {}))
         if self.run_dir.is_dir():
             write_json_atomic(self.run_dir / "sim.json", {
                 "virtual_time_s": self.now, **self.spec.model_dump(), "step_time": self.step_time,
