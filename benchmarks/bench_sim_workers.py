@@ -1,7 +1,7 @@
 """Benchmark: the virtual clock's updates per wall second with its device work on 1 vs N worker processes.
 
     .venv/bin/python -m benchmarks.bench_sim_workers [--rounds 3] [--updates-cnn 1500] [--updates-resnet 600]
-        [--workers 1 2] [--n 20] [--out benchmarks/results/sim_workers]
+        [--workers 1 2] [--n 20] [--executor local|ray] [--out benchmarks/results/sim_workers]
 
 The paper's CNN and the zoo's ResNet-8 (``resnet20`` with depth 8, 1×28×28 input) under ASGD, n devices
 (default 20) of one speed class, on the virtual clock (``runtime.sim``); ``runtime.sim.workers`` is the
@@ -11,6 +11,8 @@ see the same host, and the load average is recorded before and after each run. P
 column: worker start-up excluded), the whole run's rate (engine's ``updates_per_s``: start-up included),
 CPU seconds of the process and its workers, and the SHA-256 per column of the tables, which must be the
 same for every worker count (the benchmark fails otherwise). Writes ``OUT.json`` and ``OUT.md``.
+``--executor ray``: the runs with more than one worker use Ray actors on a local cluster of as many
+one-CPU raylets as the largest worker count (``ray.cluster_utils.Cluster``, started once).
 Goal (issue 55): with 2 workers on a 2-core host, ≥ 1.7× the steady rate of 1 worker.
 """
 from __future__ import annotations
@@ -36,13 +38,14 @@ MODELS = {
 }
 
 
-def scenario(model: str, n: int, updates: int, workers: int) -> dict:
+def scenario(model: str, n: int, updates: int, workers: int, ray_address: str | None = None) -> dict:
     return {
         "name": f"bench-workers-{model}-{workers}", "seed": 1, "dataset": {"train_samples": 6000},
         "model": copy.deepcopy(MODELS[model]), "algorithm": {"name": "asgd", "lr": 0.05, "batch_size": 10},
         "workers": {"n": n, "classes": [{"name": "all", "share": 1.0, "slowdown": 1, "think_time": "2ms"}]},
         "stop": {"updates": updates}, "eval": {"every": updates, "test_samples": 200},
-        "runtime": {"name": "sim", "sim": {"workers": workers}},
+        "runtime": {"name": "sim", "sim": {"workers": workers, **(
+            {"executor": "ray", "ray_address": ray_address} if ray_address and workers > 1 else {})}},
     }
 
 
@@ -84,11 +87,28 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--n", type=int, default=20, help="devices")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--executor", default="local", choices=["local", "ray"])
     ap.add_argument("--out", default="benchmarks/results/sim_workers", help="writes OUT.json and OUT.md")
     args = ap.parse_args(argv)
+    cluster = address = None
+    if args.executor == "ray":
+        from ray.cluster_utils import Cluster
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        for _ in range(max(args.workers) - 1):
+            cluster.add_node(num_cpus=1)
+        address = cluster.address
+    try:
+        return measure(args, address)
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+
+
+def measure(args, address) -> int:
     from edgebed import numerics
     fp = numerics.enter("portable")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
+           "executor": args.executor,
            "host": {"cores": os.cpu_count(), "cpu": fp["cpu"], "python": platform.python_version(),
                     "torch": fp["torch"], "numerics": fp["id"]},
            "n": args.n, "workers": args.workers, "models": {}}
@@ -98,7 +118,7 @@ def main(argv=None) -> int:
         for r in range(args.rounds):
             order = args.workers if r % 2 == 0 else list(reversed(args.workers))
             for w in order:
-                rec = run_once(scenario(model, args.n, updates, w))
+                rec = run_once(scenario(model, args.n, updates, w, address))
                 runs[w].append(rec)
                 print(model, f"workers={w}", {k: v for k, v in rec.items() if k != "tables"}, flush=True)
         ref = runs[args.workers[0]][0]["tables"]
@@ -124,7 +144,7 @@ def main(argv=None) -> int:
 
 def markdown(out: dict) -> str:
     lines = [f"# Virtual clock: updates per wall second by worker count ({out['date']})", "",
-             f"`{out['command']}` — {out['host']['cores']} cores, {out['host']['cpu']}, torch {out['host']['torch']}, "
+             f"`{out['command']}` — executor {out['executor']}, {out['host']['cores']} cores, {out['host']['cpu']}, torch {out['host']['torch']}, "
              f"n = {out['n']} devices, ASGD; steady rate = updates between the 10 % and the last update per wall "
              "second (median of the alternated runs); load = 1-min load average before each run.", "",
              "| model | workers | steady updates/s | × first | CPU s (median) | load before (range) | tables |",
