@@ -48,6 +48,10 @@ CASES = {
                           "stop": {"updates": 12}},
     "easgd": {"algorithm": {"name": "easgd", "loss_threshold": 2.0}, "stop": {"updates": 20}},
     "cnn-asgd": {"model": {"name": "cnn"}, "stop": {"updates": 30}},
+    "adacomp-churn": {"algorithm": {"name": "adacomp", "c": 0.02}, "stop": {"updates": 120},
+                      "dynamics": {"availability": {"classes": {"slow": {
+                          "online": {"dist": "exponential", "mean": "40ms"},
+                          "offline": {"dist": "lognormal", "mean": "15ms"}}}}}},
     "resnet8-adacomp-batchnorm": {"model": RESNET8, "algorithm": {"name": "adacomp", "c": 0.05},
                                   "stop": {"updates": 30}},
     "resnet8-model-averaging-buffers": {"model": {**RESNET8, "buffers": "average"},
@@ -252,3 +256,35 @@ def test_ray_actors_on_a_two_raylet_cluster_write_the_tables_of_one(tmp_path):
     assert two == one
     sim = json.loads(next((tmp_path / "two").glob("*/sim.json")).read_text())
     assert sim["worker_jobs"] > 0 and len({w.split(":")[0] for w in sim["worker_where"]}) == 2
+
+
+@pytest.mark.timeout(240)
+def test_a_ray_actor_that_dies_ends_the_run_with_its_name(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    import ray
+    from ray.cluster_utils import Cluster
+    from edgebed.emulator.engine import Engine
+    from edgebed.emulator.runtimes import sim_ray
+    from edgebed.emulator.runtimes.sim_pool import WorkerError
+    from edgebed.scenario import parse_scenario
+    real = sim_ray.RayPool.submit
+    calls = []
+
+    def submit(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 20:
+            ray.kill(self.actors[0], no_restart=True)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sim_ray.RayPool, "submit", submit)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    try:
+        sc = scenario("asgd", 2)
+        sc["stop"]["updates"] = 2000
+        sc["runtime"]["sim"].update(executor="ray", ray_address=cluster.address)
+        with pytest.raises(WorkerError, match=r"sim Ray actor 0 died while computing device \d+'s work"):
+            Engine(parse_scenario(sc), out=tmp_path).run()
+    finally:
+        cluster.shutdown()
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["status"] == "failed" and summary["updates"] < 2000
