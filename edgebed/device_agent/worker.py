@@ -7,8 +7,9 @@ the arrays live in shared memory (a memfd per slot, passed along with the job th
 
     pool → worker   {"op": "init", "config": {...}, "threads": t}     once, before the first job
                     {"op": "job", "slot": s, "size": bytes, "version": v, "theta": [offset, count],
-                     "batches": [[x, y], ...], "out": offset}
-                     x, y: {"offset", "count", "shape", "stride", "dtype"}; "size" with a new memfd
+                     "batches": [offset, length], "out": offset}
+                     batches: the JSON [[x, y], ...] in the slot, x, y: {"offset", "count", "shape",
+                     "stride", "dtype"}; "size" with a new memfd
     worker → pool   {"slot": s, "loss": float, "count": n, "offset": o, "busy_s": seconds}
                     n float32 values written at o; the job took busy_s of wall time
                     {"slot": s, "error": "text"}              the job failed; the worker goes on
@@ -116,7 +117,9 @@ def serve(sock: socket.socket) -> None:
         try:
             buf = slots[slot]
             off, count = msg["theta"]
-            batches = [(fresh_tensor(torch, buf, x), fresh_tensor(torch, buf, y)) for x, y in msg["batches"]]
+            at, length = msg["batches"]
+            batches = [(fresh_tensor(torch, buf, x), fresh_tensor(torch, buf, y))
+                       for x, y in json.loads(buf[at:at + length])]
             values, loss = work.compute(np.frombuffer(buf, np.float32, count, off), msg["version"], batches)
             start = msg["out"]
             np.frombuffer(buf, np.float32, values.size, start)[:] = values

@@ -40,3 +40,28 @@ def test_worker_gradients_are_the_bits_computed_here(tmp_path):
         grad, want = here.gradient(t)
         assert values.tobytes() == grad.tobytes() and loss == want
     assert all(w.proc.returncode is not None for w in pool.workers)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_local_steps_of_many_batches_are_the_bits_computed_here(tmp_path):
+    """τ = 1,500 batches: their layouts (≈ 300 kB of JSON) travel in the slot, not in the message."""
+    from edgebed import numerics
+    from edgebed.device_agent.policies import LocalSteps
+    from edgebed import wire
+    numerics.enter("portable")
+    rng = np.random.default_rng(1)
+    data = SharedData(rng.integers(0, 255, (300, 28, 28), dtype=np.uint8), rng.integers(0, 10, 300), "mlp")
+    here = Trainer("mlp", None, None, 2, 4, 0, data=data, index=np.arange(300, dtype=np.int32))
+    batches = [here.batch() for _ in range(1500)]
+    theta, _ = initial_theta("mlp", 4)
+    with WorkerPool(1, tmp_path) as pool:
+        pool.configure({"workload": {"name": "mlp", "args": {}}, "model_path": None, "seed": 4, "batch_size": 2,
+                        "policy": {"name": "local-steps", "local_steps": 1500, "lr": 0.05},
+                        "carry_buffers": False}, threads=1)
+        values, loss = pool.result(pool.submit(theta, 7, batches, "the job"))
+    local = Trainer("mlp", None, None, 2, 4, 0, data=data, index=np.arange(300, dtype=np.int32))
+    fed = iter(batches)
+    local.batch = lambda: next(fed)
+    up = LocalSteps(local, 1500, 0.05).next(wire.Model(7, theta))
+    assert values.tobytes() == up.values.tobytes() and loss == up.loss

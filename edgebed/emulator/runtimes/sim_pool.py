@@ -8,7 +8,8 @@ push is still applied at its own time, in the same order, and the tables are tho
 
 Workers are ``python -m edgebed.device_agent.worker`` processes (no re-import of the user's
 ``__main__``), each with ``window`` slots: a memfd holding one job's Θ and batches and its result. A
-job's message is a few hundred bytes of JSON over a SOCK_SEQPACKET socket, so no send ever blocks. The
+job's message is about a hundred bytes of JSON over a SOCK_SEQPACKET socket (the batches' layouts are
+in the slot too), so no send ever blocks. The
 pool keeps at most ``window`` jobs per worker: a submit with none free first takes in the oldest result
 (its values copied out, its slot free again). Results of one worker come back in its order.
 
@@ -141,9 +142,12 @@ class WorkerPool:
                 off = _aligned(off + t.numel() * t.element_size())
             layout.append(pair)
         out = off
-        size = out + theta.nbytes
+        described = json.dumps(layout).encode()   # in the slot: τ batches' layouts may exceed a message
+        at = _aligned(out + theta.nbytes)
+        size = at + len(described)
         if slot.size < size:
             self._grow(slot, size)
+        slot.mm[at:at + len(described)] = described
         np.frombuffer(slot.mm, np.float32, theta.size, 0)[:] = theta
         for (x, y), pair in zip(batches, layout):
             for t, desc in zip((x, y), pair):
@@ -151,7 +155,7 @@ class WorkerPool:
                 np.frombuffer(slot.mm, flat.numpy().dtype, t.numel(), desc["offset"])[:] = flat.numpy()
         ticket = Ticket(i, slot_i, what)
         msg = {"op": "job", "slot": slot_i, "size": slot.size, "version": int(version),
-               "theta": [0, int(theta.size)], "batches": layout, "out": out}
+               "theta": [0, int(theta.size)], "batches": [at, len(described)], "out": out}
         self._send(i, msg, None if slot.told else slot.fd)
         slot.told, slot.ticket = True, ticket
         w.busy.append(ticket)
