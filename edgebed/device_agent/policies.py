@@ -56,6 +56,14 @@ class DevicePolicy:
     # Whether the device's compressor applies to this policy's uploads (gradients); model deltas and
     # reports go as they are.
     compressed = False
+    # Whether its work on a Model is a pure function of Θ and the ``draws()`` batches it takes then (no
+    # state of its own carried from one model to the next): the virtual clock's workers may compute it
+    # in another process (``emulator/runtimes/sim_pool.py``).
+    separable = False
+
+    def draws(self) -> int:
+        """Batches its work on one Model takes (a separable policy)."""
+        raise NotImplementedError
 
     def start(self) -> Request:
         return PULL
@@ -66,6 +74,10 @@ class DevicePolicy:
 
 class GradientPush(DevicePolicy):
     compressed = True
+    separable = True
+
+    def draws(self) -> int:
+        return 1
 
     def next(self, reply):
         if isinstance(reply, wire.Model):
@@ -77,9 +89,14 @@ class GradientPush(DevicePolicy):
 
 
 class LocalSteps(DevicePolicy):
+    separable = True   # x is set to Θ first: nothing of the last round is left
+
     def __init__(self, trainer, local_steps: int, lr: float):
         super().__init__(trainer)
         self.steps, self.lr = local_steps, lr
+
+    def draws(self) -> int:
+        return self.steps
 
     def train(self) -> float:
         """τ local steps on the trainer's model; the mean batch loss."""
@@ -94,6 +111,8 @@ class LocalSteps(DevicePolicy):
 
 
 class DynamicLocal(LocalSteps):
+    separable = False   # quiet rounds train on from the device's own model
+
     def __init__(self, trainer, local_steps: int, lr: float, delta: float):
         super().__init__(trainer, local_steps, lr)
         self.delta = delta

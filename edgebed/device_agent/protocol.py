@@ -76,6 +76,7 @@ class Exit:
 
 Action = Send | Compute | Wait | Freeze | Rejoin | Exit
 MAX_REFUSED = 100   # pushes in a row the PS may refuse before the device gives up (each: a pull, a gradient)
+AHEAD = np.empty(0, np.float32)   # an Upload's theta while ``receive_ahead``'s work is computed elsewhere
 
 
 class DeviceProtocol:
@@ -151,6 +152,24 @@ class DeviceProtocol:
         if isinstance(up, Upload) and self.policy.compressed:
             s = self.compressor.compress(up.values)
             self._request = Upload(up.version, s.values, s.indices, up.loss, compressed=True, q8=s.q8)
+
+    def receive_ahead(self, reply: wire.Model) -> tuple[wire.Model, list]:
+        """Virtual clock with workers (``emulator/runtimes/sim_pool.py``): a Model reply taken when the
+        PS sends it, as ``receive_early``, but the policy's work on it — a pure function of Θ and the
+        batches drawn now (``DevicePolicy.separable``) — is left to the driver, which computes it in
+        another process and hands the result to ``fill_ahead`` before the push. Returns the full model
+        and the batches, drawn from this device's stream exactly where the work itself would draw them;
+        the compressor runs at the push, in this device's own order: its messages are the same bits."""
+        model = self.pulled.receive(reply)
+        batches = [self.trainer.batch() for _ in range(self.policy.draws())]
+        self._early = len(batches)
+        self._request = Upload(model.version, None, theta=AHEAD)
+        return model, batches
+
+    def fill_ahead(self, values: np.ndarray, loss: float) -> None:
+        """The result of the work ``receive_ahead`` left to the driver: the upload's values and loss."""
+        up = self._request
+        up.values, up.loss, up.theta = values, loss, None
 
     def arrived(self) -> list[Action]:
         """The reply taken by ``receive_early`` reached the device: its compute phase (``compute``

@@ -103,14 +103,29 @@ def same_numerics(recorded: dict) -> None:
                     f"{recorded['cpu']}). {here['problem'] or ''} The tables can't be compared bit for bit on this host.")
 
 
+def with_workers(scenario: dict, workers: int) -> dict:
+    """``scenario`` with its devices' work computed by ``workers`` processes (runtime.sim.workers)."""
+    sc = copy.deepcopy(scenario)
+    if workers > 1:
+        sc["runtime"]["sim"]["workers"] = workers
+    return sc
+
+
+# Workers compute each device's work ahead in other processes (emulator/runtimes/sim_pool.py): the tables
+# must be the recorded ones. The batched scenario computes in the clock's process (vmap) by definition.
+CASES = [pytest.param(name, w, id=f"{name}-workers{w}", marks=[pytest.mark.slow] if w > 1 else [])
+         for name in sorted(SCENARIOS) for w in (1, 2)
+         if not (w > 1 and SCENARIOS[name]["runtime"]["sim"].get("max_batch", 1) > 1)]
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_sim_tables_bit_identical_to_recorded(name, tmp_path):
+@pytest.mark.parametrize("name,workers", CASES)
+def test_sim_tables_bit_identical_to_recorded(name, workers, tmp_path):
     fixture = json.loads(FIXTURE.read_text())
     same_numerics(fixture["_numerics"])
     golden = fixture[name]
     assert golden["scenario"] == SCENARIOS[name], "the scenario changed: re-record on purpose, or restore it"
-    got = run_tables(golden["scenario"], tmp_path)
+    got = run_tables(with_workers(golden["scenario"], workers), tmp_path)
     assert got["rows"] == golden["rows"]
     for table in TABLES:
         differ = {c for c in golden["columns"][table] if got["columns"][table].get(c) != golden["columns"][table][c]}

@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...device_agent.gradbuf import GradientBuffers
+from ...device_agent.policies import POLICIES
 from ...device_agent.protocol import Compute, DeviceProtocol, Exit, Freeze, Send, Wait
 from ... import wire
 from ...ps.evaluator import InlineEvaluator
@@ -73,6 +74,13 @@ class SimSpec(BaseModel):
     # benchmarks/bench_sim_paper.py times both).
     max_batch: int = Field(1, ge=1, description="gradients computed together with vmap (1: one at a time)")
     threads: int = Field(1, ge=1, description="torch threads for the gradient computations")
+    # sim_pool.py: each separable device's work (gradient, local steps) computed ahead in N processes.
+    workers: int = Field(1, ge=1, le=256, description="processes computing the devices' gradients and local "
+                         "steps ahead, in parallel, with the same bits (1: in the clock's own process)")
+    executor: Literal["local", "ray"] = Field("local", description="where the workers run: local processes, or "
+                                              "Ray actors (sim_ray.py; any node of a Ray cluster)")
+    ray_address: Optional[str] = Field(None, description="executor ray: the cluster's address (HEAD:6379 or "
+                                       "auto); none: a private Ray on this machine for the run")
     dilation: float = Field(1.0, gt=0, description="link_model kernel-rate: the timing.dilation of the docker "
                             "run to compare with (the kernel's bucket holds bytes, not time)")
     # SparkNet's S (Moritz et al., Sec. 3): what one synchronisation costs beyond moving the bytes (a
@@ -106,6 +114,7 @@ class _Device:
     in_flight: dict = field(default_factory=dict)   # seq of an uplink message in flight → its bytes
     wasted_bytes: int = 0           # uplink bytes lost in flight when it went offline
     step_s: Optional[float] = None  # trace ms_per_sample: seconds per step (instead of step_time × slowdown)
+    ahead: object = None            # sim_pool.Ticket of its work computed by a worker, until its push
 
 
 class SimHandle(AgentHandle):
@@ -173,12 +182,24 @@ class SimRuntime(Runtime):
         self._void_reply = False   # the message being handled was sent before its device went away
         self.stats = {"events": 0, "gradients": 0, "batches": 0, "compute_s": 0.0}
         self._buffers = GradientBuffers()   # dense gradients' memory, reused (see _send)
+        self.pool = None   # sim_pool.WorkerPool with runtime.sim.workers > 1
 
     def check(self) -> list[str]:
         problems = super().check()
         if self.spec.threads > 1 and self.scenario.numerics == "portable":
             problems.append(f"runtime.sim.threads: {self.spec.threads} with numerics: portable — multi-threaded "
                             "kernels split their sums by the thread count; use threads: 1, or numerics: native")
+        if self.spec.executor == "ray":
+            import importlib.util
+            if importlib.util.find_spec("ray") is None:
+                problems.append("runtime.sim.executor: ray needs Ray: pip install 'edgebed[ray]'")
+        if self._parallel() and self.spec.max_batch > 1:
+            problems.append(f"runtime.sim.workers: {self.spec.workers} with max_batch: {self.spec.max_batch} — "
+                            "choose one: max_batch batches gradients in the clock's process (vmap), workers "
+                            "computes them in other processes; set one of them to 1")
+        if self._parallel() and self.scenario.device != "cpu":
+            problems.append(f"runtime.sim.workers: {self.spec.workers} with device: {self.scenario.device} — the "
+                            "workers compute on the CPU; use runtime.sim.workers: 1 on a GPU")
         parts = self.scenario.dynamics.parts()
         if parts and self.spec.link_model != "network":
             problems.append(f"dynamics ({', '.join(parts)}) on sim need runtime.sim.link_model: network "
@@ -199,9 +220,22 @@ class SimRuntime(Runtime):
     def applied(self) -> dict:
         return {**super().applied(), "link_model": self.spec.link_model, "step_time_s": self.step_time,
                 "sync_time_s": self.spec.sync_time,
-                "stop_wall_time": "virtual", "compute": f"max_batch={self.spec.max_batch}",
+                "stop_wall_time": "virtual",
+                "compute": f"max_batch={self.spec.max_batch}" + (
+                    f", workers={self.spec.workers} ({self.spec.executor})" if self._pooled() else
+                    f", workers unused: {self.scenario.algorithm.name}'s local work continues the device's own "
+                    "model, so it is computed in the clock's process" if self._parallel() else ""),
                 **({"dynamics": {p: "model" for p in self.scenario.dynamics.parts()}}
                    if self.scenario.dynamics.parts() else {})}
+
+    def _parallel(self) -> bool:
+        """Whether the scenario asks for workers: more than one, or Ray actors (any number)."""
+        return self.spec.workers > 1 or self.spec.executor == "ray"
+
+    def _pooled(self) -> bool:
+        """Whether workers compute the devices' work: asked for, and the rule's policy is separable."""
+        from ...algorithms import ALGORITHMS
+        return self._parallel() and POLICIES[ALGORITHMS[self.scenario.algorithm.name].policy].separable
 
     @property
     def now(self) -> float:
@@ -219,6 +253,14 @@ class SimRuntime(Runtime):
 
     # -- set-up --------------------------------------------------------------------------------
     def start(self, specs: list[AgentSpec]) -> list[AgentHandle]:
+        if self._pooled() and self.spec.executor == "ray":
+            from ... import numerics
+            from .sim_ray import RayPool
+            self.pool = RayPool(self.spec.workers, self.spec.ray_address, numerics.environment(self.scenario.numerics),
+                                self._buffers.take)
+        elif self._pooled():   # first: their start-up (torch's import) overlaps the data's loading
+            from .sim_pool import WorkerPool
+            self.pool = WorkerPool(self.spec.workers, self.run_dir, self._buffers.take)
         import torch
         torch.set_num_threads(self.spec.threads)
         from ...data import Partition, load_dataset
@@ -238,7 +280,9 @@ class SimRuntime(Runtime):
         def trainer_of(d: int):
             def make(cfg):
                 module = None
-                if (cfg.policy or {}).get("name", "gradient") == "gradient":
+                name = (cfg.policy or {}).get("name", "gradient")
+                # with workers, a separable policy's local steps run there: no model of its own here
+                if name == "gradient" or (self.pool is not None and getattr(POLICIES.get(name), "separable", False)):
                     if "module" not in shared:   # built once (a build reseeds torch and costs ms)
                         shared["module"] = build_model(cfg.workload, seed).to(data.dev)
                     module = shared["module"]
@@ -347,7 +391,10 @@ class SimRuntime(Runtime):
                     busy += part
                 actions = [_Waited()] + actions
             elif isinstance(action, _Waited) and busy is None:
-                self._fill_deferred(dev)
+                if dev.ahead is not None:
+                    self._fill_ahead(dev)
+                else:
+                    self._fill_deferred(dev)
                 actions = dev.machine.waited() + actions
             elif busy is not None:           # a Send or the end of a wait, after the timed phase
                 dev.then = [action] + actions
@@ -423,7 +470,10 @@ class SimRuntime(Runtime):
         if (isinstance(reply, wire.Model) and not dev.machine.deferred_gradients and dev.code is None
                 and not dev.frozen and dev.online):
             t0 = time.perf_counter()
-            dev.machine.receive_early(reply)
+            if self.pool is not None and dev.machine.policy.separable:
+                self._submit(dev, reply)
+            else:
+                dev.machine.receive_early(reply)
             self.stats["compute_s"] += time.perf_counter() - t0
             reply = _EARLY
         if self.dyn is not None:
@@ -439,6 +489,41 @@ class SimRuntime(Runtime):
                            _REPLY, dev.device, reply)
             return
         self._schedule(max(self.now, dev.sent_until) + down + sync, _REPLY, dev.device, reply)
+
+    # -- work computed ahead by the workers (sim_pool.py) ---------------------------------------
+    def _submit(self, dev: _Device, reply: wire.Model) -> None:
+        """The device takes the model now (``receive_ahead``); its work goes to a worker."""
+        model, batches = dev.machine.receive_ahead(reply)
+        if not self.pool.configured:
+            cfg = dev.machine.config
+            self.pool.configure({"workload": cfg.workload, "model_path": cfg.model_path, "seed": cfg.seed,
+                                 "batch_size": cfg.algorithm["batch_size"], "policy": cfg.policy,
+                                 "carry_buffers": dev.machine.trainer.carry_buffers}, self.spec.threads)
+        try:
+            dev.ahead = self.pool.submit(model.params, model.version, batches,
+                                         f"device {dev.device}'s work at version {model.version}")
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _fill_ahead(self, dev: _Device) -> None:
+        """The push is due: the worker's result, waited for if not back yet."""
+        ticket, dev.ahead = dev.ahead, None
+        try:
+            values, loss = self.pool.result(ticket)
+        except BaseException:
+            self._abandon()
+            raise
+        dev.machine.fill_ahead(values, loss)
+
+    def _abandon(self) -> None:
+        """A worker failed: no device can push any more; they end (code 1) so the run's drain does not
+        ask the workers again, and the pool's processes end now."""
+        self._heap.clear()
+        for dev in self.devices.values():
+            if dev.code is None:
+                dev.code = 1
+        self.pool.shutdown()
 
     # -- batched compute -----------------------------------------------------------------------
     def _fill_deferred(self, dev: _Device) -> None:
@@ -466,6 +551,11 @@ class SimRuntime(Runtime):
 
     def cleanup(self) -> None:
         from ...rundir import write_json_atomic
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.stats.update(worker_jobs=self.pool.jobs, worker_wait_s=self.pool.waited_s,
+                              worker_busy_s=self.pool.busy_s, **({"worker_where": self.pool.where}
+                                                                 if hasattr(self.pool, "where") else {}))
         if self.run_dir.is_dir():
             write_json_atomic(self.run_dir / "sim.json", {
                 "virtual_time_s": self.now, **self.spec.model_dump(), "step_time": self.step_time,
