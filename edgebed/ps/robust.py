@@ -43,7 +43,8 @@ class NormClip:
         if not values.size:   # a quiet report (dynamic averaging) moves nothing and sets no norm
             return values, None
         v = values.astype(np.float32, copy=False)
-        norm = math.sqrt(float(np.dot(v, v)))
+        # float64 squares are exact and np.add.reduce sums in one fixed order: the same norm on every host
+        norm = math.sqrt(float(np.add.reduce(np.square(v, dtype=np.float64))))
         over = None
         if len(self.recent) >= WARMUP:
             median = statistics.median(self.recent)
