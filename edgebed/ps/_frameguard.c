@@ -15,6 +15,12 @@
  * signature within handshake_ms is cut. Descriptors: accept only while 3 per relayed connection + 1 per
  * pending one fit in cap_fds (set by Python from the process's descriptor budget, ps/fdbudget.py).
  *
+ * Stalls: a relayed peer that owes bytes — a frame or message begun and not finished, or no message
+ * yet since its connection opened (an honest device's first message, its hello, follows the handshake
+ * at once) — and sent none for stall_ms is cut (ST_CUT_STALLED). Progress is what counts, never a
+ * message's whole duration: a big push on a slow link sends bytes all along. A peer between two
+ * messages owes nothing (it may compute for minutes) and a CURVE stream (unparsed) is not judged.
+ *
  * Buffers are taken from malloc for a read and given back once their bytes are written, so idle
  * connections hold none. Single thread, epoll, level-triggered; run() releases the GIL and returns after timeout_ms, so the
  * Python side (ps/frameguard.py) stops it and refreshes the cap between calls. Linux only.
@@ -48,6 +54,8 @@ typedef struct pair {
     size_t off[2], len[2];
     int state;
     double since;                /* ms, monotonic: when accepted */
+    double heard;                /* ms, monotonic: when the peer last sent a byte */
+    uint64_t msgs;               /* messages the peer completed (commands not counted) */
     /* parser of the peer's stream */
     int phase, cmd, more;
     unsigned char hdr[8];
@@ -59,14 +67,14 @@ typedef struct pair {
 } pair_t;
 
 enum { ST_PAIRED, ST_PENDING, ST_ACCEPTED, ST_SHED, ST_CUT_FRAMES, ST_CUT_BYTES, ST_CUT_PROTOCOL, ST_CUT_SLOW,
-       ST_OPAQUE, ST_UPSTREAM_FAILED, ST_N };
+       ST_OPAQUE, ST_UPSTREAM_FAILED, ST_CUT_STALLED, ST_N };
 
 typedef struct {
     int ep, lfd, listening;
     struct sockaddr_un up;
     uint64_t max_frames, max_bytes;
     long cap_fds;
-    double handshake_ms;
+    double handshake_ms, stall_ms;
     pair_t *head;
     unsigned long long st[ST_N];
 } guard_t;
@@ -159,8 +167,10 @@ static int parse(guard_t *g, pair_t *p, const unsigned char *b, size_t n) {
                     p->bytes += size;
                     if (p->frames > g->max_frames) { g->st[ST_CUT_FRAMES]++; return 1; }
                     if (p->bytes > g->max_bytes) { g->st[ST_CUT_BYTES]++; return 1; }
-                    if (!p->more)
+                    if (!p->more) {
                         p->frames = p->bytes = 0;
+                        p->msgs++;
+                    }
                 }
                 p->body_left = size;
                 p->phase = size ? P_BODY : P_FLAGS;
@@ -237,6 +247,8 @@ static int readable(guard_t *g, pair_t *p, int k) {
     do r = recv(p->s[k].fd, p->buf[k] + at, BUF - at, MSG_DONTWAIT); while (r < 0 && errno == EINTR);
     if (r == 0) return -1;
     if (r < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    if (k == 0)
+        p->heard = now_ms();
     if (k == 0 && parse(g, p, p->buf[0] + at, r))
         return -1;
     p->len[k] = at + r;
@@ -267,7 +279,7 @@ static void accept_all(guard_t *g) {
         p->s[0] = (side_t){fd, p, 0, 0};
         p->s[1] = (side_t){-1, p, 1, 0};
         p->state = PENDING;
-        p->since = now_ms();
+        p->since = p->heard = now_ms();
         g->st[ST_PENDING]++;
         p->next = g->head;
         if (g->head) g->head->prev = p;
@@ -285,15 +297,22 @@ static void destroy(PyObject *cap) {
     free(g);
 }
 
-/* new(listen_fd, wake_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms) -> handle. A byte on
+/* Does the peer of an open pair owe bytes: a frame or message begun, or no message yet? */
+static int owes(const pair_t *p) {
+    if (p->phase == P_OPAQUE)
+        return 0;
+    return p->phase != P_FLAGS || p->more || p->msgs == 0;
+}
+
+/* new(listen_fd, wake_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms, stall_ms) -> handle. A byte on
  * wake_fd (never read: it stays readable) makes every run() return at once: stop without a tick's wait. */
 static PyObject *guard_new(PyObject *self, PyObject *args) {
     int lfd, wfd;
     const char *path;
     unsigned long long mf, mb;
     long cap;
-    double hs;
-    if (!PyArg_ParseTuple(args, "iisKKld", &lfd, &wfd, &path, &mf, &mb, &cap, &hs))
+    double hs, stall;
+    if (!PyArg_ParseTuple(args, "iisKKldd", &lfd, &wfd, &path, &mf, &mb, &cap, &hs, &stall))
         return NULL;
     if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return PyErr_Format(PyExc_ValueError, "socket path too long: %s", path);
@@ -314,6 +333,7 @@ static PyObject *guard_new(PyObject *self, PyObject *args) {
     g->max_bytes = mb;
     g->cap_fds = cap;
     g->handshake_ms = hs;
+    g->stall_ms = stall;
     return PyCapsule_New(g, "frameguard", destroy);
 }
 
@@ -361,12 +381,15 @@ static PyObject *guard_run(PyObject *self, PyObject *args) {
             update(g, p);
         }
     }
-    /* peers that sent no signature in time */
+    /* peers that sent no signature in time, and relayed ones stalled while they owe bytes */
     t = now_ms();
     for (pair_t *p = g->head, *next; p; p = next) {
         next = p->next;
         if (p->state == PENDING && t - p->since > g->handshake_ms) {
             g->st[ST_CUT_SLOW]++;
+            close_pair(g, p);
+        } else if (p->state == OPEN && g->stall_ms > 0 && t - p->heard > g->stall_ms && owes(p)) {
+            g->st[ST_CUT_STALLED]++;
             close_pair(g, p);
         }
     }
@@ -386,7 +409,7 @@ static PyObject *guard_set_cap(PyObject *self, PyObject *args) {
 }
 
 /* stats(handle) -> (paired, pending, accepted, shed, cut_frames, cut_bytes, cut_protocol, cut_slow,
- * opaque, upstream_failed). Call it from the thread that calls run(), between two runs. */
+ * opaque, upstream_failed, cut_stalled). Call it from the thread that calls run(), between two runs. */
 static PyObject *guard_stats(PyObject *self, PyObject *args) {
     PyObject *cap;
     if (!PyArg_ParseTuple(args, "O", &cap))
@@ -400,7 +423,8 @@ static PyObject *guard_stats(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"new", guard_new, METH_VARARGS, "new(listen_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms)"},
+    {"new", guard_new, METH_VARARGS,
+     "new(listen_fd, wake_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms, stall_ms)"},
     {"run", guard_run, METH_VARARGS, "run(handle, timeout_ms): relay for timeout_ms, GIL released"},
     {"set_cap", guard_set_cap, METH_VARARGS, "set_cap(handle, fds): descriptors relayed connections may hold"},
     {"stats", guard_stats, METH_VARARGS, "stats(handle) -> counters"},
