@@ -8,7 +8,6 @@ do it. Progress keeps a connection: an honest peer that sends a big frame slowly
 """
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
