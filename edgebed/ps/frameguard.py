@@ -26,6 +26,8 @@ since the connection opened — and sent none for ``stall_s`` is cut (``cut_stal
 that stop mid-frame cannot hold the PS's connection cap. It is a time-out on progress, not on a
 message's duration: an honest device pushing a big model over a slow link sends bytes all along. A
 peer between two messages owes nothing and is never cut (a device computes between its requests).
+A peer's data frames sent before the PS's handshake ended (READY) are held and judged, not relayed:
+libzmq would reset the connection for them and the guard never see, nor count, a flood among them.
 Without the guard the PS's socket sends ZMTP heartbeats instead (ps/serve.py), which libzmq judges
 by whole frames: there a frame or a model that takes longer than ``stall_s`` to cross is cut too.
 """
