@@ -751,6 +751,8 @@ def main(argv=None) -> int:
         sys.stderr.write("\ninterrupted\n")
         return 130
     finally:
+        from .procs import end_helpers
+        end_helpers()   # the fork server and resource tracker end with the command, not after it
         if _ANSWERING:   # ignored, not answered, from here: Python's exit would put back the default,
             import signal   # and a signal in the last milliseconds would end the process by it
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -171,3 +171,28 @@ def leave_group(ignore=(signal.SIGINT,), honour=()) -> None:
     for s in GROUP_SIGNALS:
         signal.signal(s, signal.SIG_IGN if s in ignore else signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [s for s in GROUP_SIGNALS if s in honour])
+
+
+def end_helpers(within: float = 3.0) -> list[str]:
+    """At the command's exit: end multiprocessing's fork server and resource tracker if this process
+    started them, and wait for them. Left alone they end on their own once the command has exited
+    (their pipe from it closes) — after their own teardown, over 2 s later on a loaded host (issue 51:
+    a process of the run alive 2 s after a group SIGHUP). Each gets ``within`` s, then SIGKILL.
+    → the helpers that had to be killed."""
+    import sys
+    killed = []
+    for module, attr, pid_attr in (("multiprocessing.forkserver", "_forkserver", "_forkserver_pid"),
+                                   ("multiprocessing.resource_tracker", "_resource_tracker", "_pid")):
+        helper = getattr(sys.modules.get(module), attr, None)
+        pid = getattr(helper, pid_attr, None)
+        if pid is None:
+            continue
+        stopper = threading.Thread(target=helper._stop, daemon=True)   # closes its pipe, then waitpid
+        stopper.start()
+        stopper.join(within)
+        if stopper.is_alive():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            stopper.join(1.0)
+            killed.append(module.rsplit(".", 1)[1])
+    return killed
