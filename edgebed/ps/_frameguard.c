@@ -17,7 +17,8 @@
  *
  * Stalls: a relayed peer that owes bytes — a frame or message begun and not finished, or its first
  * message once the PS's handshake ended (an honest device's hello follows at once) — and sent none for
- * stall_ms is cut (ST_CUT_STALLED). Progress is what counts, never a
+ * stall_ms is cut (ST_CUT_STALLED); so is one whose handshake the PS has not ended within stall_ms of
+ * the accept (refused at the connection cap: libzmq holds it, and its place, for 30 s). Progress is what counts, never a
  * message's whole duration: a big push on a slow link sends bytes all along. A peer between two
  * messages owes nothing (it may compute for minutes) and a CURVE stream (unparsed) is not judged.
  *
@@ -378,10 +379,13 @@ static int parse_ps(pair_t *p, const unsigned char *b, size_t n) {
 }
 
 /* Since when (ms) has the peer of an open pair owed bytes it has not sent: a frame or message begun
- * (since its last byte), or its first message once the PS's handshake ended. 0: it owes nothing. */
+ * (since its last byte), or its first message once the PS's handshake ended; or since when has the PS
+ * not ended its handshake (since the accept). 0: nothing is owed. */
 static double owes_since(const pair_t *p) {
     if (p->phase == P_OPAQUE)
         return 0;
+    if (!p->ps_ready)   /* its handshake not answered: refused at the cap (libzmq keeps it open 30 s) */
+        return p->since;
     if (p->phase != P_FLAGS || p->more)
         return p->heard;
     if (p->msgs == 0 && p->ps_ready)

@@ -25,7 +25,10 @@ Stalls (issue 51): a relayed peer that owes bytes — a frame or a message begun
 since the connection opened — and sent none for ``stall_s`` is cut (``cut_stalled``), so connections
 that stop mid-frame cannot hold the PS's connection cap. It is a time-out on progress, not on a
 message's duration: an honest device pushing a big model over a slow link sends bytes all along. A
-peer between two messages owes nothing and is never cut (a device computes between its requests).
+peer between two messages owes nothing and is never cut (a device computes between its requests). A
+connection whose handshake the PS has not ended ``stall_s`` after the accept (refused at the cap:
+libzmq keeps it, and it counts against the cap, for its 30 s handshake time-out) is cut too; a
+refused device's libzmq then reconnects and asks again.
 A peer's data frames sent before the PS's handshake ended (READY) are held and judged, not relayed:
 libzmq would reset the connection for them and the guard never see, nor count, a flood among them.
 Without the guard the PS's socket sends ZMTP heartbeats instead (ps/serve.py), which libzmq judges
