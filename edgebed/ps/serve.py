@@ -323,8 +323,8 @@ class ZmqServer:
                "cut_bytes": f"a message of more than {self.ps.config.max_message_bytes:,} bytes",
                "cut_protocol": "not ZMTP 3 (greeting or frame header)",
                "cut_slow": f"no ZMTP greeting within {frameguard.HANDSHAKE_S:g} s",
-               "cut_stalled": f"owed the rest of a message (or its first) and sent no byte for "
-                              f"{self.guard.stall_s:g} s (security.stall_timeout)"}
+               "cut_stalled": f"stalled {self.guard.stall_s:g} s (security.stall_timeout): owed the rest of "
+                              "a message, or its first, and sent no byte; or its handshake unanswered (the cap)"}
         for key, why in cut.items():
             if g[key]:
                 self.ps.errors[key.replace("_", "-")] = g[key]
