@@ -55,7 +55,6 @@ FAST = _c is not None and os.environ.get("EDGEBED_FRAME_GUARD") != "off"
 CUT_FRAMES = 256     # frames of a message beyond which the connection is cut (honest ones have ≤ wire.MAX_FRAMES)
 HANDSHAKE_S = 10.0   # s a peer has to send its ZMTP signature
 TICK_MS = 250        # the relay returns to Python this often: stop, descriptor budget
-STALL_S = 30.0      # s a peer that owes bytes may send none (security.stall_timeout; < the agents' 60 s reply time-out)
 STATS = ("paired", "pending", "accepted", "shed", "cut_frames", "cut_bytes", "cut_protocol", "cut_slow",
          "opaque", "ps_unreachable", "cut_stalled")
 
@@ -78,7 +77,7 @@ class FrameGuard:
     """Listens on ``(host, port)`` (0: any free port; ``endpoint`` says which) and relays to ``ps_path``."""
 
     def __init__(self, host: str, port: int, ps_path: str, max_frames: int, max_bytes: int,
-                 stall_s: float = STALL_S):
+                 stall_s: float):
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind((host, port))

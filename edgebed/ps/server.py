@@ -63,7 +63,8 @@ class PSConfig:
     downlink: Optional[object] = None         # compression.downlink.ModelDownlink: compressed pulls (None: f32)
     max_peers: Optional[int] = None           # connections to the socket at a time (None: max_peers_for)
     statistics: int = 0                       # Θ's last entries that are running statistics (models.py)
-    stall_s: float = 30.0                     # a peer that owes bytes and sends none this long is cut (ps/frameguard.py)
+    stall_s: float = 30.0                     # s a peer that owes bytes may send none before it is cut (ps/frameguard.py;
+    #                                           below the agents' 60 s reply time-out; security.stall_timeout)
 
 
 @dataclass
