@@ -6,9 +6,10 @@ start. It now counts from the first hello (``stop.first_hello_within`` bounds th
 no hello or no update ends ``failed``. This runs the same command ``--runs`` times, one after the
 other, and records each run's ``summary.json["startup"]`` (``first_hello_s``: seconds from the agents'
 start to the first hello, at the run loop's 0.25 s tick), its status, reason, updates, wall time and
-exit code, with the host's load average before each run. Writes benchmarks/results/docker_startup.json.
+exit code, with the host's load average before each run; ``--within 10s`` adds a run whose
+``stop.first_hello_within`` is shorter than the start-up (it ends ``failed``, saying why). Writes benchmarks/results/docker_startup.json.
 
-    .venv/bin/python benchmarks/docker_startup.py --runs 2
+    .venv/bin/python benchmarks/docker_startup.py --runs 2 --within 10s
 """
 from __future__ import annotations
 
@@ -29,16 +30,16 @@ COMMAND = ["run", str(ROOT / "scenarios" / "docker-quickstart.yaml"), "--set", "
            "--set", "stop.wall_time=60s", "--out"]   # + an absolute runs folder (a relative one fails on docker)
 
 
-def one() -> dict:
+def one(extra: list) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="docker-startup-"))
     load = os.getloadavg()[0]
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "edgebed.cli", *COMMAND, str(tmp / "runs")], cwd=tmp, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "edgebed.cli", *COMMAND, str(tmp / "runs"), *extra], cwd=tmp, capture_output=True, text=True,
                           timeout=900)
     took = time.monotonic() - t0
     runs = sorted((tmp / "runs").glob("docker-quickstart-*"))
     s = read_json(runs[0], "summary.json") if runs else {}
-    return {"load_average_before": round(load, 1), "exit_code": proc.returncode, "status": s.get("status"),
+    return {"extra": " ".join(extra), "load_average_before": round(load, 1), "exit_code": proc.returncode, "status": s.get("status"),
             "reason": s.get("reason"), "updates": s.get("updates"), "wall_time_s": s.get("wall_time_s"),
             "startup": s.get("startup"), "said_hello": (s.get("devices") or {}).get("said_hello"),
             "command_seconds": round(took, 1), "output_tail": proc.stdout[-600:] if not s else None}
@@ -47,9 +48,13 @@ def one() -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--within", default=None, help="also one run with --set stop.first_hello_within=WITHIN "
+                    "(e.g. 10s: shorter than the start-up, so the run ends failed with the reason)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "docker_startup.json"))
     args = ap.parse_args()
-    runs = [one() for _ in range(args.runs)]
+    runs = [one([]) for _ in range(args.runs)]
+    if args.within:
+        runs.append(one(["--set", f"stop.first_hello_within={args.within}"]))
     result = {"what": __doc__.split("\n\n", 1)[0], "command": "edgebed " + " ".join(COMMAND[:1] + [
         "scenarios/docker-quickstart.yaml"] + COMMAND[2:] + ["<tmp>/runs"]), "cpus": os.cpu_count(), "runs": runs}
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -233,7 +233,7 @@ class RunLoop:
         if clock.virtual:   # every device says hello at time 0
             self.startup.heard(0.0, sc.stop.wall_time, clock, ps)
         else:   # stop.wall_time counts from the first hello (self._heard), agents' start-up is no run time
-            self.startup.wait(sc.stop.first_hello_within, clock, ps)
+            self.startup.wait(sc.stop.first_hello_within, sc.stop.wall_time, clock, ps)
 
     def _loop(self, t_start: float) -> None:
         """Tick until the PS has stopped; a signal now only asks the loop to stop, at the top of a tick."""

@@ -22,9 +22,11 @@ class StartUp:
         self.gave_up = False                         # no hello within waited_s: the run was stopped
         self.wall_time_from = "no wall-time limit"
 
-    def wait(self, within: float, clock, ps) -> None:
+    def wait(self, within: float, wall_time: Optional[float], clock, ps) -> None:
         """Real-time runtimes, at the agents' start: stop the run if no device says hello ``within`` s."""
         self.waited_s = within
+        if wall_time is not None:
+            self.wall_time_from = "the first hello, which never came"
 
         def give_up():
             self.gave_up = True
