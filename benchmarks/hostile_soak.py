@@ -21,6 +21,9 @@ frame floods; benchmarks/hostile_transport.py), each against runs of their own u
 
 ``--trust`` runs the trust categories instead (issue 51: statistics poisoning, a stealthy poisoner;
 benchmarks/hostile_trust.py) and writes benchmarks/results/hostile_soak-trust.json and .md.
+
+``--stall`` runs the stall lock-out category (issue 51: connections stopped mid-frame holding the connection cap;
+benchmarks/hostile_stall.py) and writes benchmarks/results/hostile_soak-stall.json and .md.
 """
 from __future__ import annotations
 
@@ -282,7 +285,12 @@ def main() -> int:
     ap.add_argument("--poison", action="store_true", help="the compounding-poison category alone (poison_main)")
     ap.add_argument("--poison-baseline-tree", default=None,
                     help="with --poison: also attack the edgebed of this checkout (e.g. a worktree of the commit before)")
+    ap.add_argument("--stall", action="store_true", help="the stall lock-out category only (issue 51; hostile_stall.py)")
+    ap.add_argument("--stallers", type=int, default=40, help="--stall: connections stopped mid-frame")
     args = ap.parse_args()
+    if args.stall:
+        from benchmarks import hostile_stall
+        return hostile_stall.main(args)
     if args.transport:
         return _transport(args)
     if args.trust:

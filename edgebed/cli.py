@@ -847,7 +847,18 @@ def _forget_caught_interrupt() -> None:
     exec("")
 
 
+def entry() -> int:
+    """The ``edgebed`` program (console script and ``python -m edgebed.cli``): ``main``, then the fork
+    server and resource tracker it started end with it, not after it (procs.end_helpers). Not ``main``
+    itself: tests and scripts call that in a process that goes on."""
+    try:
+        return main()   # an interrupt main did not catch still propagates, and ends the process by SIGINT
+    finally:
+        from .procs import end_helpers
+        end_helpers()
+
+
 if __name__ == "__main__":
-    code = main()   # an interrupt main did not catch still propagates, and ends the process by SIGINT
+    code = entry()
     _forget_caught_interrupt()
     sys.exit(code)

@@ -171,3 +171,39 @@ def leave_group(ignore=(signal.SIGINT,), honour=()) -> None:
     for s in GROUP_SIGNALS:
         signal.signal(s, signal.SIG_IGN if s in ignore else signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [s for s in GROUP_SIGNALS if s in honour])
+
+
+def end_helpers(within: float = 3.0) -> list[str]:
+    """At the program's exit: end multiprocessing's fork server and resource tracker if this process
+    started them, and wait for them. Left alone they end on their own once the program has exited
+    (their pipe from it closes) — after their own teardown, over 2 s later on a loaded host (issue 51:
+    a process of the run alive 2 s after a group SIGHUP). Each gets ``within`` s, then SIGKILL. Only
+    for the program's own process: it runs the process's multiprocessing exit now. The order is the
+    interpreter's: the fork server (its socket lies in multiprocessing's temporary directory), this
+    process's multiprocessing finalizers (they remove that directory, unlink the process's semaphores
+    and tell the tracker so; a tracker ended before them unlinks the semaphores itself, and the
+    finalizers then fail "No such file or directory"), the tracker last. → the helpers killed."""
+    import sys
+    from multiprocessing import util
+    killed = []
+    for module, attr, pid_attr in (("multiprocessing.forkserver", "_forkserver", "_forkserver_pid"),
+                                   ("multiprocessing.resource_tracker", "_resource_tracker", "_pid")):
+        helper = getattr(sys.modules.get(module), attr, None)
+        pid = getattr(helper, pid_attr, None)
+        if module.endswith("tracker"):
+            util._exit_function()
+        if pid is None:
+            continue
+
+        def stop(helper=helper):
+            with contextlib.suppress(OSError):   # closes its pipe, waits for it, removes its socket
+                helper._stop()
+        stopper = threading.Thread(target=stop, daemon=True)
+        stopper.start()
+        stopper.join(within)
+        if stopper.is_alive():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            stopper.join(1.0)
+            killed.append(module.rsplit(".", 1)[1])
+    return killed

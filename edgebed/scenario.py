@@ -298,7 +298,12 @@ class FailureSpec(_Strict):
 class StopSpec(_Strict):
     updates: Optional[int] = Field(None, ge=1, description="I: stop after this many applied updates")
     target_accuracy: Optional[Fraction] = None
-    wall_time: Optional[Duration] = Field(None, description="run time limit, counted once all agents are started (sim: emulated time)")
+    wall_time: Optional[Duration] = Field(None, description="run time limit (sim: emulated time); on real-time "
+                                          "runtimes counted from the first device's hello, so agent start-up "
+                                          "is not run time (summary.json's startup says when it came)")
+    first_hello_within: Duration = Field(300.0, gt=0, description="real-time runtimes: a run in which no device "
+                                         "said hello this long after the agents were started ends failed "
+                                         "(agent start-up, e.g. containers under load); raise it for slow hosts")
 
     @model_validator(mode="after")
     def _something(self):
@@ -354,6 +359,11 @@ class SecuritySpec(_Strict):
         "every push whose L2 norm is over 1.5 × the median of the recent pushes down to that norm (it slows a "
         "poisoner down, it does not stop one that pushes the same direction for long: docs in ps/robust.py); off (null) by default; cost on honest runs: "
         "benchmarks/results/robust.md")
+    stall_timeout: Duration = Field(30.0, ge=0, description="the PS cuts a connection whose peer owes bytes (a "
+                                    "frame or message begun, or its first message) and sent none this long, so "
+                                    "stalled peers cannot hold the connection cap; progress, not a message's "
+                                    "duration, is judged (a big push over a slow link is never cut). Without "
+                                    "the frame guard, ZMTP heartbeats judge whole frames. 0: never")
 
 
 class OutputSpec(_Strict):

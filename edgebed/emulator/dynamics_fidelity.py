@@ -16,6 +16,7 @@ from typing import Optional
 import pandas as pd
 
 from ..traces.format import online_windows
+from .kept_out import describe, kept_out
 
 TIMED = ("net-link", "net-link-end", "partition", "partition-end", "ps-link-set", "ps-link-end", "trace",
          "recover")
@@ -52,9 +53,10 @@ def realised_online(events: pd.DataFrame, device: int, t_end: float) -> float:
 
 
 def availability_rows(events: pd.DataFrame, dynamics, class_of_device: dict[int, str], t_end: float,
-                      trace: Optional[dict], tolerance: float) -> list[dict]:
-    """Per speed class with churn or trace devices: expected and realised online fraction."""
-    out = []
+                      trace: Optional[dict], tolerance: float, out_s: Optional[dict] = None) -> list[dict]:
+    """Per speed class with churn or trace devices: expected and realised online fraction. ``out_s``:
+    device → seconds the connection cap kept it out (emulator/kept_out.py), not online time."""
+    out, out_s = [], out_s or {}
     trace = trace or {}
     for name in sorted(set(class_of_device.values())):
         devices = [d for d, c in class_of_device.items() if c == name]
@@ -71,7 +73,8 @@ def availability_rows(events: pd.DataFrame, dynamics, class_of_device: dict[int,
             else:
                 exp = 1.0
             expected.append(exp)
-            realised.append(realised_online(events, d, t_end))
+            realised.append(max(0.0, realised_online(events, d, t_end) - out_s.get(d, 0.0) / t_end)
+                            if t_end > 0 else realised_online(events, d, t_end))
         e, r = sum(expected) / len(expected), sum(realised) / len(realised)
         sd = (sum((x - r) ** 2 for x in realised) / (len(realised) - 1)) ** 0.5 if len(realised) > 1 else 0.0
         se = sd / len(realised) ** 0.5
@@ -101,16 +104,21 @@ def event_rows(events: pd.DataFrame) -> list[dict]:
 def dynamics_fidelity(events: pd.DataFrame, dynamics, class_of_device: dict[int, str], t_end: float,
                       trace: Optional[dict] = None, tolerance: float = 0.1) -> dict:
     """The ``fidelity.dynamics`` section: availability rows, event rows and their verdict."""
-    avail = availability_rows(events, dynamics, class_of_device, t_end, trace, tolerance)
+    k = kept_out(events, sorted(class_of_device))
+    avail = availability_rows(events, dynamics, class_of_device, t_end, trace, tolerance,
+                              k["by_device"] if k else None)
     timed = event_rows(events)
     late = [r for r in timed if not r["on_time"]]
     off = [r["class"] for r in avail if not r["within_tolerance"]]
     summary = (f"{len(timed) - len(late)} of {len(timed)} timed events applied on time"
                + (f", {len(late)} late" if late else "")
                + (f"; online fraction off its expected value in {', '.join(off)}" if off else
-                  "; online fraction per class as expected" if avail else ""))
+                  "; online fraction per class as expected" if avail and not k else
+                  "; online fraction per class, less the time kept out, within tolerance" if avail else "")
+               + (f"; {describe(k)}" if k else ""))
     return {"duration_s": round(t_end, 3), "availability": avail, "events": timed,
-            "verdict": {"faithful": not late and not off, "summary": summary, "events_on_time": len(timed) - len(late),
+            **({"kept_out": k} if k else {}),
+            "verdict": {"faithful": not late and not off and not k, "summary": summary, "events_on_time": len(timed) - len(late),
                         "events_late": len(late), "classes_off_availability": off,
                         "checks": f"timed events applied within {ON_TIME:.0%} of their scheduled time; realised "
                                   f"online fraction per class within {tolerance:.0%} (plus two standard errors) "

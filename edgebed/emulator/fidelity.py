@@ -17,6 +17,7 @@ from typing import Optional
 
 import pandas as pd
 
+from .kept_out import describe, kept_out
 from .verdict import crashed_devices, expected_vs_realized, pacing_stats, verdict
 
 WINDOW_S = 1.0   # uplink throughput is measured over windows of at least this length
@@ -144,6 +145,10 @@ def run_fidelity(updates: pd.DataFrame, classes: list[dict], class_of_device: di
         out["verdict"] = verdict(rows, pacing, tol, timing.get("dilation", 1.0))
         if timing.get("watchdog_warnings") is not None:
             out["verdict"]["watchdog_warnings"] = timing["watchdog_warnings"]
+    if (k := kept_out(events, sorted(class_of_device))) is not None:   # devices the connection cap kept out
+        out["kept_out"] = k
+        if "verdict" in out:
+            out["verdict"] = {**out["verdict"], "faithful": False, "summary": f"{out['verdict']['summary']}; {describe(k)}"}
     peaks = runtime.get("uplink_peak_bps")
     if peaks:
         out["uplink"] = uplink_rates(peaks, class_of_device, classes, updates)

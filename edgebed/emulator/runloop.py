@@ -26,6 +26,7 @@ from ..target import to_target
 from .cleanup import ended_by_clean
 from .runtimes import AgentSpec
 from .stopping import RUNNING, STOPPING, Interrupted, StopSignals
+from .startup import StartUp
 from .timing_setup import agent_timing
 from . import trust
 from .watchdog import CHECK_EVERY, FidelityWatchdog
@@ -69,6 +70,7 @@ class RunLoop:
         self.lost: set[int] = set()
         self.live = self.watchdog = self.transport = self.ps = None
         self.not_finite_seen = False   # an evaluation's loss was NaN/Inf (its event is recorded)
+        self.startup = StartUp()   # when the first hello came (agent start-up) and what the wall time counts from
 
     # -- set-up ----------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -114,7 +116,7 @@ class RunLoop:
             eval_dense=(tuple(d.near), d.within, d.every) if (d := sc.eval.dense) else None,
             crash_probability=sc.failures.crash_probability, crash_at=sc.crash_schedule(), seed=sc.seed,
             lost_after=sc.failures.lost_after / 2,   # /2: before the devices' reply timeout
-            on_divergence=sc.security.on_divergence,
+            on_divergence=sc.security.on_divergence, stall_s=sc.security.stall_timeout,
             downlink=sc.compression.downlink(), statistics=sc.statistics_in_theta(),
             variances=self.variances, clip=(r := sc.security.robust) and r.clip,
             clip_window=r.window if r else 64), theta, rule, hooks)
@@ -247,10 +249,10 @@ class RunLoop:
         self.phase(f"{len(self.handles)} agents started; running (waiting for the first updates)")
         clock = self.clock
         clock.running()
-        if sc.stop.wall_time is not None:
-            limit = sc.stop.wall_time
-            clock.alarm(limit, lambda: ps.request_stop(
-                f"wall time {limit:.0f} s reached" + (" (virtual time)" if clock.virtual else "")))
+        if clock.virtual:   # every device says hello at time 0
+            self.startup.heard(0.0, sc.stop.wall_time, clock, ps)
+        else:   # stop.wall_time counts from the first hello (self._heard), agents' start-up is no run time
+            self.startup.wait(sc.stop.first_hello_within, sc.stop.wall_time, clock, ps)
 
     def _loop(self, t_start: float) -> None:
         """Tick until the PS has stopped; a signal now only asks the loop to stop, at the top of a tick."""
@@ -265,6 +267,8 @@ class RunLoop:
                 last_watch = time.monotonic()
                 self._watch()
             self._tick()
+            if self.startup.first_hello_s is None and ps.device_count():
+                self.startup.heard(self.clock.elapsed(), self.run_sc.stop.wall_time, self.clock, ps)
             elapsed = time.monotonic() - t_start
             alive = self._notice_ended()
             self.progress(self._line(elapsed, alive), False)
@@ -323,12 +327,15 @@ class RunLoop:
         if status == "complete" and self.handles and len(codes) == len(self.handles) \
                 and all(c != 0 for c in codes.values()):   # the run ended because no device was left
             status, reason = "failed", _first_agent_error(path, codes, ps.version, trust.blame(trust.harm(ps)))
+        if status == "complete" and (why := self.startup.no_result(ps.device_count(), ps.version)):
+            status, reason = "failed", why   # no device joined, or none of their updates applied
         bad = [e for e in self.evals if trust.not_finite(e)]
         if bad and status == "complete":   # the final evaluation too (it notifies no one)
             status, reason = "failed", trust.not_finite_reason(bad)
         if cleaned := ended_by_clean(path):   # its agents were killed under it: not complete
             status, reason = "incomplete", cleaned
         summary = self._summary(status, reason, elapsed)
+        summary["startup"] = self.startup.to_dict()
         summary["fidelity"] = self._fidelity()
         if (crashes := self._crashes()) is not None:
             summary["crashes"] = crashes
@@ -349,7 +356,8 @@ class RunLoop:
             # will, nor will those recorded lost (silent past lost_after: stopped from outside, hung);
             # a second Ctrl-C (``hurry``) ends them at once.
             deadline = time.monotonic() + DRAIN_GRACE
-            unheard = ps.frozen_devices() | self.lost
+            with ps.lock:   # and those that never said hello get no Stop either
+                unheard = ps.frozen_devices() | self.lost | (set(handles) - set(ps.devices))
             while time.monotonic() < deadline and not hurry() and any(
                     h.poll() is None for d, h in handles.items() if d not in unheard):
                 runtime.drive(ps, 0.05)

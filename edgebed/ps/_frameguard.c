@@ -15,6 +15,19 @@
  * signature within handshake_ms is cut. Descriptors: accept only while 3 per relayed connection + 1 per
  * pending one fit in cap_fds (set by Python from the process's descriptor budget, ps/fdbudget.py).
  *
+ * Stalls: a relayed peer that owes bytes — a frame or message begun and not finished, or its first
+ * message once the PS's handshake ended (an honest device's hello follows at once) — and sent none for
+ * stall_ms is cut (ST_CUT_STALLED); so is one whose handshake the PS has not ended within stall_ms of
+ * the accept (refused at the connection cap: libzmq holds it, and its place, for 30 s). Progress is what counts, never a
+ * message's whole duration: a big push on a slow link sends bytes all along. A peer between two
+ * messages owes nothing (it may compute for minutes) and a CURVE stream (unparsed) is not judged.
+ *
+ * Early data: libzmq resets a connection whose data frames arrive before its own handshake ended (its
+ * ZAP answer), and a flood sent without waiting for it was then closed by the PS before the guard had
+ * judged it — not counted as cut (issue 51: four floods counted as two). The guard reads the PS's
+ * stream up to its READY command and, until then, relays the peer's handshake commands only: its data
+ * frames are held (at most BUF bytes) and still parsed, so a flood among them is cut and counted.
+ *
  * Buffers are taken from malloc for a read and given back once their bytes are written, so idle
  * connections hold none. Single thread, epoll, level-triggered; run() releases the GIL and returns after timeout_ms, so the
  * Python side (ps/frameguard.py) stops it and refreshes the cap between calls. Linux only.
@@ -48,6 +61,16 @@ typedef struct pair {
     size_t off[2], len[2];
     int state;
     double since;                /* ms, monotonic: when accepted */
+    double heard;                /* ms, monotonic: when the peer last sent a byte */
+    double ready_at;             /* ms, monotonic: when the PS's READY passed (0: not yet) */
+    uint64_t msgs;               /* messages the peer completed (commands not counted) */
+    int holding;                 /* the peer sent a data frame before the PS's READY: held from buf[0][hold] */
+    size_t hold;
+    /* parser of the PS's stream, until its READY command */
+    int ps_ready, ps_phase, ps_need, ps_got;
+    uint64_t ps_left;
+    size_t ps_seen;
+    unsigned char ps_hdr[8];
     /* parser of the peer's stream */
     int phase, cmd, more;
     unsigned char hdr[8];
@@ -59,17 +82,19 @@ typedef struct pair {
 } pair_t;
 
 enum { ST_PAIRED, ST_PENDING, ST_ACCEPTED, ST_SHED, ST_CUT_FRAMES, ST_CUT_BYTES, ST_CUT_PROTOCOL, ST_CUT_SLOW,
-       ST_OPAQUE, ST_UPSTREAM_FAILED, ST_N };
+       ST_OPAQUE, ST_UPSTREAM_FAILED, ST_CUT_STALLED, ST_N };
 
 typedef struct {
     int ep, lfd, listening;
     struct sockaddr_un up;
     uint64_t max_frames, max_bytes;
     long cap_fds;
-    double handshake_ms;
+    double handshake_ms, stall_ms;
     pair_t *head;
     unsigned long long st[ST_N];
 } guard_t;
+
+static int parse_ps(pair_t *p, const unsigned char *b, size_t n);
 
 static double now_ms(void) {
     struct timespec t;
@@ -91,8 +116,12 @@ static void update(guard_t *g, pair_t *p) {
         set_mask(g, &p->s[0], EPOLLIN);
         return;
     }
-    for (int k = 0; k < 2; k++)
-        set_mask(g, &p->s[k], (p->len[k] == 0 ? EPOLLIN : 0) | (p->len[1 - k] > 0 ? EPOLLOUT : 0));
+    for (int k = 0; k < 2; k++) {
+        int d = 1 - k;   /* bytes for side k come from buf[d]; a peer's held data goes nowhere yet */
+        size_t upto = d == 0 && p->holding ? p->hold : p->len[d];
+        int more_in = p->len[k] == 0 || (k == 0 && p->holding && p->len[0] < BUF);
+        set_mask(g, &p->s[k], (more_in ? EPOLLIN : 0) | (p->off[d] < upto ? EPOLLOUT : 0));
+    }
 }
 
 static void close_pair(guard_t *g, pair_t *p) {
@@ -109,8 +138,8 @@ static void close_pair(guard_t *g, pair_t *p) {
     free(p);
 }
 
-/* Parse bytes the peer sent. → 0: pass them on; 1: cut the connection (stats counted). */
-static int parse(guard_t *g, pair_t *p, const unsigned char *b, size_t n) {
+/* Parse bytes the peer sent, at offset ``at`` of buf[0]. → 0: pass them on; 1: cut the connection (stats counted). */
+static int parse(guard_t *g, pair_t *p, const unsigned char *b, size_t n, size_t at) {
     size_t i = 0;
     while (i < n) {
         switch (p->phase) {
@@ -141,6 +170,10 @@ static int parse(guard_t *g, pair_t *p, const unsigned char *b, size_t n) {
             p->more = f & 1;
             p->cmd = (f & 4) != 0;
             if (p->cmd && p->more) goto protocol;
+            if (!p->cmd && !p->ps_ready && !p->holding) {   /* data before the PS's READY: hold it */
+                p->holding = 1;
+                p->hold = at + i - 1;
+            }
             p->need = (f & 2) ? 8 : 1;
             p->got = 0;
             p->phase = P_SIZE;
@@ -159,8 +192,10 @@ static int parse(guard_t *g, pair_t *p, const unsigned char *b, size_t n) {
                     p->bytes += size;
                     if (p->frames > g->max_frames) { g->st[ST_CUT_FRAMES]++; return 1; }
                     if (p->bytes > g->max_bytes) { g->st[ST_CUT_BYTES]++; return 1; }
-                    if (!p->more)
+                    if (!p->more) {
                         p->frames = p->bytes = 0;
+                        p->msgs++;
+                    }
                 }
                 p->body_left = size;
                 p->phase = size ? P_BODY : P_FLAGS;
@@ -210,8 +245,9 @@ static int flush(pair_t *p, int d) {
     int to = p->s[1 - d].fd;
     if (to < 0)
         return 0;
-    while (p->off[d] < p->len[d]) {
-        ssize_t w = send(to, p->buf[d] + p->off[d], p->len[d] - p->off[d], MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t upto = d == 0 && p->holding ? p->hold : p->len[d];   /* held data stays until the PS's READY */
+    while (p->off[d] < upto) {
+        ssize_t w = send(to, p->buf[d] + p->off[d], upto - p->off[d], MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -219,6 +255,8 @@ static int flush(pair_t *p, int d) {
         }
         p->off[d] += w;
     }
+    if (upto < p->len[d])
+        return 0;
     p->off[d] = p->len[d] = 0;
     free(p->buf[d]);   /* an idle connection holds no buffer (a 256 kB one each way for 400 peers: 200 MB) */
     p->buf[d] = NULL;
@@ -229,7 +267,7 @@ static int flush(pair_t *p, int d) {
  * (appended) until its connection to the PS is open. */
 static int readable(guard_t *g, pair_t *p, int k) {
     size_t at = p->len[k];
-    if (at && p->state == OPEN)
+    if (at && p->state == OPEN && !(k == 0 && p->holding && at < BUF))
         return 0;
     if (!p->buf[k] && !(p->buf[k] = malloc(BUF)))
         return -1;
@@ -237,9 +275,16 @@ static int readable(guard_t *g, pair_t *p, int k) {
     do r = recv(p->s[k].fd, p->buf[k] + at, BUF - at, MSG_DONTWAIT); while (r < 0 && errno == EINTR);
     if (r == 0) return -1;
     if (r < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
-    if (k == 0 && parse(g, p, p->buf[0] + at, r))
+    if (k == 0)
+        p->heard = now_ms();
+    if (k == 0 && parse(g, p, p->buf[0] + at, r, at))
         return -1;
     p->len[k] = at + r;
+    if (k == 1 && !p->ps_ready && parse_ps(p, p->buf[1] + at, r) && p->holding) {
+        p->holding = 0;   /* the PS's handshake ended: what the peer sent may go on to it */
+        if (flush(p, 0) < 0)
+            return -1;
+    }
     if (k == 0 && p->state == PENDING && p->greet_len >= 10 && open_upstream(g, p) < 0)
         return -1;
     return flush(p, k);
@@ -267,7 +312,7 @@ static void accept_all(guard_t *g) {
         p->s[0] = (side_t){fd, p, 0, 0};
         p->s[1] = (side_t){-1, p, 1, 0};
         p->state = PENDING;
-        p->since = now_ms();
+        p->since = p->heard = now_ms();
         g->st[ST_PENDING]++;
         p->next = g->head;
         if (g->head) g->head->prev = p;
@@ -285,15 +330,78 @@ static void destroy(PyObject *cap) {
     free(g);
 }
 
-/* new(listen_fd, wake_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms) -> handle. A byte on
+/* Read the PS's stream until its READY command (greeting, then command frames). → whether it came. */
+static int parse_ps(pair_t *p, const unsigned char *b, size_t n) {
+    enum { S_GREET, S_FLAGS, S_SIZE, S_BODY };
+    for (size_t i = 0; i < n && !p->ps_ready;) {
+        switch (p->ps_phase) {
+        case S_GREET: {
+            size_t take = GREETING - p->ps_seen < n - i ? GREETING - p->ps_seen : n - i;
+            p->ps_seen += take;
+            i += take;
+            if (p->ps_seen == GREETING) p->ps_phase = S_FLAGS;
+            break;
+        }
+        case S_FLAGS:
+            p->ps_need = (b[i++] & 2) ? 8 : 1;
+            p->ps_got = 0;
+            p->ps_phase = S_SIZE;
+            break;
+        case S_SIZE:
+            p->ps_hdr[p->ps_got++] = b[i++];
+            if (p->ps_got == p->ps_need) {
+                p->ps_left = 0;
+                for (int k = 0; k < p->ps_need; k++) p->ps_left = (p->ps_left << 8) | p->ps_hdr[k];
+                p->ps_seen = 0;   /* now: bytes of this body seen */
+                p->ps_phase = p->ps_left ? S_BODY : S_FLAGS;
+            }
+            break;
+        case S_BODY: {
+            static const char ready[] = "\x05READY";
+            while (i < n && p->ps_left) {
+                if (p->ps_seen < 6 && b[i] != (unsigned char)ready[p->ps_seen])
+                    p->ps_seen = 100;   /* not READY */
+                else if (p->ps_seen < 6)
+                    p->ps_seen++;
+                i++;
+                p->ps_left--;
+            }
+            if (p->ps_seen == 6) {
+                p->ps_ready = 1;
+                p->ready_at = now_ms();
+            }
+            if (!p->ps_left) p->ps_phase = S_FLAGS;
+            break;
+        }
+        }
+    }
+    return p->ps_ready;
+}
+
+/* Since when (ms) has the peer of an open pair owed bytes it has not sent: a frame or message begun
+ * (since its last byte), or its first message once the PS's handshake ended; or since when has the PS
+ * not ended its handshake (since the accept). 0: nothing is owed. */
+static double owes_since(const pair_t *p) {
+    if (p->phase == P_OPAQUE)
+        return 0;
+    if (!p->ps_ready)   /* its handshake not answered: refused at the cap (libzmq keeps it open 30 s) */
+        return p->since;
+    if (p->phase != P_FLAGS || p->more)
+        return p->heard;
+    if (p->msgs == 0 && p->ps_ready)
+        return p->heard > p->ready_at ? p->heard : p->ready_at;
+    return 0;
+}
+
+/* new(listen_fd, wake_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms, stall_ms) -> handle. A byte on
  * wake_fd (never read: it stays readable) makes every run() return at once: stop without a tick's wait. */
 static PyObject *guard_new(PyObject *self, PyObject *args) {
     int lfd, wfd;
     const char *path;
     unsigned long long mf, mb;
     long cap;
-    double hs;
-    if (!PyArg_ParseTuple(args, "iisKKld", &lfd, &wfd, &path, &mf, &mb, &cap, &hs))
+    double hs, stall;
+    if (!PyArg_ParseTuple(args, "iisKKldd", &lfd, &wfd, &path, &mf, &mb, &cap, &hs, &stall))
         return NULL;
     if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return PyErr_Format(PyExc_ValueError, "socket path too long: %s", path);
@@ -314,6 +422,7 @@ static PyObject *guard_new(PyObject *self, PyObject *args) {
     g->max_bytes = mb;
     g->cap_fds = cap;
     g->handshake_ms = hs;
+    g->stall_ms = stall;
     return PyCapsule_New(g, "frameguard", destroy);
 }
 
@@ -361,12 +470,16 @@ static PyObject *guard_run(PyObject *self, PyObject *args) {
             update(g, p);
         }
     }
-    /* peers that sent no signature in time */
+    /* peers that sent no signature in time, and relayed ones stalled while they owe bytes */
     t = now_ms();
+    double since;
     for (pair_t *p = g->head, *next; p; p = next) {
         next = p->next;
         if (p->state == PENDING && t - p->since > g->handshake_ms) {
             g->st[ST_CUT_SLOW]++;
+            close_pair(g, p);
+        } else if (p->state == OPEN && g->stall_ms > 0 && (since = owes_since(p)) > 0 && t - since > g->stall_ms) {
+            g->st[ST_CUT_STALLED]++;
             close_pair(g, p);
         }
     }
@@ -386,7 +499,7 @@ static PyObject *guard_set_cap(PyObject *self, PyObject *args) {
 }
 
 /* stats(handle) -> (paired, pending, accepted, shed, cut_frames, cut_bytes, cut_protocol, cut_slow,
- * opaque, upstream_failed). Call it from the thread that calls run(), between two runs. */
+ * opaque, upstream_failed, cut_stalled). Call it from the thread that calls run(), between two runs. */
 static PyObject *guard_stats(PyObject *self, PyObject *args) {
     PyObject *cap;
     if (!PyArg_ParseTuple(args, "O", &cap))
@@ -400,7 +513,8 @@ static PyObject *guard_stats(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"new", guard_new, METH_VARARGS, "new(listen_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms)"},
+    {"new", guard_new, METH_VARARGS,
+     "new(listen_fd, wake_fd, ps_path, max_frames, max_bytes, cap_fds, handshake_ms, stall_ms)"},
     {"run", guard_run, METH_VARARGS, "run(handle, timeout_ms): relay for timeout_ms, GIL released"},
     {"set_cap", guard_set_cap, METH_VARARGS, "set_cap(handle, fds): descriptors relayed connections may hold"},
     {"stats", guard_stats, METH_VARARGS, "stats(handle) -> counters"},

@@ -20,6 +20,19 @@ device's frames. A peer must greet with a ZMTP 3.x signature (every libzmq ≥ 4
 ``HANDSHAKE_S``; raw connections wait in the guard at one descriptor each, accepted only while the
 process's descriptor budget (ps/fdbudget.py) holds three per relayed connection and one per waiting
 one. ``FAST``: built (Linux with a C compiler); otherwise the PS binds its endpoint itself, unguarded.
+
+Stalls (issue 51): a relayed peer that owes bytes — a frame or a message begun, or its first message
+since the connection opened — and sent none for ``stall_s`` is cut (``cut_stalled``), so connections
+that stop mid-frame cannot hold the PS's connection cap. It is a time-out on progress, not on a
+message's duration: an honest device pushing a big model over a slow link sends bytes all along. A
+peer between two messages owes nothing and is never cut (a device computes between its requests). A
+connection whose handshake the PS has not ended ``stall_s`` after the accept (refused at the cap:
+libzmq keeps it, and it counts against the cap, for its 30 s handshake time-out) is cut too; a
+refused device's libzmq then reconnects and asks again.
+A peer's data frames sent before the PS's handshake ended (READY) are held and judged, not relayed:
+libzmq would reset the connection for them and the guard never see, nor count, a flood among them.
+Without the guard the PS's socket sends ZMTP heartbeats instead (ps/serve.py), which libzmq judges
+by whole frames: there a frame or a model that takes longer than ``stall_s`` to cross is cut too.
 """
 from __future__ import annotations
 
@@ -43,7 +56,7 @@ CUT_FRAMES = 256     # frames of a message beyond which the connection is cut (h
 HANDSHAKE_S = 10.0   # s a peer has to send its ZMTP signature
 TICK_MS = 250        # the relay returns to Python this often: stop, descriptor budget
 STATS = ("paired", "pending", "accepted", "shed", "cut_frames", "cut_bytes", "cut_protocol", "cut_slow",
-         "opaque", "ps_unreachable")
+         "opaque", "ps_unreachable", "cut_stalled")
 
 
 def guardable(bind: str) -> Optional[tuple[str, int]]:
@@ -63,18 +76,19 @@ def guardable(bind: str) -> Optional[tuple[str, int]]:
 class FrameGuard:
     """Listens on ``(host, port)`` (0: any free port; ``endpoint`` says which) and relays to ``ps_path``."""
 
-    def __init__(self, host: str, port: int, ps_path: str, max_frames: int, max_bytes: int):
+    def __init__(self, host: str, port: int, ps_path: str, max_frames: int, max_bytes: int,
+                 stall_s: float):
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind((host, port))
         self._listener.listen(socket.SOMAXCONN)
         self._listener.setblocking(False)
         self.endpoint = f"tcp://{host}:{self._listener.getsockname()[1]}"
-        self.max_frames, self.max_bytes = max_frames, max_bytes
+        self.max_frames, self.max_bytes, self.stall_s = max_frames, max_bytes, stall_s
         self.fds = FdBudget()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)   # stop() ends a tick at once
         self._h = _c.new(self._listener.fileno(), self._wake_r, ps_path, max_frames, max_bytes, self.fds.allowed(0),
-                         HANDSHAKE_S * 1e3)
+                         HANDSHAKE_S * 1e3, stall_s * 1e3)
         self._stats = dict.fromkeys(STATS, 0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ps-guard", daemon=True)
@@ -94,8 +108,8 @@ class FrameGuard:
     def stats(self) -> dict:
         """Counters as of the guard's last tick (≤ TICK_MS old): connections relayed now (paired) and
         waiting for a signature (pending), accepted, shed for the descriptor budget, cut for frames,
-        bytes, a bad greeting or frame (protocol) or no signature in time (slow), relayed unparsed
-        (opaque: CURVE)."""
+        bytes, a bad greeting or frame (protocol), no signature in time (slow) or no byte for
+        ``stall_s`` while owing some (stalled), relayed unparsed (opaque: CURVE)."""
         return dict(self._stats)
 
     @property

@@ -77,6 +77,15 @@ def tune_malloc(arenas: int = 2) -> bool:
         return False
 
 
+def _heartbeats(sock: zmq.Socket, stall_ms: int) -> None:
+    """No frame guard: ZMTP heartbeats close a connection that sent no whole frame (nor a PONG) within
+    ``stall_ms`` of a PING, so stalled peers cannot hold the cap. libzmq judges whole frames, not
+    progress: here a frame that takes longer than ``stall_ms`` to cross is cut too (ps/frameguard.py)."""
+    if stall_ms > 0:
+        sock.setsockopt(zmq.HEARTBEAT_IVL, max(100, stall_ms // 3))
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, stall_ms)
+
+
 def _malloc_trim() -> None:
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -105,6 +114,7 @@ class ZmqServer:
         self.sock.setsockopt(zmq.MAXMSGSIZE, ps.config.max_message_bytes)
         if configure_socket:
             configure_socket(self.sock)   # e.g. CURVE server keys
+        stall_ms = int(ps.config.stall_s * 1000)
         self.device_of = device_of        # CURVE: client key (Z85) → the device it belongs to
         # Before bind (the listener copies the socket's ZAP domain). CURVE runs: the key authenticator
         # owns ZAP and asks the gate (SocketTransport wires it).
@@ -120,7 +130,8 @@ class ZmqServer:
             self._ipc_dir, path = frameguard.private_ipc()
             self.sock.bind(f"ipc://{path}")
             try:
-                self.guard = frameguard.FrameGuard(*where, path, frameguard.CUT_FRAMES, ps.config.max_message_bytes)
+                self.guard = frameguard.FrameGuard(*where, path, frameguard.CUT_FRAMES, ps.config.max_message_bytes,
+                                                   ps.config.stall_s)
             except BaseException:
                 self.sock.close(0)
                 self.gate.stop()
@@ -128,9 +139,11 @@ class ZmqServer:
                 raise
             self.endpoint = self.guard.endpoint
         elif bind.endswith(":0"):
+            _heartbeats(self.sock, stall_ms)
             port = self.sock.bind_to_random_port(bind[: bind.rindex(":")])
             self.endpoint = f"{bind[: bind.rindex(':')]}:{port}"
         else:
+            _heartbeats(self.sock, stall_ms)
             self.sock.bind(bind)
             self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         ps.hooks.send = self._send_held   # replies held by round-based rules leave from the serve thread
@@ -138,12 +151,13 @@ class ZmqServer:
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
         self._dropped_bytes = 0   # bytes of the last message refused for its frame count
+        self._refused_seen = 0    # the gate's refusals already in an event
 
     def serve(self) -> None:
         """Run the loop in the calling thread until stop()."""
         ps, recv, send, poll = self.ps, self._recv, self._send, zmq.zmq_poll
         items = [(self.sock, zmq.POLLIN)]
-        next_sweep = time.monotonic() + SWEEP_EVERY
+        next_sweep = next_look = time.monotonic() + SWEEP_EVERY
         try:
             while not self._stop.is_set():
                 ready = poll(items, 100)
@@ -165,6 +179,9 @@ class ZmqServer:
                     if (self._in_flight or ps.busy_peers) and (now := time.monotonic()) >= next_sweep:
                         next_sweep = now + SWEEP_EVERY
                         self._sweep()
+                    if (now := time.monotonic()) >= next_look:
+                        next_look = now + SWEEP_EVERY
+                        self._look_at_cap()
         except BaseException as err:  # surfaced to the engine, which ends the run cleanly
             self.error = err
             raise
@@ -245,6 +262,16 @@ class ZmqServer:
     def _send_held(self, peer: bytes, frames: list) -> None:
         self._send(peer, frames)
 
+    def _look_at_cap(self) -> None:
+        """While the connection cap refuses anyone, an event says so at least every SWEEP_EVERY s
+        (``refused-at-cap``: the fidelity verdict counts the devices it kept out, emulator/kept_out.py)."""
+        gate = self.gate.state()
+        if gate["refused"] > self._refused_seen:
+            self.ps.event(-1, "refused-at-cap", f"refused={gate['refused'] - self._refused_seen} "
+                          f"total={gate['refused']} cap={gate['max_peers']} in_use={gate['in_use']}; "
+                          "new connections (devices joining) get no answer until one closes")
+            self._refused_seen = gate["refused"]
+
     def _models_in_flight(self, peer: bytes) -> int:
         """Models sent to ``peer`` that ZeroMQ still holds (queued, or being written to a peer that
         doesn't read). The PS answers a pull with ``busy`` at MAX_MODELS_IN_FLIGHT (ps/server.py)."""
@@ -295,7 +322,9 @@ class ZmqServer:
         cut = {"cut_frames": f"a message of more than {frameguard.CUT_FRAMES} frames",
                "cut_bytes": f"a message of more than {self.ps.config.max_message_bytes:,} bytes",
                "cut_protocol": "not ZMTP 3 (greeting or frame header)",
-               "cut_slow": f"no ZMTP greeting within {frameguard.HANDSHAKE_S:g} s"}
+               "cut_slow": f"no ZMTP greeting within {frameguard.HANDSHAKE_S:g} s",
+               "cut_stalled": f"stalled {self.guard.stall_s:g} s (security.stall_timeout): owed the rest of "
+                              "a message, or its first, and sent no byte; or its handshake unanswered (the cap)"}
         for key, why in cut.items():
             if g[key]:
                 self.ps.errors[key.replace("_", "-")] = g[key]

@@ -69,6 +69,8 @@ class PSConfig:
     variances: tuple = ()                     # (offset, size) in Θ of each running variance among them
     clip: Optional[float] = None              # security.robust.clip: push norms ≤ this × the recent median (robust.py)
     clip_window: int = 64                     # security.robust.window: pushes the median is taken over
+    stall_s: float = 30.0                     # s a peer that owes bytes may send none before it is cut (ps/frameguard.py;
+    #                                           below the agents' 60 s reply time-out; security.stall_timeout)
 
 
 @dataclass
