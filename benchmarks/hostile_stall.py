@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from edgebed.rundir import read_json, read_table  # noqa: E402
 from tests import zmtp_raw  # noqa: E402
+from benchmarks.hostile_transport import Run as TransportRun  # noqa: E402
 
 SCENARIO = """
 name: hostile-stall
@@ -46,43 +44,17 @@ CASES = (0, 5, 30)   # security.stall_timeout, s (0: never cut)
 HOLD = 45.0          # s the stallers are held at most (past the default time-out of 30 s)
 
 
-class Run:
-    """A live `edgebed run`, its clock mapped onto ours (benchmarks/hostile_transport.py's Run)."""
+class Run(TransportRun):
+    """A live `edgebed run` (no descriptor limit), its clock mapped onto ours."""
+
+    NAME = "hostile-stall"
+    SAMPLES = 10
 
     def __init__(self, stall: float):
-        self.tmp = Path(tempfile.mkdtemp(prefix="hostile-stall-"))
-        (self.tmp / "s.yaml").write_text(SCENARIO.format(stall=stall))
-        self.proc = subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"],
-                                     cwd=self.tmp, stdout=open(self.tmp / "run.log", "w"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 180
-        while True:
-            runs = list((self.tmp / "runs").glob("hostile-stall-*")) if (self.tmp / "runs").exists() else []
-            if runs and (runs[0] / "endpoint.json").exists() and len(list((runs[0] / "updates").glob("part-*"))) >= 3:
-                break
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((self.tmp / "run.log").read_text()[-3000:])
-            time.sleep(0.2)
-        self.path = runs[0]
-        self.host, port = read_json(self.path, "endpoint.json")["bind"][len("tcp://"):].rsplit(":", 1)
-        self.port = int(port)
-        self.offset = min(self._sample() for _ in range(10))   # our monotonic − the run's wall_time
-
-    def _sample(self) -> float:
-        time.sleep(0.1)
-        return time.monotonic() - float(read_table(self.path, "updates")["wall_time"].max())
-
-    def rate(self, t0: float, t1: float) -> float:
-        """Honest updates/s between our monotonic times t0 and t1."""
-        w = read_table(self.path, "updates")["wall_time"]
-        return round(int(((w >= t0 - self.offset) & (w < t1 - self.offset)).sum()) / (t1 - t0), 2)
+        super().__init__(scenario=SCENARIO.format(stall=stall), limited=False)
 
     def end(self) -> dict:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        self.stop()
         s = read_json(self.path, "summary.json")
         events = read_table(self.path, "events")
         pick = events[events["event"].isin(("connections", "refused-at-cap"))]

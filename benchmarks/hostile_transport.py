@@ -70,17 +70,22 @@ def _proc_stat(pid: int) -> tuple[int, int]:
 
 
 class Run:
-    """A live `edgebed run` under ulimit -n 1024, its clock mapped onto ours."""
+    """A live `edgebed run` under ulimit -n 1024 (``limited``), its clock mapped onto ours.
+    benchmarks/hostile_stall.py's runs are this class with another scenario."""
 
-    def __init__(self, env: dict | None = None):
-        self.tmp = Path(tempfile.mkdtemp(prefix="hostile-transport-"))
-        (self.tmp / "s.yaml").write_text(SCENARIO)
+    NAME = "hostile-transport"   # the scenario's name: its run directory is runs/NAME-*
+    SAMPLES = 20                 # looks at the updates table that map its clock onto ours
+
+    def __init__(self, env: dict | None = None, scenario: str = SCENARIO, limited: bool = True):
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"{self.NAME}-"))
+        (self.tmp / "s.yaml").write_text(scenario)
         self.proc = subprocess.Popen([sys.executable, "-m", "edgebed.cli", "run", "s.yaml", "--out", "runs"],
                                      cwd=self.tmp, stdout=open(self.tmp / "run.log", "w"), stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_limited, env={**os.environ, **(env or {})})
+                                     start_new_session=True, preexec_fn=_limited if limited else None,
+                                     env={**os.environ, **(env or {})})
         deadline = time.monotonic() + 180
         while True:
-            runs = list((self.tmp / "runs").glob("hostile-transport-*")) if (self.tmp / "runs").exists() else []
+            runs = list((self.tmp / "runs").glob(f"{self.NAME}-*")) if (self.tmp / "runs").exists() else []
             if runs and (runs[0] / "endpoint.json").exists() and len(list((runs[0] / "updates").glob("part-*"))) >= 3:
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -89,7 +94,7 @@ class Run:
         self.path = runs[0]
         self.host, port = read_json(self.path, "endpoint.json")["bind"][len("tcp://"):].rsplit(":", 1)
         self.port = int(port)
-        self.offset = min(self._sample() for _ in range(20))   # our monotonic − the run's wall_time
+        self.offset = min(self._sample() for _ in range(self.SAMPLES))   # our monotonic − the run's wall_time
 
     def _sample(self) -> float:
         time.sleep(0.1)
@@ -100,12 +105,16 @@ class Run:
         w = read_table(self.path, "updates")["wall_time"]
         return round(int(((w >= t0 - self.offset) & (w < t1 - self.offset)).sum()) / (t1 - t0), 2)
 
-    def end(self) -> dict:
+    def stop(self) -> None:
+        """SIGTERM the run and wait for it to write its summary (kill after 120 s)."""
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(120)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+    def end(self) -> dict:
+        self.stop()
         s = read_json(self.path, "summary.json")
         events = read_table(self.path, "events")
         conn = [d for d in events[events["event"] == "connections"]["detail"]]
