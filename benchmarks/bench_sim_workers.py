@@ -130,7 +130,7 @@ def measure(args, address) -> int:
         out["models"][model] = {
             "updates": updates, "tables_identical": same,
             "runs": {str(w): recs for w, recs in runs.items()},
-            "median_steady_updates_per_s": {str(w): statistics.median(r["steady_updates_per_s"] for r in recs)
+            "median_steady_updates_per_s": {str(w): round(statistics.median(r["steady_updates_per_s"] for r in recs), 2)
                                             for w, recs in runs.items()},
             "speedup_over_first": {str(w): round(statistics.median(r["steady_updates_per_s"] for r in recs) / base, 2)
                                    for w, recs in runs.items()}}
@@ -153,7 +153,7 @@ def markdown(out: dict) -> str:
         for w, recs in m["runs"].items():
             loads = [r["load_before"][0] for r in recs]
             lines.append(f"| {model} | {w} | {m['median_steady_updates_per_s'][w]} | {m['speedup_over_first'][w]} | "
-                         f"{statistics.median(r['cpu_s'] for r in recs)} | {min(loads)}–{max(loads)} | "
+                         f"{statistics.median(r['cpu_s'] for r in recs):.2f} | {min(loads)}–{max(loads)} | "
                          f"{'identical' if m['tables_identical'] else 'DIFFER'} |")
     return "\n".join(lines) + "\n"
 
