@@ -413,12 +413,7 @@ def _transport(args) -> int:
     result = {"what": "Transport attacks (issue 36) on a running `edgebed run` under ulimit -n 1024 (local runtime, "
                       "4 honest agents, mlp, adacomp, checkpoint every 10 updates); each run ended by SIGTERM "
                       "(status incomplete) after its attack.", "host": host, **hostile_transport.transport(args)}
-    result["host"] = f"{host}; {os.getloadavg()[0]:.1f} at the end"
-    out = Path(args.out or RESULTS / "hostile_soak-transport.json")
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(hostile_transport.markdown(result))
-    print(out.with_suffix(".md").read_text())
-    return 0
+    return _write(result, host, Path(args.out or RESULTS / "hostile_soak-transport.json"), hostile_transport.markdown)
 
 
 def _trust(args) -> int:
@@ -428,10 +423,14 @@ def _trust(args) -> int:
                       "over from a sleeping device, after a baseline of honest training, until the run's wall "
                       "time ends it.", "command": "benchmarks/hostile_soak.py " + " ".join(sys.argv[1:]),
               "host": host, "categories": hostile_trust.trust(args)}
+    return _write(result, host, Path(args.out or RESULTS / "hostile_soak-trust.json"), hostile_trust.markdown)
+
+
+def _write(result: dict, host: str, out: Path, markdown) -> int:
+    """A category's result as OUT (.json) and its .md (printed), the host's load at the end added."""
     result["host"] = f"{host}; {os.getloadavg()[0]:.1f} at the end"
-    out = Path(args.out or RESULTS / "hostile_soak-trust.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(hostile_trust.markdown(result))
+    out.with_suffix(".md").write_text(markdown(result))
     print(out.with_suffix(".md").read_text())
     return 0
 

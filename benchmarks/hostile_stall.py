@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from edgebed.rundir import read_json, read_table  # noqa: E402
 from tests import zmtp_raw  # noqa: E402
-from benchmarks.hostile_transport import Run as TransportRun  # noqa: E402
+from benchmarks.hostile_transport import Run as TransportRun, _closed  # noqa: E402
 
 SCENARIO = """
 name: hostile-stall
@@ -125,18 +125,6 @@ def stall_case(stall: float, stallers: int, hold: float, baseline: float) -> dic
     finally:
         if run.proc.poll() is None:
             run.proc.kill()
-
-
-def _closed(s) -> bool:
-    s.setblocking(False)
-    try:
-        while s.recv(4096):
-            pass
-        return True
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
 
 
 def main(args) -> int:
