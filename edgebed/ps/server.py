@@ -175,7 +175,7 @@ class ParameterServer:
         self._window_all: dict[int, tuple[float, int]] = {}   # the windows since then
         # Running statistics Θ carries (model.buffers average): bounded apart (ps/statistics.py)
         self._stats = StatisticsBound(theta, config.statistics, config.variances, config.max_step,
-                                      1.0 if rule.policy != "gradient" else -rule.step_scale()) \
+                                      rule.push_sign()) \
             if config.statistics else None
         self.value_limit()
 

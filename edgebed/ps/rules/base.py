@@ -76,6 +76,11 @@ class UpdateRule(ABC):
         rules whose pushes are deltas or models. The PS bounds pushed values with it."""
         return self.lr if self.policy == "gradient" else 1.0
 
+    def push_sign(self) -> float:
+        """How a unit of a pushed value moves Θ: −α for gradient rules (Θ ← Θ − α·v), +1 for rules whose
+        pushes are deltas or models. The PS bounds running statistics with it (ps/statistics.py)."""
+        return -self.step_scale() if self.policy == "gradient" else 1.0
+
     @abstractmethod
     def apply(self, device: int, staleness: int, values: np.ndarray,
               indices: Optional[np.ndarray]) -> Applied:
